@@ -1,0 +1,33 @@
+# Everything the service needs is installed by these targets: Python deps into .venv,
+# Node 22, esbuild and npm into layers/runner/node_modules (all pinned by lock files).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RUNNER := layers/runner
+
+.PHONY: setup run test lint clean
+
+setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+$(RUNNER)/node_modules/.installed: $(RUNNER)/package.json $(RUNNER)/package-lock.json
+	cd $(RUNNER) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: setup
+	$(VENV)/bin/headwater serve
+
+test: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) $(RUNNER)/node_modules .headwater

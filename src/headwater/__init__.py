@@ -1,0 +1,3 @@
+"""Headwater: a self-hostable event-source platform."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Adapters: the local (SQLite, Node pool) and AWS implementations of the ports."""

@@ -1,0 +1,68 @@
+"""Schema migrations, applied in order; `PRAGMA user_version` records how many ran."""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE users (
+        id TEXT PRIMARY KEY,
+        username TEXT NOT NULL UNIQUE,
+        email TEXT NOT NULL,
+        tier TEXT NOT NULL CHECK (tier IN ('free', 'paid')),
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE api_keys (
+        key_hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    );
+    CREATE TABLE orgs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        orgname TEXT NOT NULL UNIQUE,
+        email TEXT NOT NULL,
+        owner_id TEXT NOT NULL REFERENCES users(id),
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE memberships (
+        org_id TEXT NOT NULL REFERENCES orgs(id),
+        user_id TEXT NOT NULL REFERENCES users(id),
+        PRIMARY KEY (org_id, user_id)
+    );
+    CREATE TABLE components (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        created_by TEXT,
+        key TEXT,
+        code TEXT NOT NULL,
+        code_hash TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        component_url TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX components_by_namespace ON components(namespace, seq);
+    CREATE INDEX components_by_key ON components(namespace, key, seq);
+    CREATE TABLE usage (
+        user_id TEXT NOT NULL REFERENCES users(id),
+        day TEXT NOT NULL,
+        invocations INTEGER NOT NULL DEFAULT 0,
+        compute_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (user_id, day)
+    );
+    CREATE TABLE registry (
+        key TEXT PRIMARY KEY,
+        component_id TEXT NOT NULL REFERENCES components(id)
+    );
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        conn.executescript(f"BEGIN IMMEDIATE; {script}; PRAGMA user_version = {number}; COMMIT;")

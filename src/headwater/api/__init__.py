@@ -1,0 +1,1 @@
+"""The HTTP interface: one module per route group."""

@@ -1,0 +1,61 @@
+"""Components: save code (run through the Node runner) and read saved or published ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, StrictStr
+
+from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.routing import Router
+
+router = Router(tags=["components"])
+
+
+class ComponentCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    component_code: StrictStr | None = None
+    component_url: StrictStr | None = None
+    org_id: StrictStr | None = None
+    include: StrictStr | None = None
+    exclude: StrictStr | None = None
+
+
+@router.post("/components")
+def create_component(
+    body: ComponentCreate,
+    svc: ServicesDep,
+    caller: PrincipalDep,
+    shape: ShapeDep,
+    org_id: str | None = Query(None),
+) -> dict[str, Any]:
+    component = svc.components.create(caller, body.component_code, body.component_url, org_id or body.org_id)
+    return shape.with_body(body).data(component.to_api())
+
+
+@router.get("/components/registry/{key}")
+def get_registry_component(key: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
+    return shape.data(svc.components.get_registry(key).to_api())
+
+
+@router.get("/components/{key_or_id}")
+def get_component(
+    key_or_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, org_id: str | None = Query(None)
+) -> dict[str, Any]:
+    return shape.data(svc.components.get(caller, key_or_id, org_id).to_api())
+
+
+@router.get("/users/me/components")
+def list_my_components(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep) -> dict[str, Any]:
+    page = svc.components.list(caller, None, paging)
+    return shape.page(page, [c.to_api() for c in page.items])
+
+
+@router.get("/orgs/{org_id}/components")
+def list_org_components(
+    org_id: str, svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep
+) -> dict[str, Any]:
+    page = svc.components.list(caller, org_id, paging)
+    return shape.page(page, [c.to_api() for c in page.items])

@@ -1,0 +1,63 @@
+"""Every failure as `{"error": sentence, "details"?: {field: [problems]}}` (DECISIONS)."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from headwater.domain.errors import HeadwaterError, QuotaExceeded, Unauthorized
+
+log = logging.getLogger("headwater.api")
+
+_STATUS_SENTENCES = {
+    404: "No such route.",
+    405: "This route does not accept that method.",
+}
+
+
+def error_response(status: int, message: str, details: dict | None = None, headers: dict | None = None) -> JSONResponse:
+    body: dict = {"error": message}
+    if details:
+        body["details"] = details
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _field(loc: tuple) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(HeadwaterError)
+    async def headwater_error(request: Request, exc: HeadwaterError) -> JSONResponse:
+        headers = {}
+        if isinstance(exc, Unauthorized):
+            headers["WWW-Authenticate"] = "Bearer"
+        if isinstance(exc, QuotaExceeded):
+            headers["Retry-After"] = str(exc.retry_after)
+        return error_response(exc.status, exc.message, exc.details, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details: dict[str, list[str]] = {}
+        for err in exc.errors():
+            if err.get("type") == "json_invalid":
+                return error_response(400, "The request body is not valid JSON.")
+            details.setdefault(_field(tuple(err.get("loc", ()))), []).append(err.get("msg", "invalid"))
+        fields = ", ".join(details)
+        return error_response(400, f"The request has missing or mistyped parameters: {fields}.", details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) and exc.status_code not in _STATUS_SENTENCES else None
+        return error_response(exc.status_code, message or _STATUS_SENTENCES.get(exc.status_code, "Request failed."),
+                              headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def server_fault(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "The server failed while handling the request.")

@@ -1,0 +1,1 @@
+"""Pure core logic: no I/O, testable on its own."""

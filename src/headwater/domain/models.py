@@ -1,0 +1,105 @@
+"""The resources Headwater keeps, as plain dataclasses (no storage concerns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Tier = Literal["free", "paid"]
+REGISTRY_NAMESPACE = "registry"
+
+
+@dataclass
+class User:
+    id: str
+    username: str
+    email: str
+    tier: Tier
+    created_at: int
+
+
+@dataclass
+class Org:
+    id: str
+    name: str
+    orgname: str
+    email: str
+    owner_id: str
+    created_at: int
+
+
+@dataclass
+class Principal:
+    """Who is calling: the key's user and the orgs that user belongs to."""
+
+    user: User
+    org_ids: frozenset[str] = field(default_factory=frozenset)
+
+    def can_see(self, namespace: str) -> bool:
+        return namespace == self.user.id or namespace in self.org_ids
+
+
+@dataclass
+class ComponentDefinition:
+    """What the runner's `describe` says of a component's code."""
+
+    name: str
+    version: str
+    type: str
+    key: str | None = None
+    description: str | None = None
+    dedupe: str | None = None
+    hooks: list[str] = field(default_factory=list)
+    has_additional_props: bool = False
+    configurable_props: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_runner(cls, data: dict[str, Any]) -> ComponentDefinition:
+        return cls(
+            name=data["name"],
+            version=str(data["version"]),
+            type=data.get("type") or "source",
+            key=data.get("key"),
+            description=data.get("description"),
+            dedupe=data.get("dedupe"),
+            hooks=list(data.get("hooks") or []),
+            has_additional_props=bool(data.get("has_additional_props")),
+            configurable_props=list(data.get("configurable_props") or []),
+        )
+
+
+@dataclass
+class Component:
+    """A saved component (`sc_`): code plus what describe found in it."""
+
+    id: str
+    namespace: str
+    created_by: str | None
+    code: str
+    code_hash: str
+    definition: ComponentDefinition
+    component_url: str | None
+    created_at: int
+    updated_at: int
+    seq: int = 0
+
+    @property
+    def key(self) -> str | None:
+        return self.definition.key
+
+    def to_api(self) -> dict[str, Any]:
+        d = self.definition
+        return {
+            "id": self.id,
+            "code": self.code,
+            "code_hash": self.code_hash,
+            "name": d.name,
+            "version": d.version,
+            "key": d.key,
+            "type": d.type,
+            "description": d.description,
+            "configurable_props": d.configurable_props,
+            "component_url": self.component_url,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }

