@@ -1,0 +1,137 @@
+"""Validating configured prop values against a component's configurable_props (SPEC Prop settings).
+
+Returns every problem at once, per prop, so a 422 can say all that is wrong in one answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.domain.timers import Timer, TimerError
+
+MAX_VALUE_BYTES = 64 * 1024
+SERVICE_TYPES = {"$.service.db", "$.interface.http", "$.interface.apphook", "alert"}
+SCALARS = {"string": str, "object": dict}
+
+
+@dataclass
+class ValidatedProps:
+    values: dict[str, Any] = field(default_factory=dict)
+    timers: dict[str, Timer] = field(default_factory=dict)
+    http_props: list[str] = field(default_factory=list)
+    db_props: list[str] = field(default_factory=list)
+    secret_props: list[str] = field(default_factory=list)
+    app_props: list[str] = field(default_factory=list)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+
+    def fail(self, name: str, problem: str) -> None:
+        self.errors.setdefault(name, []).append(problem)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_problem(base: str, value: Any) -> str | None:
+    if base == "string":
+        return None if isinstance(value, str) else "must be a string"
+    if base == "integer":
+        return None if _is_int(value) else "must be an integer"
+    if base == "boolean":
+        return None if isinstance(value, bool) else "must be true or false"
+    if base in ("object", "http_request"):
+        return None if isinstance(value, dict) else "must be an object"
+    return None
+
+
+def _option_values(options: Any) -> list[Any] | None:
+    if not isinstance(options, list):
+        return None
+    return [o.get("value") if isinstance(o, dict) else o for o in options]
+
+
+def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps) -> None:
+    name, ptype = prop["name"], prop["type"]
+    is_array = ptype.endswith("[]")
+    base = ptype[:-2] if is_array else ptype
+    items = value if is_array else [value]
+    if is_array and not isinstance(value, list):
+        out.fail(name, f"must be an array of {base} values")
+        return
+    allowed = _option_values(prop.get("options"))
+    for item in items:
+        problem = _type_problem(base, item)
+        if problem:
+            out.fail(name, problem if not is_array else f"every item {problem.removeprefix('must be ')}")
+            return
+        if base == "integer":
+            if "min" in prop and _is_int(prop["min"]) and item < prop["min"]:
+                out.fail(name, f"must be at least {prop['min']}")
+            if "max" in prop and _is_int(prop["max"]) and item > prop["max"]:
+                out.fail(name, f"must be at most {prop['max']}")
+        if allowed is not None and item not in allowed:
+            out.fail(name, f"{json.dumps(item)} is not one of the options {json.dumps(allowed)}")
+            return
+
+
+def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any]) -> ValidatedProps:
+    out = ValidatedProps()
+    known = {p["name"] for p in configurable_props}
+    for name in configured:
+        if name not in known:
+            out.fail(name, "is not a prop of this component")
+    for prop in configurable_props:
+        name, ptype = prop["name"], prop["type"]
+        given = name in configured and configured[name] is not None
+        value = configured.get(name)
+        if ptype == "$.service.db":
+            out.db_props.append(name)
+            continue
+        if ptype == "$.interface.http":
+            out.http_props.append(name)
+            continue
+        if ptype in SERVICE_TYPES:
+            continue
+        if given and len(json.dumps(value)) > MAX_VALUE_BYTES:
+            out.fail(name, f"is over {MAX_VALUE_BYTES // 1024} KB")
+            continue
+        if ptype == "$.interface.timer":
+            source = value if given else prop.get("default")
+            if source is None:
+                out.fail(name, "is required: give {\"intervalSeconds\": N} or {\"cron\": \"...\"}")
+                continue
+            try:
+                timer = Timer.parse(source)
+            except TimerError as e:
+                out.fail(name, str(e))
+                continue
+            out.timers[name] = timer
+            out.values[name] = timer.stored()
+            continue
+        if ptype == "app":
+            out.app_props.append(name)
+            if not given:
+                if not prop.get("optional"):
+                    out.fail(name, "is required: connect an account with {\"$auth\": {...}}")
+                continue
+            if not isinstance(value, dict) or not isinstance(value.get("$auth"), dict):
+                out.fail(name, "must be an object {\"$auth\": {...}} with the account's credentials")
+                continue
+            out.values[name] = {"$auth": value["$auth"]}
+            continue
+        if not given:
+            if "default" in prop:
+                value = prop["default"]
+            elif prop.get("optional"):
+                continue
+            else:
+                out.fail(name, "is required")
+                continue
+        _check_value(prop, value, out)
+        if name not in out.errors:
+            out.values[name] = value
+            if prop.get("secret"):
+                out.secret_props.append(name)
+    return out

@@ -1,0 +1,74 @@
+"""Prop validation and timers: every problem reported per prop."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.domain.props import validate
+from headwater.domain.timers import Timer, TimerError
+
+PROPS = [
+    {"name": "http", "type": "$.interface.http", "customResponse": True},
+    {"name": "db", "type": "$.service.db"},
+    {"name": "timer", "type": "$.interface.timer", "default": {"intervalSeconds": 60}},
+    {"name": "title", "type": "string"},
+    {"name": "count", "type": "integer", "min": 1, "max": 10, "optional": True, "default": 5},
+    {"name": "flag", "type": "boolean", "optional": True},
+    {"name": "color", "type": "string", "options": ["red", {"label": "Blue", "value": "blue"}], "optional": True},
+    {"name": "tags", "type": "string[]", "optional": True},
+    {"name": "token", "type": "string", "secret": True, "optional": True},
+    {"name": "github", "type": "app", "app": "github"},
+    {"name": "extra", "type": "any", "optional": True},
+]
+AUTH = {"github": {"$auth": {"oauth_access_token": "t"}}}
+
+
+def test_valid_values_and_defaults() -> None:
+    v = validate(PROPS, {"title": "x", "color": "blue", "tags": ["a"], "token": "s", **AUTH})
+    assert v.errors == {}
+    assert v.values == {
+        "timer": {"intervalSeconds": 60}, "title": "x", "count": 5, "color": "blue", "tags": ["a"],
+        "token": "s", "github": {"$auth": {"oauth_access_token": "t"}},
+    }
+    assert v.http_props == ["http"] and v.db_props == ["db"]
+    assert v.secret_props == ["token"] and v.app_props == ["github"]
+    assert v.timers["timer"] == Timer(interval_seconds=60)
+
+
+def test_every_problem_reported() -> None:
+    v = validate(PROPS, {
+        "count": 11, "flag": "yes", "color": "green", "tags": "a", "nope": 1,
+        "timer": {"intervalSeconds": 0}, "github": {"token": "x"},
+    })
+    assert v.errors == {
+        "nope": ["is not a prop of this component"],
+        "timer": ["intervalSeconds must be from 1 to 31622400"],
+        "title": ["is required"],
+        "count": ["must be at most 10"],
+        "flag": ["must be true or false"],
+        "color": ['"green" is not one of the options ["red", "blue"]'],
+        "tags": ["must be an array of string values"],
+        "github": ['must be an object {"$auth": {...}} with the account\'s credentials'],
+    }
+
+
+@pytest.mark.parametrize("value", [{"title": 1}, {"title": True}, {"count": 2.5}, {"count": True}])
+def test_wrong_types(value: dict) -> None:
+    assert validate(PROPS, {"title": "x", **AUTH, **value}).errors
+
+
+def test_value_over_64kb() -> None:
+    v = validate(PROPS, {"title": "x" * (64 * 1024 + 1), **AUTH})
+    assert v.errors == {"title": ["is over 64 KB"]}
+
+
+def test_timers() -> None:
+    assert Timer.parse({"intervalSeconds": 15}).response() == {"cron": None, "interval_seconds": 15}
+    hourly = Timer.parse({"cron": "0 * * * *", "timezone": "Europe/Paris"})
+    assert hourly.response() == {"cron": "0 * * * *", "interval_seconds": 3600}
+    assert hourly.next_fire(0) == 3600
+    assert Timer.parse({"intervalSeconds": 2}).next_fire(100.5) == 102.5
+    for bad in ({"intervalSeconds": 0}, {"intervalSeconds": -5}, {"intervalSeconds": "5"}, {"cron": "* * *"},
+                {"cron": "61 * * * *"}, {"cron": "* * * * *", "timezone": "Mars/Olympus"}, {}, 5):
+        with pytest.raises(TimerError):
+            Timer.parse(bad)
