@@ -1,0 +1,389 @@
+// One component instance per worker thread. The bundle is evaluated once, when the worker
+// starts; each call then builds `this` and runs. Emits, logs, db writes, exports, sends and the
+// HTTP response are posted to the main thread as they happen, so a run killed for a timeout or
+// for running out of memory still reports what it did.
+import { parentPort, workerData } from 'node:worker_threads'
+import { createRequire, isBuiltin } from 'node:module'
+import vm from 'node:vm'
+import util from 'node:util'
+import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
+
+const nodeRequire = createRequire(import.meta.url)
+const post = (m) => parentPort.postMessage(m)
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
+let cur = null // id of the call in progress (for console output)
+
+// ---- console capture -------------------------------------------------------------------------
+const levelOf = { log: 'log', info: 'info', warn: 'warn', error: 'error', debug: 'debug' }
+for (const [method, level] of Object.entries(levelOf)) {
+  console[method] = (...args) => post({ t: 'log', c: cur, level, message: util.format(...args), ts: Date.now() })
+}
+console.trace = (...args) => {
+  const stack = (new Error().stack || '').split('\n').slice(2).join('\n')
+  post({ t: 'log', c: cur, level: 'debug', message: `Trace: ${util.format(...args)}\n${stack}`, ts: Date.now() })
+}
+console.dir = (obj, opts) => post({ t: 'log', c: cur, level: 'log', message: util.inspect(obj, { customInspect: false, ...opts }), ts: Date.now() })
+// Anything else (console.table, time, count, process.stdout.write...) goes to the worker's own
+// stdout/stderr, which the main thread reads and records as logs too.
+
+// ---- load the bundle -------------------------------------------------------------------------
+function notFound(id) {
+  const e = new Error(`Cannot find module '${id}': only node builtins can be required at run time (npm packages are bundled at deploy)`)
+  e.code = 'MODULE_NOT_FOUND'
+  return e
+}
+function safeRequire(id) {
+  if (typeof id === 'string' && isBuiltin(id)) return nodeRequire(id)
+  throw notFound(id)
+}
+safeRequire.resolve = (id) => {
+  if (typeof id === 'string' && isBuiltin(id)) return id
+  throw notFound(id)
+}
+safeRequire.cache = Object.create(null)
+
+let C = null // the component
+let PROPS = [] // [[name, resolvedDef, declared], ...]
+let TYPE = 'source'
+let loadError = null
+
+function errInfo(e) {
+  if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
+    return { name: String(e.name || 'Error'), message: String(e.message), stack: typeof e.stack === 'string' ? e.stack : null }
+  }
+  return { name: 'Error', message: String(e), stack: null }
+}
+
+try {
+  const { code } = workerData
+  const filename = '/component.js'
+  const mod = { exports: {}, id: '.', filename, loaded: false, children: [], paths: [] }
+  safeRequire.main = mod
+  const fn = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], {
+    filename,
+    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  })
+  fn.call(mod.exports, mod.exports, safeRequire, mod, filename, '/')
+  mod.loaded = true
+  const v = validateComponent(pickComponent(mod.exports))
+  C = v.component
+  PROPS = v.props
+  TYPE = v.type
+} catch (e) {
+  const i = errInfo(e)
+  loadError = { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack }
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+function toJSON(v) {
+  const s = JSON.stringify(v)
+  return s === undefined ? undefined : JSON.parse(s)
+}
+function toJSONSafe(v) {
+  try {
+    return toJSON(v)
+  } catch {
+    const seen = new WeakSet()
+    const s = JSON.stringify(v, (k, x) => {
+      if (typeof x === 'bigint') return x.toString()
+      if (x && typeof x === 'object') {
+        if (seen.has(x)) return '[Circular]'
+        seen.add(x)
+      }
+      return x
+    })
+    return s === undefined ? undefined : JSON.parse(s)
+  }
+}
+
+function runError(e) {
+  const i = errInfo(e)
+  if (i.name === 'ConfigurationError') {
+    return { code: 'CONFIGURATION_ERROR', name: i.name, message: i.message, stack: e && e.exposeStack ? i.stack : null }
+  }
+  return { code: 'RUNTIME_ERROR', name: i.name, message: i.message, stack: i.stack }
+}
+
+class EndSignal extends Error {
+  constructor(reason) {
+    super(reason === undefined ? '' : String(reason))
+    this.name = 'EndSignal'
+    this.__pd_end = true
+    this.reason = reason === undefined ? null : String(reason)
+  }
+}
+
+function encodeResponse(r) {
+  if (!isObj(r)) r = {}
+  let status = r.status
+  if (typeof status === 'string' && /^\s*\d+\s*$/.test(status)) status = Number(status)
+  if (!Number.isInteger(status) || status < 100 || status > 599) {
+    throw new Error('respond() status must be an integer from 100 to 599')
+  }
+  const headers = {}
+  if (isObj(r.headers)) {
+    for (const [k, v] of Object.entries(r.headers)) {
+      if (v === undefined || v === null) continue
+      headers[k] = Array.isArray(v) ? v.map(String) : String(v)
+    }
+  }
+  let body = r.body
+  let b64 = false
+  if (body === undefined || body === null) body = ''
+  else if (typeof body === 'string') { /* as is */ }
+  else if (Buffer.isBuffer(body) || body instanceof Uint8Array) {
+    body = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('base64')
+    b64 = true
+  } else if (body instanceof ArrayBuffer) {
+    body = Buffer.from(body).toString('base64')
+    b64 = true
+  } else {
+    body = JSON.stringify(body) ?? ''
+    if (!Object.keys(headers).some((k) => k.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json'
+  }
+  return { status, headers, body, body_base64: b64 }
+}
+
+// Per-call context: the channels back to the main thread, bound to this call's id so that work
+// a previous run left behind (timers) is not reported as part of a later run.
+function makeCtx(c, req) {
+  let responded = false
+  const store = isObj(req.db) ? { ...req.db } : {}
+  const respond = (r) => {
+    const response = encodeResponse(r)
+    if (responded) return
+    responded = true
+    post({ t: 'respond', c, response })
+  }
+  const emit = (event, meta) => {
+    const e = toJSON(event)
+    const m = isObj(meta) ? toJSON(meta) : {}
+    post({ t: 'emit', c, event: e === undefined ? null : e, meta: m })
+  }
+  const db = {
+    get(key) {
+      key = String(key)
+      return Object.hasOwn(store, key) ? store[key] : undefined
+    },
+    set(key, value) {
+      key = String(key)
+      const v = value === undefined ? null : toJSON(value) ?? null
+      store[key] = v
+      post({ t: 'db', c, key, value: v })
+    },
+  }
+  const send = (type) => (config) => {
+    post({ t: 'send', c, type, config: toJSONSafe(config) ?? null })
+  }
+  const $ = {
+    export(name, value) {
+      post({ t: 'export', c, name: String(name), value: toJSONSafe(value) ?? null })
+    },
+    respond,
+    flow: {
+      exit(reason) {
+        throw new EndSignal(reason)
+      },
+    },
+    send: { http: send('http'), email: send('email'), emit: send('emit'), s3: send('s3'), sse: send('sse') },
+  }
+  const http = { endpoint: (isObj(req.http) && req.http.endpoint) || null, respond }
+  return { emit, db, http, $ }
+}
+
+function buildApp(def, value) {
+  const app = { ...def }
+  delete app.methods
+  app.$auth = isObj(value) && isObj(value.$auth) ? value.$auth : {}
+  if (isObj(def.methods)) {
+    for (const [k, f] of Object.entries(def.methods)) if (typeof f === 'function') app[k] = f.bind(app)
+  }
+  return app
+}
+
+let axiosMod = null
+async function getAxios() {
+  if (!axiosMod) axiosMod = (await import('axios')).default
+  return axiosMod
+}
+function buildHttpRequest(v) {
+  const cfg = isObj(v) ? { ...v } : {}
+  return Object.assign(cfg, {
+    async execute() {
+      const axios = await getAxios()
+      const res = await axios({ url: cfg.url, method: cfg.method || 'GET', headers: cfg.headers, params: cfg.params, data: cfg.body })
+      return res.data
+    },
+  })
+}
+
+function propValue(name, def, values, ctx, apps) {
+  const given = Object.hasOwn(values, name)
+  switch (def.type) {
+    case '$.service.db': return ctx.db
+    case '$.interface.http': return ctx.http
+    case 'app': {
+      const a = buildApp(def, values[name])
+      apps.push([def, a])
+      return a
+    }
+    case 'http_request': return buildHttpRequest(given ? values[name] : def.default)
+    default: return given ? values[name] : def.default
+  }
+}
+
+function buildThis(ctx, req, props = PROPS) {
+  const self = {}
+  const apps = []
+  const values = isObj(req.props) ? req.props : {}
+  const declared = new Set()
+  for (const [name, def, decl] of props) {
+    declared.add(name)
+    self[name] = propValue(name, def, values, ctx, apps)
+    if (def.type === 'app' && isObj(decl)) apps.push([decl, self[name]])
+  }
+  for (const [k, v] of Object.entries(values)) if (!declared.has(k)) self[k] = v
+  if (isObj(C.methods)) {
+    for (const [k, f] of Object.entries(C.methods)) if (typeof f === 'function') self[k] = f.bind(self)
+  }
+  self.$emit = ctx.emit
+  Object.defineProperty(self, '__apps', { value: apps, enumerable: false })
+  return self
+}
+
+// The app instance a propDefinition refers to (the configured app prop when there is one).
+function appFor(self, appDef) {
+  for (const [d, inst] of self.__apps) if (d === appDef) return inst
+  for (const [d, inst] of self.__apps) if (isObj(appDef) && d.app === appDef.app) return inst
+  return buildApp(isObj(appDef) ? appDef : {}, undefined)
+}
+
+// ---- calls -----------------------------------------------------------------------------------
+let active = null // { c, finish }
+
+async function runOp(m, finish) {
+  const req = m.req
+  const ctx = makeCtx(m.c, req)
+  let error = null
+  let ret
+  let exit
+  try {
+    const self = buildThis(ctx, req)
+    if (m.op === 'hook') {
+      const fn = isObj(C.hooks) ? C.hooks[req.hook] : undefined
+      if (typeof fn === 'function') ret = await fn.call(self)
+    } else if (typeof C.run === 'function') {
+      if (TYPE === 'action') ret = await C.run.call(self, { $: ctx.$, steps: isObj(req.steps) ? req.steps : {} })
+      else ret = await C.run.call(self, req.event)
+    } else {
+      self.$emit(req.event, {}) // timer source without run: emit the timer event
+    }
+  } catch (e) {
+    if (e && e.__pd_end === true) exit = { reason: e.reason ?? null }
+    else error = runError(e)
+  }
+  const msg = { t: 'done', c: m.c, error }
+  if (TYPE === 'action') {
+    msg.return_value = toJSONSafe(ret) ?? null
+    if (exit) msg.flow_exit = exit
+  }
+  finish(msg)
+}
+
+async function describeOp(m, finish) {
+  finish({ t: 'done', c: m.c, result: toJSONSafe(describe(C, PROPS)) })
+}
+
+function propsWith(extra) {
+  return isObj(extra) ? resolveProps({ ...(isObj(C.props) ? C.props : {}), ...extra }) : PROPS
+}
+
+async function additionalPropsOp(m, finish) {
+  let props = PROPS
+  if (typeof C.additionalProps === 'function') {
+    const ctx = makeCtx(m.c, m.req)
+    const self = buildThis(ctx, m.req)
+    const prev = Object.fromEntries(PROPS.map(([n, , decl]) => [n, decl]))
+    props = propsWith(await C.additionalProps.call(self, prev))
+  }
+  finish({ t: 'done', c: m.c, result: toJSONSafe({ configurable_props: props.map(([n, d]) => normalizeProp(n, d)) }) })
+}
+
+async function optionsOp(m, finish) {
+  const req = m.req
+  const ctx = makeCtx(m.c, req)
+  let props = PROPS
+  let entry = props.find(([n]) => n === req.prop)
+  if (!entry && typeof C.additionalProps === 'function') {
+    const self = buildThis(ctx, req)
+    const prev = Object.fromEntries(PROPS.map(([n, , decl]) => [n, decl]))
+    props = propsWith(await C.additionalProps.call(self, prev))
+    entry = props.find(([n]) => n === req.prop)
+  }
+  if (!entry) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `the component has no prop "${req.prop}"` } })
+  const [, def, decl] = entry
+  if (Array.isArray(def.options)) return finish({ t: 'done', c: m.c, result: toJSONSafe({ options: def.options, context: null }) })
+  if (typeof def.options !== 'function') {
+    return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `prop "${req.prop}" has no options` } })
+  }
+  const self = buildThis(ctx, req, props)
+  let thisArg = self
+  const values = isObj(req.props) ? req.props : {}
+  let args = { page: Number.isInteger(req.page) ? req.page : 0, prevContext: isObj(req.prevContext) ? req.prevContext : {} }
+  if (typeof req.query === 'string') args.query = req.query
+  if (isObj(decl) && Array.isArray(decl.propDefinition) && !Object.hasOwn(decl, 'options')) {
+    const [appDef, , inputValues] = decl.propDefinition
+    thisArg = appFor(self, appDef)
+    const iv = typeof inputValues === 'function' ? inputValues(values) : inputValues
+    if (isObj(iv)) args = { ...iv, ...args }
+  }
+  const r = await def.options.call(thisArg, args)
+  let options = []
+  let context = null
+  if (Array.isArray(r)) options = r
+  else if (isObj(r)) {
+    options = Array.isArray(r.options) ? r.options : []
+    context = r.context ?? null
+  }
+  if (typeof def.mapper === 'function') options = options.map((o) => def.mapper.call(thisArg, o))
+  finish({ t: 'done', c: m.c, result: toJSONSafe({ options, context }) })
+}
+
+const OPS = { run: runOp, hook: runOp, describe: describeOp, additional_props: additionalPropsOp, options: optionsOp }
+
+async function onCall(m) {
+  cur = m.c
+  let finished = false
+  const finish = (msg) => {
+    if (finished) return
+    finished = true
+    if (active && active.c === m.c) active = null
+    post(msg)
+  }
+  active = { c: m.c, op: m.op, finish }
+  if (loadError) return finish({ t: 'fail', c: m.c, error: loadError })
+  const op = OPS[m.op]
+  if (!op) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `unknown op ${m.op}` } })
+  try {
+    await op(m, finish)
+  } catch (e) {
+    const err = e && e.code === 'LOAD_ERROR' ? { code: 'LOAD_ERROR', message: e.message } : runError(e)
+    finish({ t: 'fail', c: m.c, error: err })
+  }
+}
+
+function crash(e) {
+  if (!active) {
+    post({ t: 'log', c: cur, level: 'error', message: `Unhandled error: ${util.inspect(e)}`, ts: Date.now() })
+    return
+  }
+  const err = runError(e)
+  if (active.op === 'run' || active.op === 'hook') active.finish({ t: 'done', c: active.c, error: err })
+  else active.finish({ t: 'fail', c: active.c, error: err })
+}
+process.on('uncaughtException', crash)
+process.on('unhandledRejection', crash)
+
+parentPort.on('message', (m) => {
+  if (m && m.t === 'call') onCall(m)
+})
