@@ -7,6 +7,7 @@ file read (then a dict lookup), so the Node bundler runs only for new code.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import threading
@@ -73,7 +74,9 @@ class LocalBundler:
                 text=True,
                 timeout=self.settings.bundle_timeout_s,
                 cwd=self.settings.runner_dir,
-                env={"PATH": "/usr/bin:/bin", "HOME": str(self.settings.data_dir)},
+                # Trusted code only (esbuild, npm --ignore-scripts): it keeps the machine's npm
+                # settings (registry, proxy, CA file) and so reaches the registry as `npm` does.
+                env={k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
             )
         except subprocess.TimeoutExpired:
             raise Invalid(f"Bundling took longer than {self.settings.bundle_timeout_s} s.") from None
