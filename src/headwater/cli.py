@@ -64,6 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.port:
         settings.port = args.port
     services = bootstrap(settings)
+    services.start()
     app = create_app(services)
     threading.Thread(target=publish_shipped_registry, args=(services,), daemon=True, name="registry").start()
     try:

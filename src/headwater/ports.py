@@ -3,12 +3,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from headwater.domain.models import Component, Org, User
+from headwater.domain.events import EventId
+from headwater.domain.models import Component, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest
+
+
+@dataclass(frozen=True)
+class Task:
+    """A durable unit of background work: a source run, an event deletion, ..."""
+
+    id: int
+    kind: str
+    source_id: str | None
+    payload: dict[str, Any]
+    run_at: float
+    attempts: int = 0
 
 
 class UserRepository(Protocol):
@@ -47,6 +60,46 @@ class UsageRepository(Protocol):
         """(invocations, compute_ms) over the inclusive range of UTC days (YYYY-MM-DD)."""
 
 
+class SourceRepository(Protocol):
+    def add(self, source: Source) -> None: ...
+    def update(self, source: Source) -> None: ...
+    def remove(self, source_id: str) -> None:
+        """Removes the source with its state, events and timer."""
+    def get(self, source_id: str) -> Source | None: ...
+    def by_endpoint(self, endpoint_id: str) -> Source | None: ...
+    def slugs(self, namespace: str) -> set[str]: ...
+    def list(self, namespace: str, page: PageRequest) -> Page[Source]: ...
+
+
+class StateRepository(Protocol):
+    def get(self, source_id: str) -> SourceState: ...
+    def save(self, source_id: str, state: SourceState) -> None: ...
+
+
+class EventRepository(Protocol):
+    def append(self, emitter_id: str, channel: str, event: Any, metadata: dict[str, Any], now_ms: int) -> EventId: ...
+    def trim(self, emitter_id: str, channel: str, keep: int) -> None: ...
+    def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]: ...
+    def count(self, emitter_id: str, channel: str) -> int: ...
+    def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]: ...
+    def delete_range(self, emitter_id: str, channel: str, start: EventId | None, end: EventId | None) -> int: ...
+
+
+class TaskRepository(Protocol):
+    def add(self, kind: str, source_id: str | None, payload: dict[str, Any], run_at: float) -> int: ...
+    def done(self, task_id: int) -> None: ...
+    def retry(self, task_id: int, run_at: float) -> None: ...
+    def pending(self, task_ids: list[int] | None = None) -> list[Task]: ...
+    def pending_for(self, source_id: str, kind: str) -> int: ...
+
+
+class TimerRepository(Protocol):
+    def set(self, source_id: str, spec: dict[str, Any], next_at: float) -> None: ...
+    def remove(self, source_id: str) -> None: ...
+    def advance(self, source_id: str, expected_at: float, next_at: float) -> bool: ...
+    def all(self) -> list[tuple[str, dict[str, Any], float]]: ...
+
+
 class UnitOfWork(Protocol):
     """One atomic change: repositories plus commit. Leaving without commit rolls back."""
 
@@ -55,13 +108,19 @@ class UnitOfWork(Protocol):
     keys: ApiKeyRepository
     components: ComponentRepository
     usage: UsageRepository
+    sources: SourceRepository
+    state: StateRepository
+    events: EventRepository
+    tasks: TaskRepository
+    timers: TimerRepository
 
     def __enter__(self) -> UnitOfWork: ...
     def __exit__(self, *exc: object) -> None: ...
     def commit(self) -> None: ...
 
 
-UnitOfWorkFactory = Callable[[], UnitOfWork]
+class UnitOfWorkFactory(Protocol):
+    def __call__(self, readonly: bool = False) -> UnitOfWork: ...
 
 
 @dataclass(frozen=True)
@@ -100,17 +159,45 @@ class UrlFetcher(Protocol):
         """GETs a URL within the size and time limits; raises Invalid when it cannot."""
 
 
+TaskHandler = Callable[[Task, Callable[[dict[str, Any]], None]], Any]
+
+
+@dataclass
+class Ingested:
+    task_id: int
+    outcome: Any = None  # an asyncio.Future when a response was asked for
+
+
 class TaskQueue(Protocol):
-    def enqueue(self, kind: str, payload: dict[str, Any], delay_seconds: float = 0) -> str: ...
+    """Runs tasks after their transaction commits, one at a time per source, retrying failures."""
+
+    def submitted(self, task_ids: list[int]) -> None:
+        """Tells the queue that tasks were committed (added through `UnitOfWork.tasks`)."""
+
+    def handle(self, kind: str, handler: TaskHandler) -> None: ...
+
+    async def ingest(self, kind: str, source_id: str, payload: dict[str, Any], respond: bool = False) -> Ingested:
+        """Adds one task durably (group commit) and returns once it is committed. With `respond`,
+        `Ingested.outcome` resolves to ("respond", response) at the run's respond() call, or to
+        ("done", handler result) when the run ends without one."""
 
 
 class Scheduler(Protocol):
-    def schedule(self, source_id: str, timer: dict[str, Any]) -> None: ...
-    def unschedule(self, source_id: str) -> None: ...
+    """Fires timers: enqueues a timer run for each tick, once, never overlapping a pending one."""
+
+    def changed(self) -> None:
+        """Timers were added, moved or removed (through `UnitOfWork.timers`)."""
 
 
-class EventLog(Protocol):
-    def iter_channel(self, emitter_id: str, channel: str) -> Iterator[dict[str, Any]]: ...
+class Secrets(Protocol):
+    def encrypt(self, value: Any) -> str: ...
+    def decrypt(self, token: str) -> Any: ...
+
+
+class EventBus(Protocol):
+    """Tells live readers (SSE) that an emitter's channel has new events."""
+
+    def published(self, emitter_id: str, channel: str) -> None: ...
 
 
 class RunnerError(Exception):

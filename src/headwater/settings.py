@@ -39,6 +39,13 @@ class Settings:
     url_fetch_max_bytes: int = field(default_factory=lambda: _int("URL_FETCH_MAX_BYTES", 512 * 1024))
     allow_loopback_urls: bool = field(default_factory=lambda: _bool("ALLOW_LOOPBACK_URLS", True))
     allow_private_urls: bool = field(default_factory=lambda: _bool("ALLOW_PRIVATE_URLS", False))
+    secret_key: str = field(default_factory=lambda: _env("SECRET_KEY", ""))
+    http_timeout_ms: int = field(default_factory=lambda: _int("HTTP_TIMEOUT_MS", 30_000))
+    timer_timeout_ms: int = field(default_factory=lambda: _int("TIMER_TIMEOUT_MS", 60_000))
+    hook_timeout_ms: int = field(default_factory=lambda: _int("HOOK_TIMEOUT_MS", 60_000))
+    run_memory_mb: int = field(default_factory=lambda: _int("RUN_MEMORY_MB", 256))
+    http_max_body_bytes: int = field(default_factory=lambda: _int("HTTP_MAX_BODY_BYTES", 512 * 1024))
+    task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))
     free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
     free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from headwater import __version__
-from headwater.api import components, errors, health, users
+from headwater.api import components, errors, events, health, ingest, sources, users
 from headwater.api.middleware import RequestGuard
 from headwater.bootstrap import Services
 
-V1_ROUTERS = [users.router, components.router]
+V1_ROUTERS = [users.router, components.router, sources.router, events.router]
 
 
 def create_app(services: Services) -> FastAPI:
@@ -24,6 +24,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     errors.install(app)
     app.include_router(health.router)
+    app.include_router(ingest.router)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)

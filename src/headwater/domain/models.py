@@ -103,3 +103,39 @@ class Component:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+
+
+@dataclass
+class Source:
+    """A deployed component (`dc_`). `configured_props` is the stored form: secrets encrypted."""
+
+    id: str
+    namespace: str
+    user_id: str
+    component_id: str
+    name: str
+    name_slug: str
+    configured_props: dict[str, Any]
+    endpoint_id: str | None
+    active: bool
+    created_at: int
+    updated_at: int
+    seq: int = 0
+
+
+@dataclass
+class StoredEvent:
+    """One retained event of an emitter's channel."""
+
+    id: str
+    indexed_at_ms: int
+    event: Any
+    metadata: dict[str, Any]
+
+
+@dataclass
+class SourceState:
+    """What a source keeps between runs: its `$.service.db` and its dedupe cache."""
+
+    db: dict[str, Any] = field(default_factory=dict)
+    dedupe: dict[str, Any] = field(default_factory=dict)

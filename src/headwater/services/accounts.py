@@ -90,7 +90,7 @@ class Accounts:
     def authenticate(self, key: str | None) -> Principal:
         if not key:
             raise Unauthorized("An `Authorization: Bearer <API key>` header is required.")
-        with self.uow() as uow:
+        with self.uow(readonly=True) as uow:
             user_id = uow.keys.user_for(ids.hash_api_key(key))
             user = uow.users.get(user_id) if user_id else None
             if user is None:
@@ -110,7 +110,7 @@ class Accounts:
 
     def profile(self, principal: Principal) -> dict[str, Any]:
         user = principal.user
-        with self.uow() as uow:
+        with self.uow(readonly=True) as uow:
             orgs = uow.orgs.for_user(user.id)
             today = datetime.now(UTC)
             day = today.strftime("%Y-%m-%d")

@@ -102,7 +102,7 @@ class Components:
         return self.save(namespace, principal.user.id, self.resolve_code(code, url), url)
 
     def get(self, principal: Principal, key_or_id: str, org_id: str | None = None) -> Component:
-        with self.uow() as uow:
+        with self.uow(readonly=True) as uow:
             if ids.has_prefix(key_or_id, "component"):
                 found = uow.components.get(key_or_id)
                 if found and principal.can_see(found.namespace):
@@ -114,8 +114,16 @@ class Components:
                     return found
         raise NotFound(f"No component {key_or_id!r} in your namespace.")
 
+    def by_id(self, component_id: str) -> Component:
+        """For services that already checked access to what refers to the component."""
+        with self.uow(readonly=True) as uow:
+            found = uow.components.get(component_id)
+        if found is None:
+            raise NotFound(f"No component {component_id}.")
+        return found
+
     def get_registry(self, key: str) -> Component:
-        with self.uow() as uow:
+        with self.uow(readonly=True) as uow:
             found = uow.components.latest_by_key(REGISTRY_NAMESPACE, key)
         if found is None:
             raise NotFound(f"No published component with key {key!r}.")
@@ -123,5 +131,5 @@ class Components:
 
     def list(self, principal: Principal, org_id: str | None, page: PageRequest) -> Page[Component]:
         namespace = self.accounts.namespace(principal, org_id)
-        with self.uow() as uow:
+        with self.uow(readonly=True) as uow:
             return uow.components.list(namespace, page)

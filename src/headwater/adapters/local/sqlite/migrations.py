@@ -59,6 +59,55 @@ MIGRATIONS: list[str] = [
         component_id TEXT NOT NULL REFERENCES components(id)
     );
     """,
+    """
+    CREATE TABLE sources (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        user_id TEXT NOT NULL REFERENCES users(id),
+        component_id TEXT NOT NULL REFERENCES components(id),
+        name TEXT NOT NULL,
+        name_slug TEXT NOT NULL,
+        configured_props TEXT NOT NULL,
+        endpoint_id TEXT UNIQUE,
+        active INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        UNIQUE (namespace, name_slug)
+    );
+    CREATE INDEX sources_by_namespace ON sources(namespace, seq);
+    CREATE TABLE source_state (
+        source_id TEXT PRIMARY KEY,
+        db TEXT NOT NULL DEFAULT '{}',
+        dedupe TEXT NOT NULL DEFAULT '{}',
+        last_ms INTEGER NOT NULL DEFAULT 0,
+        last_seq INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE events (
+        emitter_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        ms INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        indexed_at_ms INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        PRIMARY KEY (emitter_id, channel, ms, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        source_id TEXT,
+        payload TEXT NOT NULL,
+        run_at REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX tasks_by_source ON tasks(source_id, id);
+    CREATE TABLE timers (
+        source_id TEXT PRIMARY KEY,
+        spec TEXT NOT NULL,
+        next_at REAL NOT NULL
+    );
+    """,
 ]
 
 

@@ -5,9 +5,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from typing import Any
 
-from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Org, User
+from headwater.domain.events import EventId
+from headwater.domain.models import (
+    REGISTRY_NAMESPACE,
+    Component,
+    ComponentDefinition,
+    Org,
+    Source,
+    SourceState,
+    StoredEvent,
+    User,
+)
 from headwater.domain.pagination import Page, PageRequest
+from headwater.ports import Task
 
 
 def page_query(
@@ -191,3 +203,210 @@ class SqliteUsage:
             (user_id, first_day, last_day),
         ).fetchone()
         return int(row[0]), int(row[1])
+
+
+def _source(row: sqlite3.Row) -> Source:
+    return Source(
+        id=row["id"],
+        namespace=row["namespace"],
+        user_id=row["user_id"],
+        component_id=row["component_id"],
+        name=row["name"],
+        name_slug=row["name_slug"],
+        configured_props=json.loads(row["configured_props"]),
+        endpoint_id=row["endpoint_id"],
+        active=bool(row["active"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        seq=row["seq"],
+    )
+
+
+class SqliteSources:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, s: Source) -> None:
+        cur = self.conn.execute(
+            "INSERT INTO sources (id, namespace, user_id, component_id, name, name_slug, configured_props, "
+            "endpoint_id, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (s.id, s.namespace, s.user_id, s.component_id, s.name, s.name_slug, json.dumps(s.configured_props),
+             s.endpoint_id, int(s.active), s.created_at, s.updated_at),
+        )
+        s.seq = cur.lastrowid or 0
+
+    def update(self, s: Source) -> None:
+        self.conn.execute(
+            "UPDATE sources SET component_id = ?, name = ?, name_slug = ?, configured_props = ?, endpoint_id = ?, "
+            "active = ?, updated_at = ? WHERE id = ?",
+            (s.component_id, s.name, s.name_slug, json.dumps(s.configured_props), s.endpoint_id, int(s.active),
+             s.updated_at, s.id),
+        )
+
+    def remove(self, source_id: str) -> None:
+        for sql in (
+            "DELETE FROM sources WHERE id = ?",
+            "DELETE FROM source_state WHERE source_id = ?",
+            "DELETE FROM events WHERE emitter_id = ?",
+            "DELETE FROM timers WHERE source_id = ?",
+        ):
+            self.conn.execute(sql, (source_id,))
+
+    def get(self, source_id: str) -> Source | None:
+        row = self.conn.execute("SELECT * FROM sources WHERE id = ?", (source_id,)).fetchone()
+        return _source(row) if row else None
+
+    def by_endpoint(self, endpoint_id: str) -> Source | None:
+        row = self.conn.execute("SELECT * FROM sources WHERE endpoint_id = ?", (endpoint_id,)).fetchone()
+        return _source(row) if row else None
+
+    def slugs(self, namespace: str) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT name_slug FROM sources WHERE namespace = ?", (namespace,))}
+
+    def list(self, namespace: str, page: PageRequest) -> Page[Source]:
+        rows, total = page_query(self.conn, "sources", "namespace = ?", (namespace,), page)
+        return Page(items=[_source(r) for r in rows], seqs=[r["seq"] for r in rows], total_count=total)
+
+
+class SqliteState:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def get(self, source_id: str) -> SourceState:
+        row = self.conn.execute("SELECT db, dedupe FROM source_state WHERE source_id = ?", (source_id,)).fetchone()
+        return SourceState(db=json.loads(row[0]), dedupe=json.loads(row[1])) if row else SourceState()
+
+    def save(self, source_id: str, state: SourceState) -> None:
+        self.conn.execute(
+            "INSERT INTO source_state (source_id, db, dedupe) VALUES (?, ?, ?) "
+            "ON CONFLICT(source_id) DO UPDATE SET db = excluded.db, dedupe = excluded.dedupe",
+            (source_id, json.dumps(state.db), json.dumps(state.dedupe)),
+        )
+
+
+class SqliteEvents:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def append(self, emitter_id: str, channel: str, event: Any, metadata: dict[str, Any], now_ms: int) -> EventId:
+        """Assigns the next `<ms>-<seq>` of the emitter (ms never goes back, seq always grows)."""
+        row = self.conn.execute(
+            "INSERT INTO source_state (source_id, last_ms, last_seq) VALUES (?, ?, 1) "
+            "ON CONFLICT(source_id) DO UPDATE SET last_ms = max(last_ms, excluded.last_ms), last_seq = last_seq + 1 "
+            "RETURNING last_ms, last_seq",
+            (emitter_id, now_ms),
+        ).fetchone()
+        event_id = EventId(row[0], row[1])
+        metadata = {**metadata, "emit_id": str(event_id)} if "emit_id" not in metadata else metadata
+        self.conn.execute(
+            "INSERT INTO events (emitter_id, channel, ms, seq, indexed_at_ms, event, metadata) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (emitter_id, channel, event_id.ms, event_id.seq, now_ms, json.dumps(event), json.dumps(metadata)),
+        )
+        return event_id
+
+    def trim(self, emitter_id: str, channel: str, keep: int) -> None:
+        self.conn.execute(
+            "DELETE FROM events WHERE emitter_id = ?1 AND channel = ?2 AND (ms, seq) < ("
+            "SELECT ms, seq FROM events WHERE emitter_id = ?1 AND channel = ?2 "
+            "ORDER BY ms DESC, seq DESC LIMIT 1 OFFSET ?3)",
+            (emitter_id, channel, keep - 1),
+        )
+
+    def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]:
+        rows = self.conn.execute(
+            "SELECT * FROM events WHERE emitter_id = ? AND channel = ? ORDER BY ms DESC, seq DESC LIMIT ?",
+            (emitter_id, channel, limit),
+        ).fetchall()
+        return [
+            StoredEvent(id=f"{r['ms']}-{r['seq']}", indexed_at_ms=r["indexed_at_ms"], event=json.loads(r["event"]),
+                        metadata=json.loads(r["metadata"]))
+            for r in rows
+        ]
+
+    def count(self, emitter_id: str, channel: str) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM events WHERE emitter_id = ? AND channel = ?", (emitter_id, channel)
+        ).fetchone()[0]
+
+    def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]:
+        """Oldest first: the retained events newer than event_id (SSE replay)."""
+        rows = self.conn.execute(
+            "SELECT * FROM events WHERE emitter_id = ? AND channel = ? AND (ms, seq) > (?, ?) "
+            "ORDER BY ms, seq LIMIT ?",
+            (emitter_id, channel, event_id.ms, event_id.seq, limit),
+        ).fetchall()
+        return [
+            StoredEvent(id=f"{r['ms']}-{r['seq']}", indexed_at_ms=r["indexed_at_ms"], event=json.loads(r["event"]),
+                        metadata=json.loads(r["metadata"]))
+            for r in rows
+        ]
+
+    def delete_range(self, emitter_id: str, channel: str, start: EventId | None, end: EventId | None) -> int:
+        sql = "DELETE FROM events WHERE emitter_id = ? AND channel = ?"
+        params: list[Any] = [emitter_id, channel]
+        if start is not None:
+            sql += " AND (ms, seq) >= (?, ?)"
+            params += [start.ms, start.seq]
+        if end is not None:
+            sql += " AND (ms, seq) <= (?, ?)"
+            params += [end.ms, end.seq]
+        return self.conn.execute(sql, params).rowcount
+
+
+class SqliteTasks:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, kind: str, source_id: str | None, payload: dict[str, Any], run_at: float) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)",
+            (kind, source_id, json.dumps(payload), run_at),
+        )
+        return cur.lastrowid or 0
+
+    def done(self, task_id: int) -> None:
+        self.conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
+
+    def retry(self, task_id: int, run_at: float) -> None:
+        self.conn.execute("UPDATE tasks SET attempts = attempts + 1, run_at = ? WHERE id = ?", (run_at, task_id))
+
+    def pending(self, task_ids: list[int] | None = None) -> list[Task]:
+        if task_ids is None:
+            rows = self.conn.execute("SELECT * FROM tasks ORDER BY id").fetchall()
+        else:
+            marks = ",".join("?" * len(task_ids))
+            rows = self.conn.execute(f"SELECT * FROM tasks WHERE id IN ({marks}) ORDER BY id", task_ids).fetchall()
+        return [Task(r["id"], r["kind"], r["source_id"], json.loads(r["payload"]), r["run_at"], r["attempts"])
+                for r in rows]
+
+    def pending_for(self, source_id: str, kind: str) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM tasks WHERE source_id = ? AND kind = ?", (source_id, kind)
+        ).fetchone()[0]
+
+
+class SqliteTimers:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def set(self, source_id: str, spec: dict[str, Any], next_at: float) -> None:
+        self.conn.execute(
+            "INSERT INTO timers (source_id, spec, next_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(source_id) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at",
+            (source_id, json.dumps(spec), next_at),
+        )
+
+    def remove(self, source_id: str) -> None:
+        self.conn.execute("DELETE FROM timers WHERE source_id = ?", (source_id,))
+
+    def advance(self, source_id: str, expected_at: float, next_at: float) -> bool:
+        """Moves a timer on only if nobody else did: one fire per tick."""
+        cur = self.conn.execute(
+            "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?", (next_at, source_id, expected_at)
+        )
+        return cur.rowcount == 1
+
+    def all(self) -> list[tuple[str, dict[str, Any], float]]:
+        rows = self.conn.execute("SELECT source_id, spec, next_at FROM timers ORDER BY next_at").fetchall()
+        return [(r[0], json.loads(r[1]), r[2]) for r in rows]

@@ -1,0 +1,232 @@
+"""The durable task queue of the local service, over the `tasks` table.
+
+Ingest appends tasks through one writer thread that commits whatever has queued up meanwhile
+in a single transaction (group commit), and answers each caller once its row is committed.
+Workers run tasks after they are committed, one at a time per source and in commit order; a task
+leaves the table in the same transaction as its results, so a crash re-runs it, never loses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from headwater.adapters.local.sqlite.database import Database
+from headwater.ports import Ingested, Task, TaskHandler, UnitOfWorkFactory
+
+log = logging.getLogger("headwater.tasks")
+
+MAX_BATCH = 1024
+RETRY_DELAYS_S = (1, 5, 30, 120, 600)
+
+
+class _Pending:
+    __slots__ = ("kind", "source_id", "payload", "loop", "committed", "outcome")
+
+    def __init__(self, kind: str, source_id: str, payload: dict, loop: asyncio.AbstractEventLoop,
+                 respond: bool) -> None:
+        self.kind, self.source_id, self.payload, self.loop = kind, source_id, payload, loop
+        self.committed: asyncio.Future = loop.create_future()
+        self.outcome: asyncio.Future | None = loop.create_future() if respond else None
+
+
+class LocalTaskQueue:
+    def __init__(self, db: Database, uow: UnitOfWorkFactory, workers: int) -> None:
+        self.db = db
+        self.uow = uow
+        self.workers = workers
+        self.handlers: dict[str, TaskHandler] = {}
+        self._inbox: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers wait here for ready lanes
+        self._delay_cond = threading.Condition(lock)  # the delay thread waits here for due tasks
+        self._lanes: dict[str, deque[Task]] = {}
+        self._ready: deque[str] = deque()
+        self._busy: set[str] = set()
+        self._delayed: list[tuple[float, int, Task]] = []
+        self._outcomes: dict[int, asyncio.Future] = {}
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+
+    def handle(self, kind: str, handler: TaskHandler) -> None:
+        self.handlers[kind] = handler
+
+    def start(self) -> None:
+        with self.uow(readonly=True) as uow:
+            backlog = uow.tasks.pending()
+        for task in backlog:
+            self._dispatch(task)
+        self._spawn(self._write_loop, "ingest-writer")
+        self._spawn(self._delay_loop, "task-delays")
+        for i in range(self.workers):
+            self._spawn(self._work_loop, f"task-worker-{i}")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            self._delay_cond.notify_all()
+        self._inbox.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    # adding tasks
+
+    async def ingest(self, kind: str, source_id: str, payload: dict[str, Any], respond: bool = False) -> Ingested:
+        pending = _Pending(kind, source_id, payload, asyncio.get_running_loop(), respond)
+        self._inbox.put(pending)
+        task_id = await pending.committed
+        return Ingested(task_id=task_id, outcome=pending.outcome)
+
+    def submitted(self, task_ids: list[int]) -> None:
+        with self.uow(readonly=True) as uow:
+            for task in uow.tasks.pending(task_ids):
+                self._dispatch(task)
+
+    def _write_loop(self) -> None:
+        conn = self.db.connection()
+        while True:
+            first = self._inbox.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._inbox.put(None)
+                    break
+                batch.append(item)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                now = time.time()
+                ids = [
+                    conn.execute(
+                        "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)",
+                        (p.kind, p.source_id, json.dumps(p.payload), now),
+                    ).lastrowid
+                    for p in batch
+                ]
+                conn.execute("COMMIT")
+            except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
+                conn.execute("ROLLBACK") if conn.in_transaction else None
+                log.exception("ingest batch of %d failed", len(batch))
+                for p in batch:
+                    p.loop.call_soon_threadsafe(_fail, p.committed, e)
+                continue
+            for p, task_id in zip(batch, ids, strict=True):
+                if p.outcome is not None:
+                    self._outcomes[task_id] = p.outcome
+                self._dispatch(Task(task_id or 0, p.kind, p.source_id, p.payload, now))
+                p.loop.call_soon_threadsafe(_resolve, p.committed, task_id)
+
+    # running tasks
+
+    def _dispatch(self, task: Task) -> None:
+        if task.run_at > time.time() + 0.001:
+            with self._cond:
+                heapq.heappush(self._delayed, (task.run_at, task.id, task))
+                self._delay_cond.notify()
+            return
+        lane = task.source_id or f"task:{task.id}"
+        with self._cond:
+            self._lanes.setdefault(lane, deque()).append(task)
+            if lane not in self._busy and lane not in self._ready:
+                self._ready.append(lane)
+                self._cond.notify()
+
+    def _delay_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and (not self._delayed or self._delayed[0][0] > time.time()):
+                    wait = self._delayed[0][0] - time.time() if self._delayed else None
+                    self._delay_cond.wait(timeout=wait)
+                if self._stopping:
+                    return
+                _, _, task = heapq.heappop(self._delayed)
+            self._dispatch(Task(task.id, task.kind, task.source_id, task.payload, 0, task.attempts))
+
+    def _work_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._ready:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                lane = self._ready.popleft()
+                self._busy.add(lane)
+                task = self._lanes[lane].popleft()
+            try:
+                self._run(task)
+            finally:
+                with self._cond:
+                    self._busy.discard(lane)
+                    if self._lanes.get(lane):
+                        self._ready.append(lane)
+                        self._cond.notify()
+                    else:
+                        self._lanes.pop(lane, None)
+
+    def _run(self, task: Task) -> None:
+        outcome = self._outcomes.pop(task.id, None)
+
+        def on_partial(message: dict[str, Any]) -> None:
+            if outcome is not None:
+                outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("respond", message.get("response")))
+
+        handler = self.handlers.get(task.kind)
+        if handler is None:
+            log.error("no handler for task kind %r; task %d dropped", task.kind, task.id)
+            self._finish(task.id)
+            return
+        try:
+            result = handler(task, on_partial)
+        except Exception:
+            log.exception("task %d (%s) failed on attempt %d", task.id, task.kind, task.attempts + 1)
+            if outcome is not None:
+                outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("failed", None))
+            self._retry(task)
+            return
+        if outcome is not None:
+            outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("done", result))
+
+    def _retry(self, task: Task) -> None:
+        if task.attempts >= len(RETRY_DELAYS_S):
+            log.error("task %d (%s) dropped after %d attempts", task.id, task.kind, task.attempts + 1)
+            self._finish(task.id)
+            return
+        run_at = time.time() + RETRY_DELAYS_S[task.attempts]
+        with self.uow() as uow:
+            uow.tasks.retry(task.id, run_at)
+            uow.commit()
+        self._dispatch(Task(task.id, task.kind, task.source_id, task.payload, run_at, task.attempts + 1))
+
+    def _finish(self, task_id: int) -> None:
+        with self.uow() as uow:
+            uow.tasks.done(task_id)
+            uow.commit()
+
+
+def _resolve(future: asyncio.Future, value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _fail(future: asyncio.Future, error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

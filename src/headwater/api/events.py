@@ -1,0 +1,38 @@
+"""A source's retained events: summaries, and asynchronous deletion (SPEC Source events)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Query, Response
+
+from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.routing import Router
+from headwater.services.events import parse_limit
+
+router = Router(tags=["events"])
+
+
+@router.get("/sources/{source_id}/event_summaries")
+def source_event_summaries(
+    source_id: str,
+    svc: ServicesDep,
+    caller: PrincipalDep,
+    limit: str | None = Query(None),
+    expand: str | None = Query(None),
+    event_name: str = Query(""),
+) -> dict[str, Any]:
+    return svc.events.summaries(caller, source_id, parse_limit(limit), expand == "event", event_name)
+
+
+@router.delete("/sources/{source_id}/events", status_code=202)
+def delete_source_events(
+    source_id: str,
+    svc: ServicesDep,
+    caller: PrincipalDep,
+    start_id: str | None = Query(None),
+    end_id: str | None = Query(None),
+    event_name: str = Query(""),
+) -> Response:
+    svc.events.request_delete(caller, source_id, start_id, end_id, event_name)
+    return Response(status_code=202)

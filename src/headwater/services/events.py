@@ -1,0 +1,90 @@
+"""Reading and deleting a source's retained events (SPEC Source events, DECISIONS Events)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headwater.domain.errors import BadRequest
+from headwater.domain.events import RETAINED_PER_CHANNEL, EventId, summary_event
+from headwater.domain.models import Principal, StoredEvent
+from headwater.ports import Task, TaskQueue, UnitOfWorkFactory
+from headwater.services.sources import Sources
+
+DELETE_EVENTS = "delete_events"
+
+
+def summary(item: StoredEvent, expand: bool) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "indexed_at_ms": item.indexed_at_ms,
+        "event": summary_event(item.event, expand),
+        "metadata": item.metadata,
+    }
+
+
+def parse_event_id(value: str | None, field: str) -> EventId | None:
+    if value is None or value == "":
+        return None
+    try:
+        return EventId.parse(value)
+    except ValueError as e:
+        raise BadRequest(f"`{field}` is not an event id.", {field: [str(e)]}) from None
+
+
+def parse_limit(value: str | None) -> int:
+    if value is None or value == "":
+        return RETAINED_PER_CHANNEL
+    try:
+        limit = int(value)
+    except ValueError:
+        raise BadRequest("`limit` must be an integer.", {"limit": ["not an integer"]}) from None
+    if not 1 <= limit <= RETAINED_PER_CHANNEL:
+        raise BadRequest(f"`limit` must be between 1 and {RETAINED_PER_CHANNEL}.",
+                         {"limit": [f"must be 1..{RETAINED_PER_CHANNEL}"]})
+    return limit
+
+
+class Events:
+    def __init__(self, uow: UnitOfWorkFactory, sources: Sources, queue: TaskQueue) -> None:
+        self.uow = uow
+        self.sources = sources
+        self.queue = queue
+
+    def summaries(self, principal: Principal, source_id: str, limit: int, expand: bool, channel: str) -> dict:
+        self.sources.get(principal, source_id)
+        with self.uow(readonly=True) as uow:
+            items = uow.events.newest(source_id, channel, limit)
+            total = uow.events.count(source_id, channel)
+        return {
+            "page_info": {
+                "total_count": total,
+                "count": len(items),
+                "start_cursor": items[0].id if items else None,
+                "end_cursor": items[-1].id if items else None,
+            },
+            "data": [summary(i, expand) for i in items],
+        }
+
+    def request_delete(
+        self, principal: Principal, source_id: str, start_id: str | None, end_id: str | None, channel: str
+    ) -> None:
+        """Validates now, deletes later (202): the task queue runs `delete`."""
+        self.sources.get(principal, source_id)
+        start, end = parse_event_id(start_id, "start_id"), parse_event_id(end_id, "end_id")
+        if start and end and end < start:
+            raise BadRequest("`end_id` is before `start_id`.", {"end_id": ["is before start_id"]})
+        payload = {"channel": channel, "start_id": str(start) if start else None, "end_id": str(end) if end else None}
+        with self.uow() as uow:
+            task_id = uow.tasks.add(DELETE_EVENTS, source_id, payload, 0)
+            uow.commit()
+        self.queue.submitted([task_id])
+
+    def delete(self, task: Task) -> None:
+        p = task.payload
+        with self.uow() as uow:
+            uow.events.delete_range(
+                task.source_id or "", p["channel"], parse_event_id(p["start_id"], "start_id"),
+                parse_event_id(p["end_id"], "end_id"),
+            )
+            uow.tasks.done(task.id)
+            uow.commit()

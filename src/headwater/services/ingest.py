@@ -1,0 +1,122 @@
+"""HTTP interface of sources (DECISIONS): a request becomes a durable run task before it is answered.
+
+Without customResponse the caller gets 200 as soon as the task is committed; with it, the answer
+is what the run gives to `this.http.respond()`: 502 when the run ends without one, 504 when it
+runs out of time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from headwater.domain.errors import NotFound
+from headwater.ports import TaskQueue, UnitOfWorkFactory
+from headwater.services.components import Components
+from headwater.services.runs import RunResult, Runs
+from headwater.settings import Settings
+
+RUN = "run"
+_GRACE_S = 5.0
+
+
+@dataclass
+class HttpAnswer:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(cls, status: int, value: Any) -> HttpAnswer:
+        return cls(status, json.dumps(value).encode(), {"content-type": "application/json"})
+
+
+def parse_body(raw: str, content_type: str) -> Any:
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        return dict(parse_qsl(raw, keep_blank_values=True))
+    if "json" in kind or (not kind and raw[:1] in "{["):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def http_event(method: str, path: str, query: list[tuple[str, str]], headers: list[tuple[str, str]],
+               body: bytes) -> dict[str, Any]:
+    merged: dict[str, str] = {}
+    for name, value in headers:
+        name = name.lower()
+        merged[name] = f"{merged[name]}, {value}" if name in merged else value
+    raw = body.decode("utf-8", errors="replace")
+    return {
+        "method": method,
+        "path": path or "/",
+        "query": dict(query),
+        "headers": merged,
+        "bodyRaw": raw,
+        "body": parse_body(raw, merged.get("content-type", "")),
+    }
+
+
+class Ingest:
+    def __init__(self, uow: UnitOfWorkFactory, components: Components, runs: Runs, queue: TaskQueue,
+                 settings: Settings) -> None:
+        self.uow = uow
+        self.components = components
+        self.runs = runs
+        self.queue = queue
+        self.settings = settings
+        self._custom: dict[str, bool] = {}
+
+    def _custom_response(self, component_id: str) -> bool:
+        """Components never change once saved, so what their http prop says is cached by id."""
+        if component_id not in self._custom:
+            props = self.components.by_id(component_id).definition.configurable_props
+            self._custom[component_id] = any(
+                p["type"] == "$.interface.http" and p.get("customResponse") for p in props
+            )
+        return self._custom[component_id]
+
+    async def receive(self, endpoint_id: str, event: dict[str, Any]) -> HttpAnswer:
+        with self.uow(readonly=True) as uow:
+            source = uow.sources.by_endpoint(endpoint_id)
+            if source is None or not source.active:
+                raise NotFound("No active source has this endpoint.")
+            quota = self.runs.quota_problem(uow, source.user_id)
+        if quota:
+            raise quota
+        custom = self._custom_response(source.component_id)
+        timeout_ms = self.settings.http_timeout_ms
+        payload = {"event": event, "timeout_ms": timeout_ms, "trigger": "http"}
+        ingested = await self.queue.ingest(RUN, source.id, payload, respond=custom)
+        if not custom:
+            return HttpAnswer.json(200, {"success": True})
+        try:
+            kind, value = await asyncio.wait_for(ingested.outcome, timeout=timeout_ms / 1000 + _GRACE_S)
+        except TimeoutError:
+            return HttpAnswer.json(504, {"error": "The source did not respond in time."})
+        if kind == "respond" and value:
+            return self._answer(value)
+        if isinstance(value, RunResult) and value.error and value.error.get("code") == "TIMEOUT":
+            return HttpAnswer.json(504, {"error": "The source did not respond in time."})
+        if isinstance(value, RunResult) and value.error:
+            return HttpAnswer.json(502, {"error": f"The source failed before responding: {value.error.get('message')}"})
+        return HttpAnswer.json(502, {"error": "The source ended without calling this.http.respond()."})
+
+    @staticmethod
+    def _answer(response: dict[str, Any]) -> HttpAnswer:
+        body = response.get("body")
+        if body is None:
+            data = b""
+        elif response.get("body_base64"):
+            data = base64.b64decode(body)
+        else:
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        headers = {str(k).lower(): str(v) for k, v in (response.get("headers") or {}).items()}
+        return HttpAnswer(int(response.get("status") or 200), data, headers)
