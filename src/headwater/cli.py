@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     services = bootstrap(settings)
     services.start()
     app = create_app(services)
-    threading.Thread(target=publish_shipped_registry, args=(services,), daemon=True, name="registry").start()
+    publish_shipped_registry(services)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
     finally:

@@ -1,0 +1,80 @@
+"""kill -9 in the middle of an ingest stream: every request answered 200 has its event."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import client_for, make_server, new_user
+
+RECORDER = """export default {
+  name: "Recorder",
+  version: "1.0.0",
+  props: { http: "$.interface.http", db: "$.service.db" },
+  async run(event) {
+    if (event.report) {
+      this.$emit({ seen: this.db.get("seen") || [] }, { name: "report" });
+      return;
+    }
+    const seen = this.db.get("seen") || [];
+    seen.push(event.body.n);
+    this.db.set("seen", seen);
+  },
+};
+"""
+
+
+def test_every_acknowledged_request_survives_kill_9(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    server.start()
+    owner = new_user(server, tier="paid")  # 2000 requests: past the free tier's daily quota
+    with client_for(server, owner.api_key) as api:
+        source = api.post("/sources", json={"component_code": RECORDER}).json()["data"]
+    url = source["configured_props"]["http"]["endpoint_url"]
+
+    acknowledged: set[int] = set()
+    lock = threading.Lock()
+    killed = threading.Event()
+
+    def send(n: int) -> None:
+        if killed.is_set():
+            return
+        try:
+            r = httpx.post(url, json={"n": n}, timeout=10)
+        except httpx.TransportError:
+            return
+        if r.status_code == 200:
+            with lock:
+                acknowledged.add(n)
+                if len(acknowledged) == 400:
+                    server.stop(kill=True)
+                    killed.set()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(send, range(2000)))
+    assert killed.is_set() and len(acknowledged) >= 400
+
+    server.start()
+    with client_for(server, owner.api_key) as api:
+        deadline = time.monotonic() + 60
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            before = api.get(f"/sources/{source['id']}/event_summaries", params={"event_name": "report"})
+            count = before.json()["page_info"]["total_count"]
+            assert api.post(f"/sources/{source['id']}/run", json={"report": True}).status_code == 202
+            while time.monotonic() < deadline:
+                r = api.get(f"/sources/{source['id']}/event_summaries",
+                            params={"event_name": "report", "expand": "event", "limit": 1}).json()
+                if r["page_info"]["total_count"] > count:
+                    seen = set(r["data"][0]["event"]["seen"])
+                    break
+                time.sleep(0.05)
+            if acknowledged <= seen:
+                break
+        missing = sorted(acknowledged - seen)
+        assert not missing, f"{len(missing)} acknowledged requests lost, e.g. {missing[:10]}"
+    server.stop()
