@@ -100,7 +100,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         adapters.uow, accounts, components, runs, adapters.scheduler, adapters.queue, adapters.secrets, settings
     )
     events = Events(adapters.uow, sources, adapters.queue)
-    ingest = Ingest(adapters.uow, components, runs, adapters.queue, settings)
+    ingest = Ingest(adapters.uow, components, sources, runs, adapters.queue, settings)
     adapters.queue.handle(
         RUN,
         lambda task, on_partial: runs.run(

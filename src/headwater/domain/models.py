@@ -107,7 +107,8 @@ class Component:
 
 @dataclass
 class Source:
-    """A deployed component (`dc_`). `configured_props` is the stored form: secrets encrypted."""
+    """A deployed component (`dc_`). `configured_props` is the stored form (secrets encrypted);
+    `prop_defs` the final prop set it was validated against (static props plus additionalProps)."""
 
     id: str
     namespace: str
@@ -116,6 +117,7 @@ class Source:
     name: str
     name_slug: str
     configured_props: dict[str, Any]
+    prop_defs: list[dict[str, Any]]
     endpoint_id: str | None
     active: bool
     created_at: int

@@ -10,18 +10,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
 from headwater.domain.errors import NotFound
+from headwater.domain.models import Source
 from headwater.ports import TaskQueue, UnitOfWorkFactory
 from headwater.services.components import Components
 from headwater.services.runs import RunResult, Runs
+from headwater.services.sources import Sources
 from headwater.settings import Settings
 
 RUN = "run"
 _GRACE_S = 5.0
+_ENDPOINT_TTL_S = 5.0
+_ENDPOINT_CACHE = 10_000
 
 
 @dataclass
@@ -65,14 +70,32 @@ def http_event(method: str, path: str, query: list[tuple[str, str]], headers: li
 
 
 class Ingest:
-    def __init__(self, uow: UnitOfWorkFactory, components: Components, runs: Runs, queue: TaskQueue,
-                 settings: Settings) -> None:
+    def __init__(self, uow: UnitOfWorkFactory, components: Components, sources: Sources, runs: Runs,
+                 queue: TaskQueue, settings: Settings) -> None:
         self.uow = uow
         self.components = components
+        self.sources = sources
         self.runs = runs
         self.queue = queue
         self.settings = settings
         self._custom: dict[str, bool] = {}
+        self._endpoints: dict[str, tuple[float, Source | None]] = {}
+        self._generation = -1
+
+    def _source(self, endpoint_id: str) -> Source | None:
+        """Endpoint lookups are cached until any source changes here (or for a few seconds, for
+        changes made by another instance of the service)."""
+        now = time.monotonic()
+        if self._generation != self.sources.generation or len(self._endpoints) > _ENDPOINT_CACHE:
+            self._endpoints.clear()
+            self._generation = self.sources.generation
+        cached = self._endpoints.get(endpoint_id)
+        if cached and cached[0] > now:
+            return cached[1]
+        with self.uow(readonly=True) as uow:
+            source = uow.sources.by_endpoint(endpoint_id)
+        self._endpoints[endpoint_id] = (now + _ENDPOINT_TTL_S, source)
+        return source
 
     def _custom_response(self, component_id: str) -> bool:
         """Components never change once saved, so what their http prop says is cached by id."""
@@ -84,11 +107,10 @@ class Ingest:
         return self._custom[component_id]
 
     async def receive(self, endpoint_id: str, event: dict[str, Any]) -> HttpAnswer:
-        with self.uow(readonly=True) as uow:
-            source = uow.sources.by_endpoint(endpoint_id)
-            if source is None or not source.active:
-                raise NotFound("No active source has this endpoint.")
-            quota = self.runs.quota_problem(uow, source.user_id)
+        source = self._source(endpoint_id)
+        if source is None or not source.active:
+            raise NotFound("No active source has this endpoint.")
+        quota = self.runs.quota_problem(source.user_id)
         if quota:
             raise quota
         custom = self._custom_response(source.component_id)

@@ -36,6 +36,9 @@ def unmask(configured: dict[str, Any], previous: dict[str, Any], secrets: Secret
         old = previous.get(name)
         if value == MASK and isinstance(old, dict) and SECRET in old:
             out[name] = secrets.decrypt(old[SECRET])
+        elif (isinstance(value, dict) and value.get("$auth") == MASK and isinstance(old, dict)
+              and isinstance(old.get("$auth"), dict) and SECRET in old["$auth"]):
+            out[name] = {"$auth": secrets.decrypt(old["$auth"][SECRET])}
     return out
 
 
@@ -51,9 +54,9 @@ def for_runner(stored: dict[str, Any], secrets: Secrets) -> dict[str, Any]:
     return plain
 
 
-def for_api(source: Source, configurable_props: list[dict[str, Any]], endpoint_base: str) -> dict[str, Any]:
+def for_api(source: Source, endpoint_base: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for prop in configurable_props:
+    for prop in source.prop_defs:
         name, ptype = prop["name"], prop["type"]
         if ptype == "$.interface.http" and source.endpoint_id:
             out[name] = {"endpoint_url": f"{endpoint_base}/http/{source.endpoint_id}"}

@@ -87,7 +87,7 @@ class Runs:
 
     def _request(self, source: Source, component: Component, state: SourceState, timeout_ms: int) -> dict[str, Any]:
         http = None
-        for prop in component.definition.configurable_props:
+        for prop in source.prop_defs:
             if prop["type"] == "$.interface.http":
                 http = {
                     "endpoint": f"{self.settings.base_url}/http/{source.endpoint_id}",
@@ -131,12 +131,14 @@ class Runs:
 
     # running
 
-    def quota_problem(self, uow: UnitOfWork, user_id: str) -> QuotaExceeded | None:
-        user = uow.users.get(user_id)
-        if user is None or user.tier != "free":
-            return None
-        day = utc_day()
-        invocations, compute_ms = uow.usage.totals(user_id, day, day)
+    def quota_problem(self, user_id: str) -> QuotaExceeded | None:
+        """Free tier: past the day's invocations or compute time, runs are refused until 00:00 UTC."""
+        with self.uow(readonly=True) as uow:
+            user = uow.users.get(user_id)
+            if user is None or user.tier != "free":
+                return None
+            day = utc_day()
+            invocations, compute_ms = uow.usage.totals(user_id, day, day)
         if invocations < self.settings.free_daily_invocations and compute_ms < self.settings.free_daily_compute_ms:
             return None
         now = datetime.now(UTC)
@@ -160,7 +162,7 @@ class Runs:
                 source = uow.sources.get(source_id)
                 component = uow.components.get(source.component_id) if source else None
                 state = uow.state.get(source_id)
-                quota = self.quota_problem(uow, source.user_id) if source else None
+            quota = self.quota_problem(source.user_id) if source else None
             if source is None or component is None or not source.active:
                 if task:
                     with self.uow() as uow:

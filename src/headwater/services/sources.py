@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.domain import ids
-from headwater.domain.errors import Conflict, Invalid, NotFound
+from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
 from headwater.domain.models import Component, Principal, Source, SourceState
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
@@ -62,6 +62,7 @@ class Sources:
         self.scheduler = scheduler
         self.secrets = secrets
         self.settings = settings
+        self.generation = 0  # bumped on every change, so caches of sources know to forget
 
     # reading
 
@@ -78,14 +79,11 @@ class Sources:
             return uow.sources.list(namespace, page)
 
     def to_api(self, source: Source, include_user: bool = True) -> dict[str, Any]:
-        component = self.components.by_id(source.component_id)
         data = {
             "id": source.id,
             "user_id": source.user_id,
             "component_id": source.component_id,
-            "configured_props": prop_forms.for_api(
-                source, component.definition.configurable_props, self.settings.base_url
-            ),
+            "configured_props": prop_forms.for_api(source, self.settings.base_url),
             "active": source.active,
             "created_at": source.created_at,
             "updated_at": source.updated_at,
@@ -107,7 +105,7 @@ class Sources:
             return self.components.save(namespace, principal.user.id, code, req.component_url)
         if req.component_key:
             return self.components.get_registry(req.component_key)
-        raise Invalid(
+        raise BadRequest(
             "Give `component_id`, `component_code`, `component_url` or `component_key`.",
             {"component_id": ["one of component_id, component_code, component_url, component_key is required"]},
         )
@@ -146,7 +144,7 @@ class Sources:
         component = self._component_for(principal, namespace, req)
         source_id = ids.new_id("source")
         configured = dict(req.configured_props or {})
-        validated, _ = self._props(component, source_id, configured)
+        validated, prop_defs = self._props(component, source_id, configured)
         ts = now_s()
         source = Source(
             id=source_id,
@@ -156,6 +154,7 @@ class Sources:
             name="",
             name_slug="",
             configured_props=prop_forms.to_stored(validated, self.secrets),
+            prop_defs=prop_defs,
             endpoint_id=ids.new_id("endpoint") if validated.http_props else None,
             active=req.active is not False,
             created_at=ts,
@@ -173,6 +172,7 @@ class Sources:
                     self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
                 self._schedule(uow, source, validated)
                 uow.commit()
+        self.generation += 1
         self.scheduler.changed()
         return source
 
@@ -185,7 +185,7 @@ class Sources:
             if req.configured_props is not None
             else prop_forms.for_runner(old.configured_props, self.secrets)
         )
-        validated, _ = self._props(component, source_id, configured)
+        validated, prop_defs = self._props(component, source_id, configured)
         active = req.active is not False
         with self.runs.lock(source_id):
             with self.uow(readonly=True) as uow:
@@ -195,6 +195,7 @@ class Sources:
                 **{**old.__dict__,
                    "component_id": component.id,
                    "configured_props": prop_forms.to_stored(validated, self.secrets, old.configured_props),
+                   "prop_defs": prop_defs,
                    "endpoint_id": (old.endpoint_id or ids.new_id("endpoint")) if validated.http_props else None,
                    "active": active,
                    "updated_at": now_s()},
@@ -213,6 +214,7 @@ class Sources:
                 if active:
                     self._schedule(uow, source, validated)
                 uow.commit()
+        self.generation += 1
         self.scheduler.changed()
         return source
 
@@ -228,6 +230,7 @@ class Sources:
             with self.uow() as uow:
                 uow.sources.remove(source_id)
                 uow.commit()
+        self.generation += 1
         self.runs.forget(source_id)
         self.scheduler.changed()
 
@@ -238,8 +241,7 @@ class Sources:
             raise Conflict(f"Source {source_id} is inactive; activate it to run it.")
         timeout_ms = self.settings.http_timeout_ms
         if event is None:
-            component = self.components.by_id(source.component_id)
-            for prop in component.definition.configurable_props:
+            for prop in source.prop_defs:
                 if prop["type"] == "$.interface.timer" and prop["name"] in source.configured_props:
                     event = Timer.parse(source.configured_props[prop["name"]]).event(now_s())
                     timeout_ms = self.settings.timer_timeout_ms

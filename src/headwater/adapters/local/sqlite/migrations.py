@@ -69,6 +69,7 @@ MIGRATIONS: list[str] = [
         name TEXT NOT NULL,
         name_slug TEXT NOT NULL,
         configured_props TEXT NOT NULL,
+        prop_defs TEXT NOT NULL,
         endpoint_id TEXT UNIQUE,
         active INTEGER NOT NULL,
         created_at INTEGER NOT NULL,

@@ -214,6 +214,7 @@ def _source(row: sqlite3.Row) -> Source:
         name=row["name"],
         name_slug=row["name_slug"],
         configured_props=json.loads(row["configured_props"]),
+        prop_defs=json.loads(row["prop_defs"]),
         endpoint_id=row["endpoint_id"],
         active=bool(row["active"]),
         created_at=row["created_at"],
@@ -229,18 +230,18 @@ class SqliteSources:
     def add(self, s: Source) -> None:
         cur = self.conn.execute(
             "INSERT INTO sources (id, namespace, user_id, component_id, name, name_slug, configured_props, "
-            "endpoint_id, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "prop_defs, endpoint_id, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.id, s.namespace, s.user_id, s.component_id, s.name, s.name_slug, json.dumps(s.configured_props),
-             s.endpoint_id, int(s.active), s.created_at, s.updated_at),
+             json.dumps(s.prop_defs), s.endpoint_id, int(s.active), s.created_at, s.updated_at),
         )
         s.seq = cur.lastrowid or 0
 
     def update(self, s: Source) -> None:
         self.conn.execute(
-            "UPDATE sources SET component_id = ?, name = ?, name_slug = ?, configured_props = ?, endpoint_id = ?, "
-            "active = ?, updated_at = ? WHERE id = ?",
-            (s.component_id, s.name, s.name_slug, json.dumps(s.configured_props), s.endpoint_id, int(s.active),
-             s.updated_at, s.id),
+            "UPDATE sources SET component_id = ?, name = ?, name_slug = ?, configured_props = ?, prop_defs = ?, "
+            "endpoint_id = ?, active = ?, updated_at = ? WHERE id = ?",
+            (s.component_id, s.name, s.name_slug, json.dumps(s.configured_props), json.dumps(s.prop_defs),
+             s.endpoint_id, int(s.active), s.updated_at, s.id),
         )
 
     def remove(self, source_id: str) -> None:
