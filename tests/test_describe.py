@@ -467,3 +467,22 @@ def test_service_still_describes_after_bad_components(api):
     resp = api.post("/components", json={"component_code": code}, timeout=SLOW)
     assert resp.status_code == 200, resp.text
     assert resp.json()["data"]["configurable_props"] == [timer(intervalSeconds=600)]
+
+
+def test_app_specific_prop_types_of_registry_components_load(api):
+    code = """export default {
+      name: "New Airtable Record", version: "0.0.1", key: "airtable-new-record",
+      props: {
+        airtable: { type: "app", app: "airtable_oauth" },
+        baseId: { type: "$.airtable.baseId", appProp: "airtable" },
+        tables: { type: "$.airtable.tableId[]", label: "Tables" },
+      },
+      async run() {},
+    };"""
+    resp = api.post("/components", json={"component_code": code}, timeout=SLOW)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["data"]["configurable_props"] == [
+        {"name": "airtable", "type": "app", "app": "airtable_oauth"},
+        {"name": "baseId", "type": "$.airtable.baseId"},
+        {"name": "tables", "type": "$.airtable.tableId[]", "label": "Tables"},
+    ]

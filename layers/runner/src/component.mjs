@@ -16,6 +16,9 @@ export const VALID_TYPES = new Set([
   'boolean[]', 'integer[]', 'string[]', 'object[]',
 ])
 
+// App-specific prop types of real registry components (`$.airtable.baseId`, `$.discord.channel[]`).
+const APP_TYPE = /^\$\.[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+(\[\])?$/
+
 const SHORTHANDS = new Set(['$.service.db', '$.interface.http', '$.interface.timer'])
 const HOOKS = ['deploy', 'activate', 'deactivate']
 
@@ -57,7 +60,7 @@ export function resolveProp(name, p) {
     def = { ...defs[defName], ...own }
   }
   if (typeof def.type !== 'string' || def.type === '') throw new LoadError(`${where}: has no type`)
-  if (!VALID_TYPES.has(def.type)) throw new LoadError(`${where}: unknown type "${def.type}"`)
+  if (!VALID_TYPES.has(def.type) && !APP_TYPE.test(def.type)) throw new LoadError(`${where}: unknown type "${def.type}"`)
   if (def.type === 'app' && (typeof def.app !== 'string' || def.app === '')) {
     throw new LoadError(`${where}: an app prop needs an "app" name`)
   }
