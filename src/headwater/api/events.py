@@ -32,7 +32,7 @@ def delete_source_events(
     caller: PrincipalDep,
     start_id: str | None = Query(None),
     end_id: str | None = Query(None),
-    event_name: str = Query(""),
+    event_name: str | None = Query(None),
 ) -> Response:
     svc.events.request_delete(caller, source_id, start_id, end_id, event_name)
     return Response(status_code=202)

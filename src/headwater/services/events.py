@@ -66,9 +66,10 @@ class Events:
         }
 
     def request_delete(
-        self, principal: Principal, source_id: str, start_id: str | None, end_id: str | None, channel: str
+        self, principal: Principal, source_id: str, start_id: str | None, end_id: str | None, channel: str | None
     ) -> None:
-        """Validates now, deletes later (202): the task queue runs `delete`."""
+        """Validates now, deletes later (202): the task queue runs `delete`. Without `channel`, every
+        channel of the source (SPEC: "all events of the source")."""
         self.sources.get(principal, source_id)
         start, end = parse_event_id(start_id, "start_id"), parse_event_id(end_id, "end_id")
         if start and end and end < start:

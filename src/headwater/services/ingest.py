@@ -112,6 +112,7 @@ class Ingest:
             raise NotFound("No active source has this endpoint.")
         quota = self.runs.quota_problem(source.user_id)
         if quota:
+            await asyncio.to_thread(self.runs.refuse, source.id, event, quota)
             raise quota
         custom = self._custom_response(source.component_id)
         timeout_ms = self.settings.http_timeout_ms

@@ -183,6 +183,20 @@ class Runs:
             self.bus.published(source.id, channel)
         return result
 
+    def refuse(self, source_id: str, trigger: Any, quota: QuotaExceeded) -> None:
+        """A request turned away for quota (429) still leaves its QUOTA_EXCEEDED error event."""
+        with self.uow(readonly=True) as uow:
+            source = uow.sources.get(source_id)
+            component = uow.components.get(source.component_id) if source else None
+        if source is None or component is None:
+            return
+        with self.uow() as uow:
+            channels = self.record(uow, source, component, RunResult.failed("QUOTA_EXCEEDED", quota.message),
+                                   trigger=trigger, count_usage=False)
+            uow.commit()
+        for channel in channels:
+            self.bus.published(source.id, channel)
+
     def record(
         self,
         uow: UnitOfWork,

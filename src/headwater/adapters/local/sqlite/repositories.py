@@ -285,6 +285,15 @@ class SqliteState:
         )
 
 
+def _stored_event(row: sqlite3.Row) -> StoredEvent:
+    return StoredEvent(
+        id=f"{row['ms']}-{row['seq']}",
+        indexed_at_ms=row["indexed_at_ms"],
+        event=json.loads(row["event"]),
+        metadata=json.loads(row["metadata"]),
+    )
+
+
 class SqliteEvents:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -319,11 +328,7 @@ class SqliteEvents:
             "SELECT * FROM events WHERE emitter_id = ? AND channel = ? ORDER BY ms DESC, seq DESC LIMIT ?",
             (emitter_id, channel, limit),
         ).fetchall()
-        return [
-            StoredEvent(id=f"{r['ms']}-{r['seq']}", indexed_at_ms=r["indexed_at_ms"], event=json.loads(r["event"]),
-                        metadata=json.loads(r["metadata"]))
-            for r in rows
-        ]
+        return [_stored_event(r) for r in rows]
 
     def count(self, emitter_id: str, channel: str) -> int:
         return self.conn.execute(
@@ -337,15 +342,16 @@ class SqliteEvents:
             "ORDER BY ms, seq LIMIT ?",
             (emitter_id, channel, event_id.ms, event_id.seq, limit),
         ).fetchall()
-        return [
-            StoredEvent(id=f"{r['ms']}-{r['seq']}", indexed_at_ms=r["indexed_at_ms"], event=json.loads(r["event"]),
-                        metadata=json.loads(r["metadata"]))
-            for r in rows
-        ]
+        return [_stored_event(r) for r in rows]
 
-    def delete_range(self, emitter_id: str, channel: str, start: EventId | None, end: EventId | None) -> int:
-        sql = "DELETE FROM events WHERE emitter_id = ? AND channel = ?"
-        params: list[Any] = [emitter_id, channel]
+    def delete_range(
+        self, emitter_id: str, channel: str | None, start: EventId | None, end: EventId | None
+    ) -> int:
+        sql = "DELETE FROM events WHERE emitter_id = ?"
+        params: list[Any] = [emitter_id]
+        if channel is not None:
+            sql += " AND channel = ?"
+            params.append(channel)
         if start is not None:
             sql += " AND (ms, seq) >= (?, ?)"
             params += [start.ms, start.seq]
