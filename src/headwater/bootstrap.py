@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from headwater.ports import Bundler, EventBus, Runner, Scheduler, Secrets, TaskQueue, UnitOfWorkFactory, UrlFetcher
+from headwater.ports import (
+    Bundler,
+    EventBus,
+    Runner,
+    Scheduler,
+    Secrets,
+    Task,
+    TaskQueue,
+    UnitOfWorkFactory,
+    UrlFetcher,
+)
 from headwater.services.accounts import Accounts
 from headwater.services.components import Components
 from headwater.services.events import DELETE_EVENTS, Events
 from headwater.services.ingest import Ingest
 from headwater.services.registry import Registry
-from headwater.services.runs import Runs
+from headwater.services.runs import RunItem, Runs
 from headwater.services.sources import Sources
 from headwater.settings import Settings
 
@@ -101,14 +112,16 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     )
     events = Events(adapters.uow, sources, adapters.queue)
     ingest = Ingest(adapters.uow, components, sources, runs, adapters.queue, settings)
-    adapters.queue.handle(
-        RUN,
-        lambda task, on_partial: runs.run(
-            task.source_id or "", task.payload.get("event"),
-            task.payload.get("timeout_ms") or settings.http_timeout_ms, on_partial, task,
-        ),
-    )
-    adapters.queue.handle(DELETE_EVENTS, lambda task, _: events.delete(task))
+    def run_tasks(tasks: list[Task], on_partial: Callable[[Task, dict], None]) -> list:
+        items = [
+            RunItem(task.payload.get("event"), task.payload.get("timeout_ms") or settings.http_timeout_ms, task,
+                    functools.partial(on_partial, task))
+            for task in tasks
+        ]
+        return runs.run_batch(tasks[0].source_id or "", items)
+
+    adapters.queue.handle(RUN, run_tasks)
+    adapters.queue.handle(DELETE_EVENTS, lambda tasks, _: [events.delete(task) for task in tasks])
     return Services(
         settings=settings,
         adapters=adapters,

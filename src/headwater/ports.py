@@ -162,7 +162,9 @@ class UrlFetcher(Protocol):
         """GETs a URL within the size and time limits; raises Invalid when it cannot."""
 
 
-TaskHandler = Callable[[Task, Callable[[dict[str, Any]], None]], Any]
+# Handlers take consecutive tasks of one kind and lane (a source), so that they can commit them
+# together, and a callback for partial results (a run's respond()); they return one result a task.
+TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], list[Any]]
 
 
 @dataclass

@@ -52,6 +52,16 @@ class RunResult:
         return cls(error={"code": code, "name": "Error", "message": message, "stack": stack or ""})
 
 
+@dataclass
+class RunItem:
+    """One queued run: its event, its time limit, and where a customResponse answer goes."""
+
+    event: Any
+    timeout_ms: int
+    task: Task | None = None
+    on_partial: Callable[[dict[str, Any]], None] | None = None
+
+
 class Runs:
     def __init__(
         self,
@@ -70,6 +80,8 @@ class Runs:
         self.settings = settings
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._components: dict[str, Component] = {}
+        self._tiers: dict[str, str] = {}
 
     @contextmanager
     def lock(self, source_id: str) -> Iterator[None]:
@@ -131,57 +143,94 @@ class Runs:
 
     # running
 
-    def quota_problem(self, user_id: str) -> QuotaExceeded | None:
-        """Free tier: past the day's invocations or compute time, runs are refused until 00:00 UTC."""
+    def component(self, component_id: str) -> Component | None:
+        """Saved components never change, so they are cached by id."""
+        found = self._components.get(component_id)
+        if found is None:
+            with self.uow(readonly=True) as uow:
+                found = uow.components.get(component_id)
+            if found is not None:
+                self._components[component_id] = found
+        return found
+
+    def _usage_left(self, user_id: str) -> tuple[int | None, QuotaExceeded | None]:
+        """How many more runs the user may start today (None: no cap), and the refusal past it."""
+        tier = self._tiers.get(user_id)
+        if tier is None:
+            with self.uow(readonly=True) as uow:
+                user = uow.users.get(user_id)
+            tier = self._tiers[user_id] = user.tier if user else "paid"
+        if tier != "free":
+            return None, None
+        day = utc_day()
         with self.uow(readonly=True) as uow:
-            user = uow.users.get(user_id)
-            if user is None or user.tier != "free":
-                return None
-            day = utc_day()
             invocations, compute_ms = uow.usage.totals(user_id, day, day)
-        if invocations < self.settings.free_daily_invocations and compute_ms < self.settings.free_daily_compute_ms:
-            return None
         now = datetime.now(UTC)
         midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        return QuotaExceeded(
+        refusal = QuotaExceeded(
             "The free tier's daily quota is used up; it resets at 00:00 UTC.",
             retry_after=max(1, math.ceil((midnight - now).total_seconds())),
         )
+        if compute_ms >= self.settings.free_daily_compute_ms:
+            return 0, refusal
+        return max(0, self.settings.free_daily_invocations - invocations), refusal
 
-    def run(
-        self,
-        source_id: str,
-        event: Any,
-        timeout_ms: int,
-        on_partial: Callable[[dict[str, Any]], None] | None = None,
-        task: Task | None = None,
-    ) -> RunResult | None:
-        """One run of a source; None when the source is gone or inactive (its task is dropped)."""
+    def quota_problem(self, user_id: str) -> QuotaExceeded | None:
+        """Free tier: past the day's invocations or compute time, runs are refused until 00:00 UTC."""
+        left, refusal = self._usage_left(user_id)
+        return refusal if left == 0 else None
+
+    def run(self, source_id: str, event: Any, timeout_ms: int,
+            on_partial: Callable[[dict[str, Any]], None] | None = None) -> RunResult | None:
+        """One run of a source, outside the task queue."""
+        return self.run_batch(source_id, [RunItem(event, timeout_ms, on_partial=on_partial)])[0]
+
+    def run_batch(self, source_id: str, items: list[RunItem]) -> list[RunResult | None]:
+        """Consecutive queued runs of one source, one after another through the runner, then
+        committed in one transaction with their tasks. None for each when the source is gone or
+        inactive (the tasks are dropped)."""
         with self.lock(source_id):
             with self.uow(readonly=True) as uow:
                 source = uow.sources.get(source_id)
-                component = uow.components.get(source.component_id) if source else None
                 state = uow.state.get(source_id)
-            quota = self.quota_problem(source.user_id) if source else None
+            component = self.component(source.component_id) if source else None
             if source is None or component is None or not source.active:
-                if task:
-                    with self.uow() as uow:
-                        uow.tasks.done(task.id)
-                        uow.commit()
-                return None
-            if quota:
-                result = RunResult.failed("QUOTA_EXCEEDED", quota.message)
-            else:
-                request = {**self._request(source, component, state, timeout_ms), "event": event}
-                result = self._call("run", component, request, on_partial)
+                self._drop([item.task for item in items])
+                return [None] * len(items)
+            left, refusal = self._usage_left(source.user_id)
+            results: list[RunResult | None] = []
+            for item in items:
+                if left is not None and left <= 0 and refusal:
+                    results.append(RunResult.failed("QUOTA_EXCEEDED", refusal.message))
+                    continue
+                left = None if left is None else left - 1
+                request = {**self._request(source, component, state, item.timeout_ms), "event": item.event}
+                result = self._call("run", component, request, item.on_partial)
+                state.db.update(result.db_writes)
+                state.db = {k: v for k, v in state.db.items() if v is not None}
+                results.append(result)
             with self.uow() as uow:
-                channels = self.record(uow, source, component, result, trigger=event, count_usage=quota is None)
-                if task:
-                    uow.tasks.done(task.id)
+                channels: set[str] = set()
+                for item, result in zip(items, results, strict=True):
+                    assert result is not None
+                    counted = not (result.error and result.error.get("code") == "QUOTA_EXCEEDED")
+                    channels |= self._record(uow, source, component, result, item.event, counted)
+                    if item.task:
+                        uow.tasks.done(item.task.id)
+                for channel in channels:
+                    uow.events.trim(source.id, channel, RETAINED_PER_CHANNEL)
                 uow.commit()
         for channel in channels:
             self.bus.published(source.id, channel)
-        return result
+        return results
+
+    def _drop(self, tasks: list[Task | None]) -> None:
+        if any(tasks):
+            with self.uow() as uow:
+                for task in tasks:
+                    if task:
+                        uow.tasks.done(task.id)
+                uow.commit()
 
     def refuse(self, source_id: str, trigger: Any, quota: QuotaExceeded) -> None:
         """A request turned away for quota (429) still leaves its QUOTA_EXCEEDED error event."""
@@ -206,7 +255,21 @@ class Runs:
         trigger: Any,
         count_usage: bool,
     ) -> set[str]:
-        """Writes what a run or hook did; returns the channels that got events."""
+        """Writes what a run or hook did, trims what it touched; returns the channels that got events."""
+        touched = self._record(uow, source, component, result, trigger, count_usage)
+        for channel in touched:
+            uow.events.trim(source.id, channel, RETAINED_PER_CHANNEL)
+        return touched
+
+    def _record(
+        self,
+        uow: UnitOfWork,
+        source: Source,
+        component: Component,
+        result: RunResult,
+        trigger: Any,
+        count_usage: bool,
+    ) -> set[str]:
         ms = now_ms()
         state = uow.state.get(source.id)
         state.db.update(result.db_writes)
@@ -236,8 +299,6 @@ class Runs:
             append(LOGS, {"level": "warn", "message": f"event not emitted: {reason}", "ts": ms}, {})
         if result.error:
             append(ERRORS, self._error_event(source, trigger, result.error, ms), {})
-        for channel in touched:
-            uow.events.trim(source.id, channel, RETAINED_PER_CHANNEL)
         if count_usage:
             uow.usage.record(source.user_id, utc_day(), 1, math.ceil(result.duration_ms))
         return touched

@@ -25,6 +25,7 @@ from headwater.ports import Ingested, Task, TaskHandler, UnitOfWorkFactory
 log = logging.getLogger("headwater.tasks")
 
 MAX_BATCH = 1024
+MAX_RUN_BATCH = 64
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
 
@@ -112,19 +113,21 @@ class LocalTaskQueue:
                     self._inbox.put(None)
                     break
                 batch.append(item)
+            rows = [(p.kind, p.source_id, json.dumps(p.payload)) for p in batch]
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                now = time.time()
-                ids = [
-                    conn.execute(
-                        "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)",
-                        (p.kind, p.source_id, json.dumps(p.payload), now),
-                    ).lastrowid
-                    for p in batch
-                ]
-                conn.execute("COMMIT")
+                with self.db.write_lock:
+                    conn.execute("BEGIN IMMEDIATE")
+                    now = time.time()
+                    ids = [
+                        conn.execute(
+                            "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)", (*row, now)
+                        ).lastrowid
+                        for row in rows
+                    ]
+                    conn.execute("COMMIT")
             except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
-                conn.execute("ROLLBACK") if conn.in_transaction else None
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 log.exception("ingest batch of %d failed", len(batch))
                 for p in batch:
                     p.loop.call_soon_threadsafe(_fail, p.committed, e)
@@ -170,9 +173,12 @@ class LocalTaskQueue:
                     return
                 lane = self._ready.popleft()
                 self._busy.add(lane)
-                task = self._lanes[lane].popleft()
+                queued = self._lanes[lane]
+                batch = [queued.popleft()]
+                while queued and queued[0].kind == batch[0].kind and len(batch) < MAX_RUN_BATCH:
+                    batch.append(queued.popleft())
             try:
-                self._run(task)
+                self._run(batch)
             finally:
                 with self._cond:
                     self._busy.discard(lane)
@@ -182,28 +188,37 @@ class LocalTaskQueue:
                     else:
                         self._lanes.pop(lane, None)
 
-    def _run(self, task: Task) -> None:
-        outcome = self._outcomes.pop(task.id, None)
+    def _run(self, batch: list[Task]) -> None:
+        outcomes = {task.id: self._outcomes.pop(task.id, None) for task in batch}
 
-        def on_partial(message: dict[str, Any]) -> None:
+        def on_partial(task: Task, message: dict[str, Any]) -> None:
+            outcome = outcomes.get(task.id)
             if outcome is not None:
                 outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("respond", message.get("response")))
 
-        handler = self.handlers.get(task.kind)
+        def settle(task: Task, value: tuple[str, Any]) -> None:
+            outcome = outcomes.get(task.id)
+            if outcome is not None:
+                outcome.get_loop().call_soon_threadsafe(_resolve, outcome, value)
+
+        kind = batch[0].kind
+        handler = self.handlers.get(kind)
         if handler is None:
-            log.error("no handler for task kind %r; task %d dropped", task.kind, task.id)
-            self._finish(task.id)
+            log.error("no handler for task kind %r; %d tasks dropped", kind, len(batch))
+            for task in batch:
+                self._finish(task.id)
             return
         try:
-            result = handler(task, on_partial)
+            results = handler(batch, on_partial)
         except Exception:
-            log.exception("task %d (%s) failed on attempt %d", task.id, task.kind, task.attempts + 1)
-            if outcome is not None:
-                outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("failed", None))
-            self._retry(task)
+            log.exception("%d %s tasks failed (first %d, attempt %d)", len(batch), kind, batch[0].id,
+                          batch[0].attempts + 1)
+            for task in batch:
+                settle(task, ("failed", None))
+                self._retry(task)
             return
-        if outcome is not None:
-            outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("done", result))
+        for task, result in zip(batch, results, strict=True):
+            settle(task, ("done", result))
 
     def _retry(self, task: Task) -> None:
         if task.attempts >= len(RETRY_DELAYS_S):

@@ -12,6 +12,9 @@ from headwater.adapters.local.sqlite.migrations import migrate
 class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
+        # One writer at a time, queued here rather than in SQLite's busy handler, which polls with
+        # sleeps of up to 100 ms: every writer of the local service is in this one process.
+        self.write_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         migrate(self.connection())

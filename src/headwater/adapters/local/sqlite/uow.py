@@ -27,7 +27,14 @@ class SqliteUnitOfWork:
 
     def __enter__(self) -> SqliteUnitOfWork:
         self.conn = self.db.connection()
-        self.conn.execute("BEGIN" if self.readonly else "BEGIN IMMEDIATE")
+        if not self.readonly:
+            self.db.write_lock.acquire()
+        try:
+            self.conn.execute("BEGIN" if self.readonly else "BEGIN IMMEDIATE")
+        except BaseException:
+            if not self.readonly:
+                self.db.write_lock.release()
+            raise
         self.users = SqliteUsers(self.conn)
         self.orgs = SqliteOrgs(self.conn)
         self.keys = SqliteApiKeys(self.conn)
@@ -46,5 +53,9 @@ class SqliteUnitOfWork:
         self._done = True
 
     def __exit__(self, *exc: object) -> None:
-        if not self._done:
-            self.conn.execute("ROLLBACK")
+        try:
+            if not self._done:
+                self.conn.execute("ROLLBACK")
+        finally:
+            if not self.readonly:
+                self.db.write_lock.release()
