@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,18 +46,18 @@ class Registry:
         self.bundler = bundler
 
     def publish_dir(self, root: Path) -> list[PublishResult]:
-        results = []
-        for path in candidate_files(root):
-            rel = str(path.relative_to(root))
-            try:
-                code = self.bundler.source_of(str(path))
-                bundle, definition = self.components.describe(code)
-            except HeadwaterError as e:
-                results.append(PublishResult(rel, "failed", reason=e.message))
-                continue
-            if definition.type == "app" or not definition.key:
-                results.append(PublishResult(rel, "skipped", reason="the component has no `key`"))
-                continue
-            component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
-            results.append(PublishResult(rel, "published", key=component.key, id=component.id))
-        return results
+        """Files are bundled and described in parallel (each is a Node subprocess and a runner call)."""
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            return list(pool.map(lambda path: self.publish_file(root, path), candidate_files(root)))
+
+    def publish_file(self, root: Path, path: Path) -> PublishResult:
+        rel = str(path.relative_to(root))
+        try:
+            code = self.bundler.source_of(str(path))
+            bundle, definition = self.components.describe(code)
+        except HeadwaterError as e:
+            return PublishResult(rel, "failed", reason=e.message)
+        if not definition.key:
+            return PublishResult(rel, "skipped", reason="the component has no `key`")
+        component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
+        return PublishResult(rel, "published", key=component.key, id=component.id)
