@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -203,6 +204,8 @@ class EventBus(Protocol):
     """Tells live readers (SSE) that an emitter's channel has new events."""
 
     def published(self, emitter_id: str, channel: str) -> None: ...
+    def listen(self, emitter_id: str, channel: str) -> asyncio.Event: ...
+    def unlisten(self, emitter_id: str, channel: str, event: asyncio.Event) -> None: ...
 
 
 class RunnerError(Exception):

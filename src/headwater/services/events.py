@@ -65,6 +65,13 @@ class Events:
             "data": [summary(i, expand) for i in items],
         }
 
+    def newer_than(self, source_id: str, channel: str, after: EventId | None) -> list[dict[str, Any]]:
+        """Retained events after `after` (all retained ones when None), oldest first: SSE replay."""
+        with self.uow(readonly=True) as uow:
+            items = (uow.events.after(source_id, channel, after, RETAINED_PER_CHANNEL) if after
+                     else uow.events.newest(source_id, channel, RETAINED_PER_CHANNEL)[::-1])
+        return [summary(i, expand=True) for i in items]
+
     def request_delete(
         self, principal: Principal, source_id: str, start_id: str | None, end_id: str | None, channel: str | None
     ) -> None:

@@ -180,11 +180,6 @@ class Runs:
         left, refusal = self._usage_left(user_id)
         return refusal if left == 0 else None
 
-    def run(self, source_id: str, event: Any, timeout_ms: int,
-            on_partial: Callable[[dict[str, Any]], None] | None = None) -> RunResult | None:
-        """One run of a source, outside the task queue."""
-        return self.run_batch(source_id, [RunItem(event, timeout_ms, on_partial=on_partial)])[0]
-
     def run_batch(self, source_id: str, items: list[RunItem]) -> list[RunResult | None]:
         """Consecutive queued runs of one source, one after another through the runner, then
         committed in one transaction with their tasks. None for each when the source is gone or

@@ -1,0 +1,64 @@
+"""`GET /v1/sources/{id}/sse`: a source's events as server-sent events (DECISIONS: SSE).
+
+Frames carry `id: <event id>`, `event: <channel>` ("emit" for the default channel) and the summary
+item as `data`; a `: heartbeat` comment keeps idle connections open. `Last-Event-ID` replays the
+retained events after that id, so a reconnecting reader misses nothing still retained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.routing import Router
+from headwater.bootstrap import Services
+from headwater.domain.events import EventId
+from headwater.services.events import parse_event_id
+
+router = Router(tags=["events"])
+HEARTBEAT_S = 15.0
+
+
+def frame(item: dict, channel: str) -> bytes:
+    data = json.dumps(item, separators=(",", ":"))
+    return f"id: {item['id']}\nevent: {channel or 'emit'}\ndata: {data}\n\n".encode()
+
+
+async def stream(svc: Services, request: Request, source_id: str, channel: str,
+                 last: EventId | None) -> AsyncIterator[bytes]:
+    bus = svc.adapters.bus
+    signal = bus.listen(source_id, channel)
+    try:
+        while True:
+            for item in await run_in_threadpool(svc.events.newer_than, source_id, channel, last):
+                last = EventId.parse(item["id"])
+                yield frame(item, channel)
+            try:
+                await asyncio.wait_for(signal.wait(), timeout=HEARTBEAT_S)
+                signal.clear()
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return
+                yield b": heartbeat\n\n"
+    finally:
+        bus.unlisten(source_id, channel, signal)
+
+
+@router.get("/sources/{source_id}/sse")
+def source_sse(
+    source_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep, event_name: str = Query("")
+) -> StreamingResponse:
+    svc.sources.get(caller, source_id)
+    last = parse_event_id(request.headers.get("last-event-id"), "Last-Event-ID")
+    if last is None:
+        # A new reader starts from now, not from the retained history.
+        newest = svc.events.summaries(caller, source_id, 1, False, event_name)["data"]
+        last = EventId.parse(newest[0]["id"]) if newest else EventId(0, 0)
+    return StreamingResponse(stream(svc, request, source_id, event_name, last), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
