@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,12 +85,21 @@ def make_server(data_dir: Path, **extra_env: str) -> Server:
     return Server(base_url=f"http://127.0.0.1:{port}", data_dir=data_dir, port=port, env=env)
 
 
+@contextmanager
+def running_server(data_dir: Path, **extra_env: str) -> Iterator[Server]:
+    """A private service (own data dir and settings) for the tests of one module."""
+    srv = make_server(data_dir, **extra_env)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = make_server(tmp_path_factory.mktemp("headwater"))
-    srv.start()
-    yield srv
-    srv.stop()
+    with running_server(tmp_path_factory.mktemp("headwater")) as srv:
+        yield srv
 
 
 @dataclass

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, make_server, new_user
+from tests.conftest import Server, client_for, new_user, running_server
 from tests.test_runs import (
     assert_newest_first,
     component,
@@ -32,15 +32,13 @@ EMIT_EVENT = component("this.$emit(event);")
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A private service with a short HTTP run limit, a small body limit and a tiny free quota."""
-    srv = make_server(
+    with running_server(
         tmp_path_factory.mktemp("limited"),
         HEADWATER_HTTP_TIMEOUT_MS="3000",
         HEADWATER_HTTP_MAX_BODY_BYTES="2048",
         HEADWATER_FREE_DAILY_INVOCATIONS="5",
-    )
-    srv.start()
-    yield srv
-    srv.stop()
+    ) as srv:
+        yield srv
 
 
 @pytest.fixture

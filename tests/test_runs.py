@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, make_server, new_user
+from tests.conftest import Server, client_for, new_user, running_server
 
 DEADLINE_S = 20.0
 POLL_S = 0.05
@@ -240,10 +240,8 @@ def test_db_is_scoped_to_the_source(api: httpx.Client) -> None:
 
 @pytest.fixture(scope="module")
 def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = make_server(tmp_path_factory.mktemp("restart"))
-    srv.start()
-    yield srv
-    srv.stop()
+    with running_server(tmp_path_factory.mktemp("restart")) as srv:
+        yield srv
 
 
 def test_db_persists_across_restart(restartable: Server) -> None:
@@ -286,11 +284,9 @@ def test_answered_request_survives_a_crash(restartable: Server) -> None:
 @pytest.fixture(scope="module")
 def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A private service with a short run time limit and a small memory limit."""
-    srv = make_server(tmp_path_factory.mktemp("strict"), HEADWATER_HTTP_TIMEOUT_MS="2000",
-                      HEADWATER_TIMER_TIMEOUT_MS="2000", HEADWATER_RUN_MEMORY_MB="64")
-    srv.start()
-    yield srv
-    srv.stop()
+    with running_server(tmp_path_factory.mktemp("strict"), HEADWATER_HTTP_TIMEOUT_MS="2000",
+                        HEADWATER_TIMER_TIMEOUT_MS="2000", HEADWATER_RUN_MEMORY_MB="64") as srv:
+        yield srv
 
 
 @pytest.fixture

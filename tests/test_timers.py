@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, make_server, new_user
+from tests.conftest import Server, client_for, new_user, running_server
 
 TICKER = """export default {
   name: "Ticker",
@@ -33,10 +33,8 @@ NO_RUN = """export default {
 
 @pytest.fixture(scope="module")
 def timer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = make_server(Path(tmp_path_factory.mktemp("timers")))
-    srv.start()
-    yield srv
-    srv.stop()
+    with running_server(Path(tmp_path_factory.mktemp("timers"))) as srv:
+        yield srv
 
 
 def events(api: httpx.Client, source_id: str) -> list[dict]:

@@ -209,14 +209,12 @@ class Runs:
                 for item, result in zip(items, results, strict=True):
                     assert result is not None
                     counted = not (result.error and result.error.get("code") == "QUOTA_EXCEEDED")
-                    channels |= self._record(uow, source, component, result, item.event, counted)
+                    channels |= self.record(uow, source, component, result, item.event, counted)
                     if item.task:
                         uow.tasks.done(item.task.id)
-                for channel in channels:
-                    uow.events.trim(source.id, channel, RETAINED_PER_CHANNEL)
+                self.trim(uow, source.id, channels)
                 uow.commit()
-        for channel in channels:
-            self.bus.published(source.id, channel)
+        self.announce(source.id, channels)
         return results
 
     def _drop(self, tasks: list[Task | None]) -> None:
@@ -237,9 +235,20 @@ class Runs:
         with self.uow() as uow:
             channels = self.record(uow, source, component, RunResult.failed("QUOTA_EXCEEDED", quota.message),
                                    trigger=trigger, count_usage=False)
+            self.trim(uow, source.id, channels)
             uow.commit()
+        self.announce(source.id, channels)
+
+    def announce(self, emitter_id: str, channels: set[str]) -> None:
+        """After commit: live readers of these channels have new events."""
         for channel in channels:
-            self.bus.published(source.id, channel)
+            self.bus.published(emitter_id, channel)
+
+    @staticmethod
+    def trim(uow: UnitOfWork, emitter_id: str, channels: set[str]) -> None:
+        """Retention: the newest 100 events of each channel."""
+        for channel in channels:
+            uow.events.trim(emitter_id, channel, RETAINED_PER_CHANNEL)
 
     def record(
         self,
@@ -250,21 +259,8 @@ class Runs:
         trigger: Any,
         count_usage: bool,
     ) -> set[str]:
-        """Writes what a run or hook did, trims what it touched; returns the channels that got events."""
-        touched = self._record(uow, source, component, result, trigger, count_usage)
-        for channel in touched:
-            uow.events.trim(source.id, channel, RETAINED_PER_CHANNEL)
-        return touched
-
-    def _record(
-        self,
-        uow: UnitOfWork,
-        source: Source,
-        component: Component,
-        result: RunResult,
-        trigger: Any,
-        count_usage: bool,
-    ) -> set[str]:
+        """Writes what a run or hook did; returns the channels that got events. Retention is the
+        caller's: `trim` them once it has recorded everything of its transaction."""
         ms = now_ms()
         state = uow.state.get(source.id)
         state.db.update(result.db_writes)

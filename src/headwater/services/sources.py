@@ -164,15 +164,18 @@ class Sources:
         with self.runs.lock(source_id):
             hook_results = self._hooks(source, component, ["deploy", "activate"], state)
             with self.uow() as uow:
+                channels: set[str] = set()
                 base = slugify(req.name) if req.name else slugify(component.definition.name)
                 source.name_slug = unique_slug(base, uow.sources.slugs(namespace))
                 source.name = req.name or source.name_slug
                 uow.sources.add(source)
                 for result in hook_results:
-                    self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
+                    channels |= self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
+                self.runs.trim(uow, source.id, channels)
                 self._schedule(uow, source, validated)
                 uow.commit()
         self.generation += 1
+        self.runs.announce(source.id, channels)
         self.scheduler.changed()
         return source
 
@@ -203,18 +206,21 @@ class Sources:
             if active:
                 results += self._hooks(source, component, ["activate"], state)
             with self.uow() as uow:
+                channels: set[str] = set()
                 if req.name and req.name != old.name:
                     source.name = req.name
                     taken = uow.sources.slugs(old.namespace) - {old.name_slug}
                     source.name_slug = unique_slug(slugify(req.name), taken)
                 uow.sources.update(source)
                 for result in results:
-                    self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
+                    channels |= self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
+                self.runs.trim(uow, source.id, channels)
                 uow.timers.remove(source_id)
                 if active:
                     self._schedule(uow, source, validated)
                 uow.commit()
         self.generation += 1
+        self.runs.announce(source.id, channels)
         self.scheduler.changed()
         return source
 
