@@ -10,6 +10,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -236,6 +237,24 @@ def test_db_is_scoped_to_the_source(api: httpx.Client) -> None:
     wait_events(api, first, 2)
     post(url2, {"tag": "z"})
     assert wait_events(api, second, 1)[0]["event"] == {"count": 1, "seen": ["z"]}
+
+
+def test_runs_of_one_source_are_serialized_and_sources_run_concurrently(api: httpx.Client) -> None:
+    slow, slow_url = deploy(api, component("""
+    const n = this.db.get("n") || 0;
+    await new Promise((done) => setTimeout(done, 300));
+    this.db.set("n", n + 1);
+    this.$emit({ n: n + 1, at: Date.now() });
+"""))
+    fast, fast_url = deploy(api, component("this.$emit({ at: Date.now() });"))
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        assert all(r.status_code == 200 for r in pool.map(lambda _: post(slow_url, {}), range(5)))
+    assert post(fast_url, {}).status_code == 200
+    fast_done = wait_events(api, fast, 1)[0]["event"]["at"]
+    slow_events = wait_events(api, slow, 5)[::-1]
+    # Overlapping runs would read the same counter and lose updates: serialized, they count 1..5.
+    assert [e["event"]["n"] for e in slow_events] == [1, 2, 3, 4, 5]
+    assert fast_done < slow_events[-1]["event"]["at"], "the fast source waited for the slow one"
 
 
 @pytest.fixture(scope="module")
