@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import client_for, make_server, new_user
+from tests.conftest import Server, client_for, make_server, new_user
 
 RECORDER = """export default {
   name: "Recorder",
@@ -28,9 +28,30 @@ RECORDER = """export default {
 """
 
 
+def runner_processes(data_dir: Path) -> list[int]:
+    """Node runners started for this data dir (their command line names its tmp dir)."""
+    marker = f"--allow-fs-write={data_dir / 'tmp'}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_every_acknowledged_request_survives_kill_9(tmp_path: Path) -> None:
     server = make_server(tmp_path)
     server.start()
+    try:
+        check_kill_9(server)
+    finally:
+        server.stop()
+
+
+def check_kill_9(server: Server) -> None:
+    tmp_path = server.data_dir
     owner = new_user(server, tier="paid")  # 2000 requests: past the free tier's daily quota
     with client_for(server, owner.api_key) as api:
         source = api.post("/sources", json={"component_code": RECORDER}).json()["data"]
@@ -57,6 +78,10 @@ def test_every_acknowledged_request_survives_kill_9(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(send, range(2000)))
     assert killed.is_set() and len(acknowledged) >= 400
+    deadline = time.monotonic() + 10
+    while runner_processes(tmp_path):
+        assert time.monotonic() < deadline, "runner processes outlived the killed service"
+        time.sleep(0.05)
 
     server.start()
     with client_for(server, owner.api_key) as api:
@@ -77,4 +102,3 @@ def test_every_acknowledged_request_survives_kill_9(tmp_path: Path) -> None:
                 break
         missing = sorted(acknowledged - seen)
         assert not missing, f"{len(missing)} acknowledged requests lost, e.g. {missing[:10]}"
-    server.stop()

@@ -15,16 +15,22 @@ function write(obj) {
 for (const m of ['log', 'info', 'debug', 'warn', 'error', 'trace', 'dir', 'table']) {
   console[m] = (...args) => process.stderr.write(util.format(...args) + '\n')
 }
-process.on('uncaughtException', (e) => process.stderr.write(`runner: uncaught ${e && e.stack ? e.stack : e}\n`))
-process.on('unhandledRejection', (e) => process.stderr.write(`runner: unhandled rejection ${e && e.stack ? e.stack : e}\n`))
-
-let inflight = 0
-let closing = false
-async function finish() {
-  if (!closing || inflight > 0) return
-  await shutdown()
-  process.exit(0)
+// The service is this process's only reader: once a pipe to it breaks (it died), nothing this
+// process does can reach anyone, so it stops at once instead of reporting errors nobody reads.
+process.stdout.on('error', () => process.exit(0))
+process.stderr.on('error', () => process.exit(0))
+function report(what, e) {
+  try {
+    process.stderr.write(`runner: ${what} ${e && e.stack ? e.stack : e}\n`)
+  } catch {
+    process.exit(0)
+  }
 }
+process.on('uncaughtException', (e) => {
+  if (e && e.code === 'EPIPE') process.exit(0)
+  report('uncaught', e)
+})
+process.on('unhandledRejection', (e) => report('unhandled rejection', e))
 
 const rl = createInterface({ input: process.stdin, crlfDelay: Infinity })
 rl.on('line', (line) => {
@@ -36,15 +42,12 @@ rl.on('line', (line) => {
     write({ id: null, ok: false, error: { code: 'BAD_REQUEST', message: `invalid JSON: ${e.message}` } })
     return
   }
-  inflight++
   handle(req, (partial) => write(partial))
     .then(write, (e) => write({ id: req && req.id !== undefined ? req.id : null, ok: false, error: { code: 'RUNTIME_ERROR', message: String(e && e.message) } }))
-    .finally(() => {
-      inflight--
-      finish()
-    })
 })
-rl.on('close', () => {
-  closing = true
-  finish()
+// stdin closes when the service stops or dies: answers could no longer be delivered, so
+// in-flight runs are abandoned (their tasks stay queued in the service and run again).
+rl.on('close', async () => {
+  await shutdown()
+  process.exit(0)
 })

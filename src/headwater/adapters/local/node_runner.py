@@ -7,9 +7,11 @@ fails its pending calls and is started again on the next call.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import logging
+import signal
 import subprocess
 import threading
 import zlib
@@ -25,6 +27,16 @@ log = logging.getLogger("headwater.runner")
 
 PartialHandler = Callable[[dict[str, Any]], None]
 _GRACE_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills the runner when the service dies, even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 class RunnerProcess:
@@ -58,6 +70,7 @@ class RunnerProcess:
             stderr=subprocess.PIPE,
             cwd=tmp,
             env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp)},
+            preexec_fn=_die_with_parent,
         )
         self.known_hashes = set()
         threading.Thread(target=self._read, args=(self.proc,), daemon=True, name=f"runner-{self.index}").start()
