@@ -453,7 +453,8 @@ def test_delete_inclusive_range(api: httpx.Client) -> None:
     delete_and_wait(api, sid, ids[:1] + ids[8:], start_id=ids[1], end_id=ids[1])
 
 
-def test_delete_only_touches_the_named_channel(api: httpx.Client) -> None:
+def three_channels(api: httpx.Client) -> str:
+    """A source with one event on each of the default channel, "alerts" and "$logs"."""
     sid, url = deploy(api, component("""
     this.$emit({ n: 1 });
     this.$emit({ n: 2 }, { name: "alerts" });
@@ -462,6 +463,11 @@ def test_delete_only_touches_the_named_channel(api: httpx.Client) -> None:
     post(url, {})
     wait_events(api, sid, 1, event_name="alerts")
     wait_events(api, sid, 1, event_name="$logs")
+    return sid
+
+
+def test_delete_only_touches_the_named_channel(api: httpx.Client) -> None:
+    sid = three_channels(api)
     r = api.delete(f"/sources/{sid}/events", params={"event_name": "alerts"})
     assert r.status_code == 202
     wait_until(api, sid, lambda items: items == [], "alerts deleted", event_name="alerts")
@@ -470,14 +476,7 @@ def test_delete_only_touches_the_named_channel(api: httpx.Client) -> None:
 
 
 def test_delete_without_event_name_clears_every_channel(api: httpx.Client) -> None:
-    sid, url = deploy(api, component("""
-    this.$emit({ n: 1 });
-    this.$emit({ n: 2 }, { name: "alerts" });
-    console.log("logged");
-"""))
-    post(url, {})
-    wait_events(api, sid, 1, event_name="alerts")
-    wait_events(api, sid, 1, event_name="$logs")
+    sid = three_channels(api)
     assert api.delete(f"/sources/{sid}/events").status_code == 202
     for channel in ("", "alerts", "$logs"):
         wait_until(api, sid, lambda items: items == [], f"{channel!r} cleared", event_name=channel)

@@ -16,7 +16,7 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
 from headwater.domain.slugs import slugify, unique_slug
 from headwater.domain.timers import Timer
-from headwater.ports import Scheduler, Secrets, TaskQueue, UnitOfWorkFactory
+from headwater.ports import Scheduler, Secrets, TaskQueue, UnitOfWork, UnitOfWorkFactory
 from headwater.services import props as prop_forms
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
@@ -164,19 +164,14 @@ class Sources:
         with self.runs.lock(source_id):
             hook_results = self._hooks(source, component, ["deploy", "activate"], state)
             with self.uow() as uow:
-                channels: set[str] = set()
                 base = slugify(req.name) if req.name else slugify(component.definition.name)
                 source.name_slug = unique_slug(base, uow.sources.slugs(namespace))
                 source.name = req.name or source.name_slug
                 uow.sources.add(source)
-                for result in hook_results:
-                    channels |= self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
-                self.runs.trim(uow, source.id, channels)
+                channels = self._record_hooks(uow, source, component, hook_results)
                 self._schedule(uow, source, validated)
                 uow.commit()
-        self.generation += 1
-        self.runs.announce(source.id, channels)
-        self.scheduler.changed()
+        self._changed(source.id, channels)
         return source
 
     def update(self, principal: Principal, source_id: str, req: SourceRequest) -> Source:
@@ -206,22 +201,17 @@ class Sources:
             if active:
                 results += self._hooks(source, component, ["activate"], state)
             with self.uow() as uow:
-                channels: set[str] = set()
                 if req.name and req.name != old.name:
                     source.name = req.name
                     taken = uow.sources.slugs(old.namespace) - {old.name_slug}
                     source.name_slug = unique_slug(slugify(req.name), taken)
                 uow.sources.update(source)
-                for result in results:
-                    channels |= self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
-                self.runs.trim(uow, source.id, channels)
+                channels = self._record_hooks(uow, source, component, results)
                 uow.timers.remove(source_id)
                 if active:
                     self._schedule(uow, source, validated)
                 uow.commit()
-        self.generation += 1
-        self.runs.announce(source.id, channels)
-        self.scheduler.changed()
+        self._changed(source.id, channels)
         return source
 
     def delete(self, principal: Principal, source_id: str) -> None:
@@ -236,8 +226,22 @@ class Sources:
             with self.uow() as uow:
                 uow.sources.remove(source_id)
                 uow.commit()
-        self.generation += 1
         self.runs.forget(source_id)
+        self._changed(source_id, set())
+
+    def _record_hooks(
+        self, uow: UnitOfWork, source: Source, component: Component, results: list[RunResult]
+    ) -> set[str]:
+        channels: set[str] = set()
+        for result in results:
+            channels |= self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
+        self.runs.trim(uow, source.id, channels)
+        return channels
+
+    def _changed(self, source_id: str, channels: set[str]) -> None:
+        """After a committed change: caches of sources forget, live readers and timers hear of it."""
+        self.generation += 1
+        self.runs.announce(source_id, channels)
         self.scheduler.changed()
 
     def manual_run(self, principal: Principal, source_id: str, event: Any) -> None:
@@ -257,7 +261,7 @@ class Sources:
             uow.commit()
         self.queue.submitted([task_id])
 
-    def _schedule(self, uow: Any, source: Source, validated: ValidatedProps) -> None:
+    def _schedule(self, uow: UnitOfWork, source: Source, validated: ValidatedProps) -> None:
         if not source.active:
             return
         for timer in validated.timers.values():
