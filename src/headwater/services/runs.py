@@ -25,6 +25,7 @@ from headwater.services.clock import now_ms, utc_day
 from headwater.settings import Settings
 
 ERRORS, LOGS = "$errors", "$logs"
+_COMPONENT_CACHE = 10_000
 
 
 @dataclass
@@ -150,6 +151,8 @@ class Runs:
             with self.uow(readonly=True) as uow:
                 found = uow.components.get(component_id)
             if found is not None:
+                if len(self._components) >= _COMPONENT_CACHE:
+                    self._components.clear()
                 self._components[component_id] = found
         return found
 
