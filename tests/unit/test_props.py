@@ -68,6 +68,11 @@ def test_timers() -> None:
     assert hourly.response() == {"cron": "0 * * * *", "interval_seconds": 3600}
     assert hourly.next_fire(0) == 3600
     assert Timer.parse({"intervalSeconds": 2}).next_fire(100.5) == 102.5
+    every_2 = Timer.parse({"intervalSeconds": 2})
+    assert every_2.next_after(100.0, 100.03) == 102.0, "a late wake-up does not shift the grid"
+    assert every_2.next_after(100.0, 107.5) == 108.0, "missed ticks are skipped, not replayed"
+    assert every_2.next_after(100.0, 102.0) == 104.0
+    assert hourly.next_after(0, 5000) == 7200
     for bad in ({"intervalSeconds": 0}, {"intervalSeconds": -5}, {"intervalSeconds": "5"}, {"cron": "* * *"},
                 {"cron": "61 * * * *"}, {"cron": "* * * * *", "timezone": "Mars/Olympus"}, {}, 5):
         with pytest.raises(TimerError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -66,6 +67,14 @@ class Timer:
             return after + self.interval_seconds
         start = datetime.fromtimestamp(after, UTC).astimezone(ZoneInfo(self.timezone))
         return croniter(self.cron, start).get_next(float)
+
+    def next_after(self, scheduled: float, now: float) -> float:
+        """The tick after one that was due at `scheduled`, seen at `now`: interval timers stay on
+        their grid (no drift from late wake-ups) and skip the ticks already missed."""
+        if self.cron is not None:
+            return self.next_fire(now)
+        missed = math.floor(max(0.0, now - scheduled) / self.interval_seconds)
+        return scheduled + (missed + 1) * self.interval_seconds
 
     def stored(self) -> dict[str, Any]:
         if self.cron is None:

@@ -62,7 +62,7 @@ class LocalScheduler:
                     soonest = next_at if soonest is None else min(soonest, next_at)
                     continue
                 timer = Timer.parse(spec)
-                following = timer.next_fire(now)
+                following = timer.next_after(next_at, now)
                 if not uow.timers.advance(source_id, next_at, following):
                     continue
                 soonest = following if soonest is None else min(soonest, following)
