@@ -29,6 +29,17 @@ CUSTOM = '{ type: "$.interface.http", customResponse: true }'
 EMIT_EVENT = component("this.$emit(event);")
 
 
+SLOW_FREE = """export default {
+  name: "Slow free", version: "1.0.0",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    await new Promise((done) => setTimeout(done, 200));
+    this.$emit(event.body);
+  },
+};
+"""
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A private service with a short HTTP run limit, a small body limit and a tiny free quota."""
@@ -375,3 +386,14 @@ def test_refused_invocation_is_a_quota_exceeded_error_event(limited: Server) -> 
         error = errors[0]["event"]
         assert error["error"]["code"] == "QUOTA_EXCEEDED"
         assert error["original_context"]["source_id"] == sid
+
+
+def test_free_quota_counts_requests_still_queued(limited: Server) -> None:
+    """Eight requests at once against a cap of 5: five are admitted, three refused with 429."""
+    owner = new_user(limited)
+    with client_for(limited, owner.api_key) as api:
+        source = api.post("/sources", json={"component_code": SLOW_FREE}).json()["data"]
+        url = source["configured_props"]["http"]["endpoint_url"]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            statuses = sorted(r.status_code for r in pool.map(lambda n: httpx.post(url, json={"n": n}), range(8)))
+        assert statuses == [200] * 5 + [429] * 3

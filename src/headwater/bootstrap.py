@@ -115,7 +115,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     def run_tasks(tasks: list[Task], on_partial: Callable[[Task, dict], None]) -> list:
         items = [
             RunItem(task.payload.get("event"), task.payload.get("timeout_ms") or settings.http_timeout_ms, task,
-                    functools.partial(on_partial, task))
+                    functools.partial(on_partial, task), reserved_by=task.payload.get("reserved_by"))
             for task in tasks
         ]
         return runs.run_batch(tasks[0].source_id or "", items)

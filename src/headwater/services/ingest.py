@@ -110,14 +110,20 @@ class Ingest:
         source = self._source(endpoint_id)
         if source is None or not source.active:
             raise NotFound("No active source has this endpoint.")
-        quota = self.runs.quota_problem(source.user_id)
+        reserved, quota = self.runs.reserve(source.user_id)
         if quota:
             await asyncio.to_thread(self.runs.refuse, source.id, event, quota)
             raise quota
         custom = self._custom_response(source.component_id)
         timeout_ms = self.settings.http_timeout_ms
-        payload = {"event": event, "timeout_ms": timeout_ms, "trigger": "http"}
-        ingested = await self.queue.ingest(RUN, source.id, payload, respond=custom)
+        payload = {"event": event, "timeout_ms": timeout_ms, "trigger": "http",
+                   "reserved_by": source.user_id if reserved else None}
+        try:
+            ingested = await self.queue.ingest(RUN, source.id, payload, respond=custom)
+        except BaseException:
+            if reserved:
+                self.runs.release(source.user_id)
+            raise
         if not custom:
             return HttpAnswer.json(200, {"success": True})
         try:

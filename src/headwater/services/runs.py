@@ -61,6 +61,7 @@ class RunItem:
     timeout_ms: int
     task: Task | None = None
     on_partial: Callable[[dict[str, Any]], None] | None = None
+    reserved_by: str | None = None  # the user whose free-tier cap admitted it at ingest (Runs.reserve)
 
 
 class Runs:
@@ -83,6 +84,7 @@ class Runs:
         self._guard = threading.Lock()
         self._components: dict[str, Component] = {}
         self._tiers: dict[str, str] = {}
+        self._reserved: dict[str, int] = {}  # free-tier runs admitted at ingest, not yet run
 
     @contextmanager
     def lock(self, source_id: str) -> Iterator[None]:
@@ -178,15 +180,36 @@ class Runs:
             return 0, refusal
         return max(0, self.settings.free_daily_invocations - invocations), refusal
 
-    def quota_problem(self, user_id: str) -> QuotaExceeded | None:
-        """Free tier: past the day's invocations or compute time, runs are refused until 00:00 UTC."""
+    def reserve(self, user_id: str) -> tuple[bool, QuotaExceeded | None]:
+        """Admits one more queued run against the free tier's cap, counting the runs already
+        admitted but not yet run: (reserved, refusal). A paid user needs no reservation."""
         left, refusal = self._usage_left(user_id)
-        return refusal if left == 0 else None
+        if left is None:
+            return False, None
+        with self._guard:
+            pending = self._reserved.get(user_id, 0)
+            if left - pending <= 0:
+                return False, refusal
+            self._reserved[user_id] = pending + 1
+        return True, None
+
+    def release(self, user_id: str) -> None:
+        """The reserved run ran (or will never run): it no longer holds a place under the cap."""
+        with self._guard:
+            self._reserved[user_id] = max(0, self._reserved.get(user_id, 0) - 1)
 
     def run_batch(self, source_id: str, items: list[RunItem]) -> list[RunResult | None]:
         """Consecutive queued runs of one source, one after another through the runner, then
         committed in one transaction with their tasks. None for each when the source is gone or
         inactive (the tasks are dropped)."""
+        try:
+            return self._run_batch(source_id, items)
+        finally:
+            for item in items:
+                if item.reserved_by:
+                    self.release(item.reserved_by)
+
+    def _run_batch(self, source_id: str, items: list[RunItem]) -> list[RunResult | None]:
         with self.lock(source_id):
             with self.uow(readonly=True) as uow:
                 source = uow.sources.get(source_id)
