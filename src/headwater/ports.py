@@ -1,53 +1,60 @@
 """The ports: what services need from the outside world. Adapters in `adapters/local` and
-`adapters/aws` implement them; services and routes never know which set is in use."""
+`adapters/aws` implement them; services and routes never know which set is in use.
+
+Every write here is one that a DynamoDB `TransactWriteItems` or a conditional put can do: no
+interactive transactions, no reading your own writes, uniqueness by conditional insert (a taken
+name raises `Conflict` with its field), state saved conditionally on its version. A unit of work
+may raise `Conflict` at the write or only at `commit()`: callers handle both the same way.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.events import EventId
-from headwater.domain.models import Component, Org, Source, SourceState, StoredEvent, User
+from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest
+from headwater.domain.runs import RunResult
+from headwater.domain.timers import Timer
 
-
-@dataclass(frozen=True)
-class Task:
-    """A durable unit of background work: a source run, an event deletion, ..."""
-
-    id: int
-    kind: str
-    source_id: str | None
-    payload: dict[str, Any]
-    run_at: float
-    attempts: int = 0
+# storage
 
 
 class UserRepository(Protocol):
-    def add(self, user: User) -> None: ...
+    def add(self, user: User) -> None:
+        """Conflict("username") when the username is taken."""
+
     def get(self, user_id: str) -> User | None: ...
-    def by_username(self, username: str) -> User | None: ...
     def org_ids(self, user_id: str) -> frozenset[str]: ...
 
 
 class OrgRepository(Protocol):
-    def add(self, org: Org) -> None: ...
+    def add(self, org: Org) -> None:
+        """Conflict("orgname") when the orgname is taken."""
+
     def get(self, org_id: str) -> Org | None: ...
-    def orgnames(self) -> set[str]: ...
-    def add_member(self, org_id: str, user_id: str) -> None: ...
+    def add_member(self, org_id: str, user_id: str) -> None:
+        """Idempotent."""
+
     def for_user(self, user_id: str) -> list[Org]: ...
 
 
 class ApiKeyRepository(Protocol):
     def add(self, key_hash: str, user_id: str, created_at: int) -> None: ...
     def user_for(self, key_hash: str) -> str | None: ...
-    def revoke(self, key_hash: str, revoked_at: int) -> bool: ...
+    def revoke(self, key_hash: str, revoked_at: int) -> bool:
+        """False when no active key has this hash."""
 
 
 class ComponentRepository(Protocol):
-    def add(self, component: Component) -> None: ...
+    def add(self, component: Component) -> None:
+        """Assigns `component.seq` (the list order), from an atomic counter."""
+
     def get(self, component_id: str) -> Component | None: ...
     def latest_by_key(self, namespace: str, key: str) -> Component | None: ...
     def list(self, namespace: str, page: PageRequest) -> Page[Component]: ...
@@ -56,67 +63,81 @@ class ComponentRepository(Protocol):
 
 
 class UsageRepository(Protocol):
+    """Per user and UTC day (YYYY-MM-DD): runs admitted under the cap, runs done, compute used.
+    Each method is one atomic update of its own, outside any unit of work."""
+
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None: ...
     def totals(self, user_id: str, first_day: str, last_day: str) -> tuple[int, int]:
-        """(invocations, compute_ms) over the inclusive range of UTC days (YYYY-MM-DD)."""
+        """(invocations, compute_ms) over the inclusive range of days."""
+
+    def admit(self, user_id: str, day: str, cap: int) -> bool:
+        """Counts one more admitted run if fewer than `cap` were admitted that day."""
+
+    def release(self, user_id: str, day: str) -> None:
+        """An admitted run will never run: it gives its place back."""
 
 
 class SourceRepository(Protocol):
-    def add(self, source: Source) -> None: ...
-    def update(self, source: Source) -> None: ...
-    def remove(self, source_id: str) -> None:
-        """Removes the source with its state, events and timer."""
+    def add(self, source: Source) -> None:
+        """Assigns `source.seq`. Conflict("name_slug") when the slug is taken in its namespace,
+        Conflict("endpoint_id") when the endpoint id is."""
+
+    def update(self, source: Source, previous: Source) -> None:
+        """Replaces `previous` (its slug and endpoint claims move when they change); Conflict as add."""
+
+    def remove(self, source: Source) -> None:
+        """The source record and its claims; its state and events go by a PurgeSource command."""
+
     def get(self, source_id: str) -> Source | None: ...
     def by_endpoint(self, endpoint_id: str) -> Source | None: ...
-    def slugs(self, namespace: str) -> set[str]: ...
     def list(self, namespace: str, page: PageRequest) -> Page[Source]: ...
 
 
 class StateRepository(Protocol):
-    def get(self, source_id: str) -> SourceState: ...
-    def save(self, source_id: str, state: SourceState) -> None: ...
+    def get(self, source_id: str) -> SourceState:
+        """A never-saved source has the empty state at version 0."""
+
+    def save(self, source_id: str, state: SourceState, expected_version: int) -> None:
+        """Stores `state` as version `expected_version + 1`; Conflict("version") when the stored
+        version is not `expected_version` (another writer got there first)."""
+
+    def remove(self, source_id: str) -> None: ...
 
 
 class EventRepository(Protocol):
-    def append(self, emitter_id: str, channel: str, event: Any, metadata: dict[str, Any], now_ms: int) -> EventId: ...
-    def trim(self, emitter_id: str, channel: str, keep: int) -> None: ...
+    def put(self, emitter_id: str, event: StoredEvent) -> None:
+        """Idempotent under (emitter, channel, id): writing the same event again changes nothing."""
+
+    def trim(self, emitter_id: str, channel: str, keep: int) -> None:
+        """Retention: only the newest `keep` of the channel remain (may take effect after commit)."""
+
     def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]: ...
     def count(self, emitter_id: str, channel: str) -> int: ...
-    def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]: ...
-    def delete_range(
-        self, emitter_id: str, channel: str | None, start: EventId | None, end: EventId | None
-    ) -> int:
-        """Deletes the inclusive range of one channel, or of all the emitter's channels (None)."""
+    def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]:
+        """Oldest first: the retained events newer than event_id."""
+
+    def delete_range(self, emitter_id: str, channel: str | None, start: EventId | None, end: EventId | None) -> int:
+        """Deletes the inclusive range of one channel, or of all the emitter's channels (None), at
+        once and in batches; idempotent. Returns how many it deleted."""
 
 
-class TaskRepository(Protocol):
-    def add(self, kind: str, source_id: str | None, payload: dict[str, Any], run_at: float) -> int: ...
-    def done(self, task_id: int) -> None: ...
-    def retry(self, task_id: int, run_at: float) -> None: ...
-    def pending(self, task_ids: list[int] | None = None) -> list[Task]: ...
-    def pending_for(self, source_id: str, kind: str) -> int: ...
-
-
-class TimerRepository(Protocol):
-    def set(self, source_id: str, spec: dict[str, Any], next_at: float) -> None: ...
-    def remove(self, source_id: str) -> None: ...
-    def advance(self, source_id: str, expected_at: float, next_at: float) -> bool: ...
-    def all(self) -> list[tuple[str, dict[str, Any], float]]: ...
+class Outbox(Protocol):
+    def add(self, command: Command, delay_s: float = 0.0) -> None:
+        """Kept with this unit of work's changes and handed to the task queue after commit."""
 
 
 class UnitOfWork(Protocol):
-    """One atomic change: repositories plus commit. Leaving without commit rolls back."""
+    """One atomic change: repositories plus commit. Leaving without commit writes nothing."""
 
     users: UserRepository
     orgs: OrgRepository
     keys: ApiKeyRepository
     components: ComponentRepository
-    usage: UsageRepository
     sources: SourceRepository
     state: StateRepository
     events: EventRepository
-    tasks: TaskRepository
-    timers: TimerRepository
+    outbox: Outbox
+    max_writes: int | None  # how many items one commit may write (None: no limit)
 
     def __enter__(self) -> UnitOfWork: ...
     def __exit__(self, *exc: object) -> None: ...
@@ -125,6 +146,72 @@ class UnitOfWork(Protocol):
 
 class UnitOfWorkFactory(Protocol):
     def __call__(self, readonly: bool = False) -> UnitOfWork: ...
+
+
+# background work
+
+
+@dataclass(frozen=True)
+class Task:
+    """A command as the queue delivers it: `id` is the queue's own (a row id, an SQS message id)."""
+
+    id: str
+    command: Command
+    attempts: int = 0
+
+
+# Handlers take consecutive tasks of one command type and lane, so they can commit them together,
+# and a callback for partial results (a run's respond()); they return one result a task. A handler
+# that returns has finished its tasks; one that raises has them retried later.
+TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], list[Any]]
+
+
+@dataclass
+class Ingested:
+    task_id: str
+    outcome: Any = None  # an asyncio.Future when a response was asked for
+
+
+class TaskQueue(Protocol):
+    """Delivers committed commands to their handlers, one at a time per lane, at least once."""
+
+    def handle(self, command: type[Command], handler: TaskHandler) -> None: ...
+
+    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
+        """Queues one run durably (group commit) and returns once it is. With `respond`,
+        `Ingested.outcome` resolves to ("respond", response) at the run's respond() call, or to
+        ("done", handler result) when the run ends without one, or ("failed", None)."""
+
+
+class Scheduler(Protocol):
+    """Timers: each due tick becomes a TimerTick command on the task queue (EventBridge Scheduler's
+    CreateSchedule / DeleteSchedule on AWS)."""
+
+    def set(self, source_id: str, timer: Timer) -> None:
+        """Creates or replaces the source's schedule."""
+
+    def remove(self, source_id: str) -> None:
+        """Idempotent."""
+
+    def ticked(self, tick: TimerTick, timer: Timer) -> bool:
+        """Called by the tick's handler before it runs the source. False when the tick is stale
+        (its schedule was replaced or removed since); a schedule that renews itself (AWS, under
+        one minute) queues its next tick here."""
+
+
+class SourceLease(Protocol):
+    """One holder per source at a time, across machines (runs and hooks never overlap)."""
+
+    def hold(self, source_id: str, ttl_s: float) -> AbstractContextManager[None]:
+        """Waits for the lease (up to `ttl_s`), holds it for the block; raises Busy when it
+        cannot be had. A holder that dies loses it after `ttl_s`."""
+
+
+class Busy(Exception):
+    """A lease is held by another worker: try again later."""
+
+
+# code
 
 
 @dataclass(frozen=True)
@@ -143,69 +230,37 @@ class Bundler(Protocol):
         """One ESM source text for a file and its relative imports (registry publishing)."""
 
 
-class Runner(Protocol):
-    def call(
-        self,
-        op: str,
-        request: dict[str, Any],
-        bundle: Bundle | None = None,
-        on_partial: Callable[[dict[str, Any]], None] | None = None,
-    ) -> dict[str, Any]:
-        """Runs one runner op (docs/runner-protocol.md) and returns its `result`.
+@dataclass(frozen=True)
+class Instance:
+    """A deployed component as the runner sees it: everything a run needs travels with it."""
 
-        A runner-side failure of the call itself raises RunnerError with the runner's code."""
+    id: str
+    props: dict[str, Any]
+    db: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    http: dict[str, Any] | None = None  # {"endpoint": url, "customResponse": bool}
+    memory_mb: int = 256
+
+
+class Runner(Protocol):
+    """The Node runner (docs/runner-protocol.md). A failure of the call itself (the code does not
+    load, the runner crashed) raises RunnerError; what the component's own code does wrong is in
+    `RunResult.error`."""
+
+    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition: ...
+
+    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
+            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult: ...
+
+    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
+
+    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
+                         timeout_ms: int) -> list[dict[str, Any]]: ...
+
+    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
-
-
-class UrlFetcher(Protocol):
-    def fetch_text(self, url: str) -> str:
-        """GETs a URL within the size and time limits; raises Invalid when it cannot."""
-
-
-# Handlers take consecutive tasks of one kind and lane (a source), so that they can commit them
-# together, and a callback for partial results (a run's respond()); they return one result a task.
-TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], list[Any]]
-
-
-@dataclass
-class Ingested:
-    task_id: int
-    outcome: Any = None  # an asyncio.Future when a response was asked for
-
-
-class TaskQueue(Protocol):
-    """Runs tasks after their transaction commits, one at a time per source, retrying failures."""
-
-    def submitted(self, task_ids: list[int]) -> None:
-        """Tells the queue that tasks were committed (added through `UnitOfWork.tasks`)."""
-
-    def handle(self, kind: str, handler: TaskHandler) -> None: ...
-
-    async def ingest(self, kind: str, source_id: str, payload: dict[str, Any], respond: bool = False) -> Ingested:
-        """Adds one task durably (group commit) and returns once it is committed. With `respond`,
-        `Ingested.outcome` resolves to ("respond", response) at the run's respond() call, or to
-        ("done", handler result) when the run ends without one."""
-
-
-class Scheduler(Protocol):
-    """Fires timers: enqueues a timer run for each tick, once, never overlapping a pending one."""
-
-    def changed(self) -> None:
-        """Timers were added, moved or removed (through `UnitOfWork.timers`)."""
-
-
-class Secrets(Protocol):
-    def encrypt(self, value: Any) -> str: ...
-    def decrypt(self, token: str) -> Any: ...
-
-
-class EventBus(Protocol):
-    """Tells live readers (SSE) that an emitter's channel has new events."""
-
-    def published(self, emitter_id: str, channel: str) -> None: ...
-    def listen(self, emitter_id: str, channel: str) -> asyncio.Event: ...
-    def unlisten(self, emitter_id: str, channel: str, event: asyncio.Event) -> None: ...
 
 
 class RunnerError(Exception):
@@ -214,3 +269,24 @@ class RunnerError(Exception):
         self.code = code
         self.message = message
         self.stack = stack
+
+
+# the rest
+
+
+class UrlFetcher(Protocol):
+    def fetch_text(self, url: str) -> str:
+        """GETs a URL within the size and time limits; raises Invalid when it cannot."""
+
+
+class Secrets(Protocol):
+    def encrypt(self, value: Any) -> str: ...
+    def decrypt(self, token: str) -> Any: ...
+
+
+class EventBus(Protocol):
+    """Tells live readers (SSE) of this process that an emitter's channel has new events."""
+
+    def published(self, emitter_id: str, channel: str) -> None: ...
+    def listen(self, emitter_id: str, channel: str) -> asyncio.Event: ...
+    def unlisten(self, emitter_id: str, channel: str, event: asyncio.Event) -> None: ...

@@ -31,7 +31,14 @@ class NotFound(HeadwaterError):
 
 
 class Conflict(HeadwaterError):
+    """`field` names what was taken or changed meanwhile (a slug, a version), so a caller can
+    pick another value or redo its work on fresh data."""
+
     status = 409
+
+    def __init__(self, message: str, details: dict[str, list[str]] | None = None, field: str | None = None) -> None:
+        super().__init__(message, details)
+        self.field = field
 
 
 class PayloadTooLarge(HeadwaterError):

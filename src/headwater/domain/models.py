@@ -127,17 +127,41 @@ class Source:
 
 @dataclass
 class StoredEvent:
-    """One retained event of an emitter's channel."""
+    """One retained event of an emitter's channel; `id` is `<ms>-<seq>` (domain.events.EventId)."""
 
     id: str
     indexed_at_ms: int
     event: Any
     metadata: dict[str, Any]
+    channel: str = ""
 
 
 @dataclass
 class SourceState:
-    """What a source keeps between runs: its `$.service.db` and its dedupe cache."""
+    """What a source keeps between runs, written only by a conditional save on `version`.
+
+    `db` is its `$.service.db`, `dedupe` its dedupe cache; `last_ms`/`last_seq` the newest event
+    id it assigned (ids are `<ms>-<seq>`, seq always grows); `applied` the newest task ids whose
+    results are in, so a task delivered twice writes nothing twice; `timer_run_since` when a timer
+    run was queued and has not finished (a tick meanwhile is skipped); `last_tick` the newest tick
+    taken (a tick delivered twice fires once). `version` 0 means never saved."""
 
     db: dict[str, Any] = field(default_factory=dict)
     dedupe: dict[str, Any] = field(default_factory=dict)
+    last_ms: int = 0
+    last_seq: int = 0
+    applied: list[str] = field(default_factory=list)
+    timer_run_since: float | None = None
+    last_tick: float = 0.0
+    version: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
+                "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], version: int) -> SourceState:
+        return cls(db=data.get("db") or {}, dedupe=data.get("dedupe") or {}, last_ms=int(data.get("last_ms") or 0),
+                   last_seq=int(data.get("last_seq") or 0), applied=list(data.get("applied") or []),
+                   timer_run_since=data.get("timer_run_since"), last_tick=float(data.get("last_tick") or 0),
+                   version=version)

@@ -1,0 +1,93 @@
+"""Commands: background work as typed values (cosmicpython's commands), not kind strings.
+
+Services write them to the unit of work's outbox; the adapters hand them to the task queue after
+commit (SQLite rows locally, SQS messages on AWS) and the queue delivers each to its handler in
+`services/`. `to_message` / `from_message` are the one wire form every queue uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Command:
+    """`lane`: commands of one lane run one at a time, in order (a source's runs, say)."""
+
+    name: ClassVar[str] = ""
+
+    @property
+    def lane(self) -> str | None:
+        return getattr(self, "source_id", None)
+
+
+@dataclass(frozen=True)
+class RunSource(Command):
+    """Run a source once with `event` (an HTTP request, a timer tick, a manual run)."""
+
+    name: ClassVar[str] = "run_source"
+    source_id: str
+    event: Any
+    timeout_ms: int
+    trigger: str  # http | timer | manual
+    reserved_by: str | None = None  # the user whose free-tier cap admitted it (counted at ingest)
+
+
+@dataclass(frozen=True)
+class TimerTick(Command):
+    """The scheduler's tick for a timer source that was due at `due_at` (Unix seconds)."""
+
+    name: ClassVar[str] = "timer_tick"
+    source_id: str
+    due_at: float
+    token: str | None = None  # the schedule it came from, for schedules that renew themselves
+
+
+@dataclass(frozen=True)
+class SyncSchedule(Command):
+    """Make the scheduler match the source as committed: set its timer, or remove it."""
+
+    name: ClassVar[str] = "sync_schedule"
+    source_id: str
+
+
+@dataclass(frozen=True)
+class DeleteEvents(Command):
+    """DELETE /sources/{id}/events: an inclusive range of one channel (None: every channel)."""
+
+    name: ClassVar[str] = "delete_events"
+    source_id: str
+    channel: str | None = None
+    start_id: str | None = None
+    end_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PurgeSource(Command):
+    """After a source is deleted: its state, events and schedule go too."""
+
+    name: ClassVar[str] = "purge_source"
+    source_id: str
+
+
+COMMANDS: dict[str, type[Command]] = {
+    c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource)
+}
+
+
+def to_message(command: Command) -> dict[str, Any]:
+    return {"type": command.name, **dataclasses.asdict(command)}
+
+
+def from_message(message: dict[str, Any]) -> Command:
+    fields = dict(message)
+    kind = COMMANDS.get(fields.pop("type", ""))
+    if kind is None:
+        raise ValueError(f"unknown command {message.get('type')!r}")
+    if isinstance(fields.get("due_at"), str):
+        # EventBridge Scheduler fills `<aws.scheduler.scheduled-time>` in as an ISO 8601 time.
+        fields["due_at"] = datetime.fromisoformat(fields["due_at"].replace("Z", "+00:00")).timestamp()
+    return kind(**fields)

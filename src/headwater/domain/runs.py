@@ -1,0 +1,129 @@
+"""What a run did, and how it changes a source: pure, so any store can commit the outcome.
+
+`record` turns (state, one run's result) into (the new state, the events to store, ids assigned).
+It reads nothing and writes nothing: a service saves the new state conditionally on the old
+version and, when another writer got there first, applies the same result again to the fresh
+state, so neither a `this.db` write, an event nor a dedupe id is lost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from headwater.domain.events import Emit, EventId, dedupe, order_by_ts
+from headwater.domain.models import SourceState, StoredEvent
+
+ERRORS, LOGS = "$errors", "$logs"
+APPLIED_KEPT = 256  # task ids remembered per source, against duplicate deliveries
+
+
+@dataclass
+class RunResult:
+    """The runner's answer to a run or a hook (docs/runner-protocol.md, `run` result)."""
+
+    emits: list[Emit] = field(default_factory=list)
+    db_writes: dict[str, Any] = field(default_factory=dict)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    response: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    duration_ms: float = 0.0
+
+    @classmethod
+    def failed(cls, code: str, message: str, stack: str | None = None) -> RunResult:
+        return cls(error={"code": code, "name": "Error", "message": message, "stack": stack or ""})
+
+    @property
+    def error_code(self) -> str | None:
+        return (self.error.get("code") or "RUNTIME_ERROR") if self.error else None
+
+    @property
+    def compute_ms(self) -> int:
+        return math.ceil(self.duration_ms)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Who ran, for error events: SPEC's `original_context` of a source."""
+
+    source_id: str
+    owner_id: str
+    platform_version: str
+    dedupe: str | None = None
+
+
+@dataclass
+class Recorded:
+    state: SourceState
+    events: list[StoredEvent]
+
+    @property
+    def channels(self) -> set[str]:
+        return {e.channel for e in self.events}
+
+
+def merge_db(db: dict[str, Any], writes: dict[str, Any]) -> dict[str, Any]:
+    """A write of null (undefined in JS) deletes the key."""
+    merged = {**db, **writes}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any, now_ms: int,
+           task_id: str | None = None) -> Recorded:
+    """The new state and the events of one run or hook: emits ordered by ts and deduped, then its
+    `$logs`, refused emits as warnings, and its `$errors` event, each with the next id."""
+    outcome = dedupe(ctx.dedupe, state.dedupe, order_by_ts(result.emits))
+    new = replace(state, db=merge_db(state.db, result.db_writes), dedupe=outcome.state)
+    if task_id is not None:
+        new.applied = [*state.applied, task_id][-APPLIED_KEPT:]
+    events: list[StoredEvent] = []
+
+    def add(channel: str, event: Any, meta: dict[str, Any]) -> None:
+        new.last_ms = max(new.last_ms, now_ms)
+        new.last_seq += 1
+        event_id = str(EventId(new.last_ms, new.last_seq))
+        ts = meta.get("ts")
+        metadata = {
+            "emitter_id": ctx.source_id,
+            "emit_id": event_id,
+            "name": channel,
+            "summary": meta.get("summary") if isinstance(meta.get("summary"), str) else None,
+            "id": meta.get("id"),
+            "ts": ts if isinstance(ts, int | float) and not isinstance(ts, bool) else now_ms,
+        }
+        events.append(StoredEvent(event_id, now_ms, event, metadata, channel))
+
+    for emit in outcome.kept:
+        add(emit.channel, emit.event, emit.meta)
+    for log in result.logs:
+        add(LOGS, {"level": log.get("level", "log"), "message": log.get("message", ""), "ts": log.get("ts", now_ms)},
+            {})
+    for reason in outcome.refused:
+        add(LOGS, {"level": "warn", "message": f"event not emitted: {reason}", "ts": now_ms}, {})
+    if result.error:
+        add(ERRORS, error_event(ctx, trigger, result.error, now_ms), {})
+    return Recorded(new, events)
+
+
+def error_event(ctx: RunContext, trigger: Any, error: dict[str, Any], ms: int) -> dict[str, Any]:
+    """DECISIONS `$errors` event of a source: SPEC's workflow error shape with `source_id`."""
+    return {
+        "original_event": trigger,
+        "original_context": {
+            "id": f"{ms}",
+            "ts": ms,
+            "source_id": ctx.source_id,
+            "source_type": "COMPONENT",
+            "verified": False,
+            "owner_id": ctx.owner_id,
+            "platform_version": ctx.platform_version,
+        },
+        "error": {
+            "code": error.get("code") or "RUNTIME_ERROR",
+            "cellId": None,
+            "ts": ms,
+            "stack": error.get("stack") or "",
+            "message": error.get("message") or "",
+        },
+    }

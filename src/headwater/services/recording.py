@@ -1,0 +1,109 @@
+"""Committing what runs did: the pure `domain.runs.record`, saved conditionally, retried on conflict.
+
+A run's outcome is its emits, logs, error and `db_writes`; applied to whatever state is current,
+it gives the same result whoever committed in between. So on a version conflict the outcome is
+simply applied again to the fresh state: two concurrent runs keep both their events, both their
+dedupe ids and both their `this.db` writes (the later write of one key wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.domain.commands import Command
+from headwater.domain.errors import Conflict
+from headwater.domain.events import RETAINED_PER_CHANNEL
+from headwater.domain.models import SourceState, StoredEvent
+from headwater.domain.runs import RunContext, RunResult, record
+from headwater.ports import UnitOfWork, UnitOfWorkFactory
+
+MAX_ATTEMPTS = 20
+
+
+class StateConflict(Exception):
+    """Still losing the race for a source's state after MAX_ATTEMPTS: the caller retries later."""
+
+
+@dataclass
+class Outcome:
+    """One run or hook to record: its result, what triggered it, the task it finishes."""
+
+    ctx: RunContext
+    result: RunResult
+    trigger: Any = None
+    task_id: str | None = None
+
+
+def commit_outcomes(
+    uow_factory: UnitOfWorkFactory,
+    source_id: str,
+    outcomes: list[Outcome],
+    now_ms: Callable[[], int],
+    extra: Callable[[UnitOfWork, SourceState], None] | None = None,
+    commands: Iterable[Command] = (),
+) -> tuple[SourceState, set[str]]:
+    """Records `outcomes` in order on the source's current state and commits the new state (on its
+    version), the events and `commands`. `extra` writes more in the same unit of work (a source
+    record, say) and may change the state. Returns the committed state and the channels written."""
+    for _ in range(MAX_ATTEMPTS):
+        with uow_factory() as uow:
+            current = uow.state.get(source_id)
+            state, events = current, []
+            for outcome in outcomes:
+                if outcome.task_id is not None and outcome.task_id in state.applied:
+                    continue  # delivered again after its results were committed
+                recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, now_ms(), outcome.task_id)
+                state = recorded.state
+                events += recorded.events
+            if extra is not None:
+                extra(uow, state)
+            try:
+                rest = _write(uow, source_id, current.version, state, events, list(commands))
+            except Conflict as e:
+                if e.field != "version":
+                    raise
+                continue
+        channels = {e.channel for e in events}
+        if rest:
+            _put_rest(uow_factory, source_id, rest, channels)
+        state.version = current.version + 1
+        return state, channels
+    raise StateConflict(f"source {source_id}: state kept changing under {MAX_ATTEMPTS} attempts")
+
+
+def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],
+           commands: list[Command]) -> list[StoredEvent]:
+    """The state and as many events as one commit takes; returns the events left over, which go in
+    further commits (idempotent puts under the ids the committed state reserved for them)."""
+    room = None if uow.max_writes is None else max(1, uow.max_writes - 1 - len(commands))
+    first, rest = (events, []) if room is None else (events[:room], events[room:])
+    uow.state.save(source_id, state, version)
+    for event in first:
+        uow.events.put(source_id, event)
+    for command in commands:
+        uow.outbox.add(command)
+    channels = {e.channel for e in events}
+    if not rest:
+        _trim(uow, source_id, channels)
+    uow.commit()
+    return rest
+
+
+def _put_rest(uow_factory: UnitOfWorkFactory, source_id: str, rest: list[StoredEvent], channels: set[str]) -> None:
+    start = 0
+    while start < len(rest):
+        with uow_factory() as uow:
+            size = uow.max_writes or len(rest)
+            for event in rest[start:start + size]:
+                uow.events.put(source_id, event)
+            start += size
+            if start >= len(rest):
+                _trim(uow, source_id, channels)
+            uow.commit()
+
+
+def _trim(uow: UnitOfWork, source_id: str, channels: set[str]) -> None:
+    for channel in channels:
+        uow.events.trim(source_id, channel, RETAINED_PER_CHANNEL)
