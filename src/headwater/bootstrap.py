@@ -2,36 +2,38 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from headwater.domain.commands import DeleteEvents, PurgeSource, RunSource, SyncSchedule, TimerTick
 from headwater.ports import (
     Bundler,
     EventBus,
     Runner,
     Scheduler,
     Secrets,
-    Task,
+    SourceLease,
     TaskQueue,
     UnitOfWorkFactory,
     UrlFetcher,
+    UsageRepository,
 )
 from headwater.services.accounts import Accounts
 from headwater.services.components import Components
-from headwater.services.events import DELETE_EVENTS, Events
+from headwater.services.events import Events
 from headwater.services.ingest import Ingest
 from headwater.services.registry import Registry
-from headwater.services.runs import RunItem, Runs
+from headwater.services.runs import Runs
 from headwater.services.sources import Sources
+from headwater.services.timers import Timers
 from headwater.settings import Settings
-
-RUN = "run"
 
 
 @dataclass
 class Adapters:
     uow: UnitOfWorkFactory
+    usage: UsageRepository
+    lease: SourceLease
     bundler: Bundler
     runner: Runner
     fetcher: UrlFetcher
@@ -52,6 +54,7 @@ class Services:
     registry: Registry
     runs: Runs
     sources: Sources
+    timers: Timers
     events: Events
     ingest: Ingest
 
@@ -72,20 +75,18 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.node_runner import NodeRunnerPool
     from headwater.adapters.local.scheduler import LocalScheduler
     from headwater.adapters.local.secrets import FernetSecrets
-    from headwater.adapters.local.sqlite.database import Database
-    from headwater.adapters.local.sqlite.uow import SqliteUnitOfWork
+    from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
     from headwater.adapters.url_fetcher import HttpUrlFetcher
 
-    db = Database(settings.database_path)
-
-    def uow(readonly: bool = False) -> SqliteUnitOfWork:
-        return SqliteUnitOfWork(db, readonly)
-
-    queue = LocalTaskQueue(db, uow, settings.task_workers)
-    scheduler = LocalScheduler(uow, queue, settings.timer_timeout_ms)
+    store = SqliteStore(settings.database_path)
+    queue = LocalTaskQueue(store.db, settings.task_workers)
+    store.on_commit(queue.dispatch)
+    scheduler = LocalScheduler(store.db, store.uow)
     return Adapters(
-        uow=uow,
+        uow=store.uow,
+        usage=store.usage,
+        lease=store.lease,
         bundler=LocalBundler(settings),
         runner=NodeRunnerPool(settings),
         fetcher=HttpUrlFetcher(settings),
@@ -104,32 +105,28 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         if settings.backend != "local":
             raise ValueError(f"HEADWATER_BACKEND={settings.backend!r} has no adapters in this build; use 'local'.")
         adapters = local_adapters(settings)
-    accounts = Accounts(adapters.uow, settings)
-    components = Components(adapters.uow, accounts, adapters.bundler, adapters.runner, adapters.fetcher, settings)
-    runs = Runs(adapters.uow, adapters.bundler, adapters.runner, adapters.secrets, adapters.bus, settings)
-    sources = Sources(
-        adapters.uow, accounts, components, runs, adapters.scheduler, adapters.queue, adapters.secrets, settings
-    )
-    events = Events(adapters.uow, sources, adapters.queue)
-    ingest = Ingest(adapters.uow, components, sources, runs, adapters.queue, settings)
-    def run_tasks(tasks: list[Task], on_partial: Callable[[Task, dict], None]) -> list:
-        items = [
-            RunItem(task.payload.get("event"), task.payload.get("timeout_ms") or settings.http_timeout_ms, task,
-                    functools.partial(on_partial, task), reserved_by=task.payload.get("reserved_by"))
-            for task in tasks
-        ]
-        return runs.run_batch(tasks[0].source_id or "", items)
-
-    adapters.queue.handle(RUN, run_tasks)
-    adapters.queue.handle(DELETE_EVENTS, lambda tasks, _: [events.delete(task) for task in tasks])
+    a = adapters
+    accounts = Accounts(a.uow, a.usage, settings)
+    components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings)
+    sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
+    timers = Timers(a.uow, sources, a.scheduler, settings)
+    events = Events(a.uow, sources, a.scheduler)
+    ingest = Ingest(components, sources, runs, a.queue, settings)
+    a.queue.handle(RunSource, runs.run_batch)
+    a.queue.handle(TimerTick, timers.tick)
+    a.queue.handle(SyncSchedule, timers.sync)
+    a.queue.handle(DeleteEvents, events.delete)
+    a.queue.handle(PurgeSource, events.purge)
     return Services(
         settings=settings,
-        adapters=adapters,
+        adapters=a,
         accounts=accounts,
         components=components,
-        registry=Registry(components, adapters.bundler),
+        registry=Registry(components, a.bundler),
         runs=runs,
         sources=sources,
+        timers=timers,
         events=events,
         ingest=ingest,
     )

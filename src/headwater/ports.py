@@ -158,6 +158,7 @@ class Task:
     id: str
     command: Command
     attempts: int = 0
+    not_before: float = 0.0  # Unix time before which it must not run
 
 
 # Handlers take consecutive tasks of one command type and lane, so they can commit them together,

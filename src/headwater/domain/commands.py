@@ -8,8 +8,8 @@ commit (SQLite rows locally, SQS messages on AWS) and the queue delivers each to
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 
@@ -33,7 +33,8 @@ class RunSource(Command):
     event: Any
     timeout_ms: int
     trigger: str  # http | timer | manual
-    reserved_by: str | None = None  # the user whose free-tier cap admitted it (counted at ingest)
+    reserved_by: str | None = None  # the user whose free-tier cap admitted it at ingest ...
+    reserved_day: str | None = None  # ... on this UTC day (a dropped run gives its place back there)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from typing import Any
 from headwater.domain import ids
 from headwater.domain.errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 from headwater.domain.models import Org, Principal, Tier, User
-from headwater.domain.slugs import slugify, unique_slug
-from headwater.ports import UnitOfWorkFactory
+from headwater.domain.slugs import candidate_slugs, slugify
+from headwater.ports import UnitOfWorkFactory, UsageRepository
 from headwater.services.clock import now_s
 from headwater.settings import Settings
 
@@ -19,8 +19,9 @@ _USERNAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class Accounts:
-    def __init__(self, uow: UnitOfWorkFactory, settings: Settings) -> None:
+    def __init__(self, uow: UnitOfWorkFactory, usage: UsageRepository, settings: Settings) -> None:
         self.uow = uow
+        self.usage = usage
         self.settings = settings
 
     def create_user(self, username: str, email: str, tier: Tier = "free") -> tuple[User, str]:
@@ -35,33 +36,36 @@ class Accounts:
             raise Invalid("The user is not valid.", problems)
         user = User(id=ids.new_id("user"), username=username, email=email, tier=tier, created_at=now_s())
         key = ids.new_api_key()
-        with self.uow() as uow:
-            if uow.users.by_username(username):
-                raise Conflict(f"A user named {username!r} exists already.")
-            uow.users.add(user)
-            uow.keys.add(ids.hash_api_key(key), user.id, user.created_at)
-            uow.commit()
+        try:
+            with self.uow() as uow:
+                uow.users.add(user)
+                uow.keys.add(ids.hash_api_key(key), user.id, user.created_at)
+                uow.commit()
+        except Conflict:
+            raise Conflict(f"A user named {username!r} exists already.", {"username": ["is taken"]},
+                           field="username") from None
         return user, key
 
     def create_org(self, name: str, owner_id: str) -> Org:
         if not name.strip():
             raise Invalid("The org needs a name.", {"name": ["must not be empty"]})
-        with self.uow() as uow:
+        with self.uow(readonly=True) as uow:
             owner = uow.users.get(owner_id)
-            if owner is None:
-                raise NotFound(f"No user {owner_id}.")
-            org = Org(
-                id=ids.new_id("org"),
-                name=name,
-                orgname=unique_slug(slugify(name), uow.orgs.orgnames()),
-                email=owner.email,
-                owner_id=owner.id,
-                created_at=now_s(),
-            )
-            uow.orgs.add(org)
-            uow.orgs.add_member(org.id, owner.id)
-            uow.commit()
-        return org
+        if owner is None:
+            raise NotFound(f"No user {owner_id}.")
+        org_id = ids.new_id("org")
+        for orgname in candidate_slugs(slugify(name)):
+            org = Org(id=org_id, name=name, orgname=orgname, email=owner.email, owner_id=owner.id, created_at=now_s())
+            try:
+                with self.uow() as uow:
+                    uow.orgs.add(org)
+                    uow.orgs.add_member(org.id, owner.id)
+                    uow.commit()
+                return org
+            except Conflict as e:
+                if e.field != "orgname":
+                    raise
+        raise AssertionError("unreachable: candidate_slugs never ends")
 
     def add_member(self, org_id: str, user_id: str) -> None:
         with self.uow() as uow:
@@ -115,7 +119,7 @@ class Accounts:
             today = datetime.now(UTC)
             day = today.strftime("%Y-%m-%d")
             if user.tier == "free":
-                invocations, compute_ms = uow.usage.totals(user.id, day, day)
+                invocations, compute_ms = self.usage.totals(user.id, day, day)
                 usage: dict[str, Any] = {
                     "daily_compute_time_quota": self.settings.free_daily_compute_ms,
                     "daily_compute_time_used": compute_ms,
@@ -127,7 +131,7 @@ class Accounts:
                 end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
                     month=start.month + 1
                 )
-                invocations, _ = uow.usage.totals(user.id, start.strftime("%Y-%m-%d"), day)
+                invocations, _ = self.usage.totals(user.id, start.strftime("%Y-%m-%d"), day)
                 usage = {
                     "billing_period_start_ts": int(start.timestamp()),
                     "billing_period_end_ts": int(end.timestamp()),

@@ -53,15 +53,12 @@ class Components:
     def describe(self, code: str) -> tuple[Bundle, ComponentDefinition]:
         bundle = self.bundler.bundle(code)
         try:
-            result = self.runner.call(
-                "describe", {"timeout_ms": self.settings.describe_timeout_ms}, bundle=bundle
-            )
+            return bundle, self.runner.describe(bundle, self.settings.describe_timeout_ms)
         except RunnerError as e:
             if e.code in _USER_FAULTS:
                 prefix = "The component did not finish loading in time" if e.code == "TIMEOUT" else None
                 raise Invalid(f"{prefix}: {e.message}" if prefix else e.message) from None
             raise Unavailable(f"The runner failed: {e.message}") from None
-        return bundle, ComponentDefinition.from_runner(result)
 
     def save(self, namespace: str, created_by: str | None, code: str, url: str | None) -> Component:
         bundle, definition = self.describe(code)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from headwater.domain.commands import DeleteEvents
 from headwater.domain.errors import BadRequest
 from headwater.domain.events import RETAINED_PER_CHANNEL, EventId, summary_event
 from headwater.domain.models import Principal, StoredEvent
-from headwater.ports import Task, TaskQueue, UnitOfWorkFactory
+from headwater.ports import Scheduler, Task, UnitOfWorkFactory
 from headwater.services.sources import Sources
-
-DELETE_EVENTS = "delete_events"
 
 
 def summary(item: StoredEvent, expand: bool) -> dict[str, Any]:
@@ -45,10 +44,10 @@ def parse_limit(value: str | None) -> int:
 
 
 class Events:
-    def __init__(self, uow: UnitOfWorkFactory, sources: Sources, queue: TaskQueue) -> None:
+    def __init__(self, uow: UnitOfWorkFactory, sources: Sources, scheduler: Scheduler) -> None:
         self.uow = uow
         self.sources = sources
-        self.queue = queue
+        self.scheduler = scheduler
 
     def summaries(self, principal: Principal, source_id: str, limit: int, expand: bool, channel: str) -> dict:
         self.sources.get(principal, source_id)
@@ -81,18 +80,31 @@ class Events:
         start, end = parse_event_id(start_id, "start_id"), parse_event_id(end_id, "end_id")
         if start and end and end < start:
             raise BadRequest("`end_id` is before `start_id`.", {"end_id": ["is before start_id"]})
-        payload = {"channel": channel, "start_id": str(start) if start else None, "end_id": str(end) if end else None}
         with self.uow() as uow:
-            task_id = uow.tasks.add(DELETE_EVENTS, source_id, payload, 0)
+            uow.outbox.add(DeleteEvents(source_id, channel, str(start) if start else None, str(end) if end else None))
             uow.commit()
-        self.queue.submitted([task_id])
 
-    def delete(self, task: Task) -> None:
-        p = task.payload
-        with self.uow() as uow:
-            uow.events.delete_range(
-                task.source_id or "", p["channel"], parse_event_id(p["start_id"], "start_id"),
-                parse_event_id(p["end_id"], "end_id"),
-            )
-            uow.tasks.done(task.id)
-            uow.commit()
+    def delete(self, tasks: list[Task], _: object = None) -> list[int]:
+        """DeleteEvents handler: how many events each deletion removed (idempotent)."""
+        deleted = []
+        for task in tasks:
+            command = task.command
+            assert isinstance(command, DeleteEvents)
+            with self.uow() as uow:
+                deleted.append(uow.events.delete_range(
+                    command.source_id, command.channel, parse_event_id(command.start_id, "start_id"),
+                    parse_event_id(command.end_id, "end_id"),
+                ))
+                uow.commit()
+        return deleted
+
+    def purge(self, tasks: list[Task], _: object = None) -> list[None]:
+        """PurgeSource handler: a deleted source's schedule, events and state go (idempotent)."""
+        for task in tasks:
+            source_id = task.command.lane or ""
+            self.scheduler.remove(source_id)
+            with self.uow() as uow:
+                uow.events.delete_range(source_id, None, None, None)
+                uow.state.remove(source_id)
+                uow.commit()
+        return [None] * len(tasks)

@@ -10,23 +10,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from headwater.domain.commands import RunSource
 from headwater.domain.errors import NotFound
 from headwater.domain.models import Source
-from headwater.ports import TaskQueue, UnitOfWorkFactory
+from headwater.domain.runs import RunResult
+from headwater.ports import TaskQueue
 from headwater.services.components import Components
-from headwater.services.runs import RunResult, Runs
+from headwater.services.runs import Admission, Runs
 from headwater.services.sources import Sources
 from headwater.settings import Settings
 
-RUN = "run"
 _GRACE_S = 5.0
-_ENDPOINT_TTL_S = 5.0
-_ENDPOINT_CACHE = 10_000
 
 
 @dataclass
@@ -70,59 +68,54 @@ def http_event(method: str, path: str, query: list[tuple[str, str]], headers: li
 
 
 class Ingest:
-    def __init__(self, uow: UnitOfWorkFactory, components: Components, sources: Sources, runs: Runs,
-                 queue: TaskQueue, settings: Settings) -> None:
-        self.uow = uow
+    def __init__(self, components: Components, sources: Sources, runs: Runs, queue: TaskQueue,
+                 settings: Settings) -> None:
         self.components = components
         self.sources = sources
         self.runs = runs
         self.queue = queue
         self.settings = settings
         self._custom: dict[str, bool] = {}
-        self._endpoints: dict[str, tuple[float, Source | None]] = {}
-        self._generation = -1
 
-    def _source(self, endpoint_id: str) -> Source | None:
-        """Endpoint lookups are cached until any source changes here (or for a few seconds, for
-        changes made by another instance of the service)."""
-        now = time.monotonic()
-        if self._generation != self.sources.generation or len(self._endpoints) > _ENDPOINT_CACHE:
-            self._endpoints.clear()
-            self._generation = self.sources.generation
-        cached = self._endpoints.get(endpoint_id)
-        if cached and cached[0] > now:
-            return cached[1]
-        with self.uow(readonly=True) as uow:
-            source = uow.sources.by_endpoint(endpoint_id)
-        self._endpoints[endpoint_id] = (now + _ENDPOINT_TTL_S, source)
-        return source
+    async def _source(self, endpoint_id: str) -> Source | None:
+        """The endpoint's source from the cache, or from the store off the event loop."""
+        hit, source = self.sources.endpoints.get(endpoint_id)
+        if hit:
+            return source
+        return await asyncio.to_thread(self.sources.by_endpoint, endpoint_id)
 
-    def _custom_response(self, component_id: str) -> bool:
+    async def _custom_response(self, component_id: str) -> bool:
         """Components never change once saved, so what their http prop says is cached by id."""
         if component_id not in self._custom:
-            props = self.components.by_id(component_id).definition.configurable_props
+            component = await asyncio.to_thread(self.components.by_id, component_id)
             self._custom[component_id] = any(
-                p["type"] == "$.interface.http" and p.get("customResponse") for p in props
+                p["type"] == "$.interface.http" and p.get("customResponse")
+                for p in component.definition.configurable_props
             )
         return self._custom[component_id]
 
+    async def _admit(self, source: Source) -> Admission:
+        if self.runs.cached_tier(source.user_id) == "paid":
+            return Admission(True)  # the hot path of paid users touches no store
+        return await asyncio.to_thread(self.runs.admit, source.user_id)
+
     async def receive(self, endpoint_id: str, event: dict[str, Any]) -> HttpAnswer:
-        source = self._source(endpoint_id)
+        source = await self._source(endpoint_id)
         if source is None or not source.active:
             raise NotFound("No active source has this endpoint.")
-        reserved, quota = self.runs.reserve(source.user_id)
-        if quota:
-            await asyncio.to_thread(self.runs.refuse, source.id, event, quota)
-            raise quota
-        custom = self._custom_response(source.component_id)
+        admission = await self._admit(source)
+        if admission.refusal:
+            await asyncio.to_thread(self.runs.refuse, source.id, event, admission.refusal)
+            raise admission.refusal
+        custom = await self._custom_response(source.component_id)
         timeout_ms = self.settings.http_timeout_ms
-        payload = {"event": event, "timeout_ms": timeout_ms, "trigger": "http",
-                   "reserved_by": source.user_id if reserved else None}
+        command = RunSource(source.id, event, timeout_ms, "http",
+                            reserved_by=source.user_id if admission.reserved_day else None,
+                            reserved_day=admission.reserved_day)
         try:
-            ingested = await self.queue.ingest(RUN, source.id, payload, respond=custom)
+            ingested = await self.queue.ingest(command, respond=custom)
         except BaseException:
-            if reserved:
-                self.runs.release(source.user_id)
+            await asyncio.to_thread(self.runs.release, command)
             raise
         if not custom:
             return HttpAnswer.json(200, {"success": True})

@@ -1,28 +1,37 @@
 """Sources: deploy, update, delete and list deployed components (SPEC Sources, states table).
 
 Hooks run before anything is kept: a hook that throws fails the request with 422 and leaves no
-half-created source; what the hooks emitted and wrote is committed with the source itself.
+half-created source; what the hooks emitted and wrote is committed with the source itself, and
+with a SyncSchedule command that makes the scheduler match the committed source. A name slug is
+claimed by conditional insert: a taken one raises Conflict and the next one is tried.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from headwater.domain import ids
+from headwater.domain.commands import PurgeSource, RunSource, SyncSchedule
 from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
-from headwater.domain.models import Component, Principal, Source, SourceState
+from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
-from headwater.domain.slugs import slugify, unique_slug
+from headwater.domain.runs import RunResult, merge_db
+from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.timers import Timer
-from headwater.ports import Scheduler, Secrets, TaskQueue, UnitOfWork, UnitOfWorkFactory
+from headwater.ports import Secrets, UnitOfWork, UnitOfWorkFactory
 from headwater.services import props as prop_forms
 from headwater.services.accounts import Accounts
-from headwater.services.clock import now_s
+from headwater.services.cache import TtlCache
+from headwater.services.clock import now_ms, now_s
 from headwater.services.components import Components
-from headwater.services.runs import RunResult, Runs
+from headwater.services.recording import Outcome, commit_outcomes
+from headwater.services.runs import Runs
 from headwater.settings import Settings
+
+_ENDPOINT_TTL_S = 5.0
 
 
 @dataclass
@@ -49,20 +58,16 @@ class Sources:
         accounts: Accounts,
         components: Components,
         runs: Runs,
-        scheduler: Scheduler,
-        queue: TaskQueue,
         secrets: Secrets,
         settings: Settings,
     ) -> None:
-        self.queue = queue
         self.uow = uow
         self.accounts = accounts
         self.components = components
         self.runs = runs
-        self.scheduler = scheduler
         self.secrets = secrets
         self.settings = settings
-        self.generation = 0  # bumped on every change, so caches of sources know to forget
+        self.endpoints: TtlCache[str, Source | None] = TtlCache(_ENDPOINT_TTL_S)
 
     # reading
 
@@ -126,18 +131,23 @@ class Sources:
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
         return validated, prop_list
 
-    def _hooks(self, source: Source, component: Component, names: list[str], state: SourceState) -> list[RunResult]:
+    def _hooks(self, source: Source, component: Component, names: list[str], db: dict[str, Any]) -> list[RunResult]:
+        """Runs the hooks the component has, in order; each sees the `this.db` the previous left."""
         results = []
         for hook in names:
             if hook not in component.definition.hooks:
                 continue
-            result = self.runs.call_hook(source, component, hook, state)
+            result = self.runs.call_hook(source, component, hook, db)
             if result.error:
                 raise Invalid(f"The {hook} hook failed: {result.error.get('message') or result.error.get('code')}",
                               {"hooks": [f"{hook}: {result.error.get('message')}"]})
             results.append(result)
-            state.db.update(result.db_writes)
+            db = merge_db(db, result.db_writes)
         return results
+
+    def _outcomes(self, source: Source, component: Component, results: list[RunResult]) -> list[Outcome]:
+        ctx = self.runs.context(source, component)
+        return [Outcome(ctx, result) for result in results]
 
     def create(self, principal: Principal, req: SourceRequest, org_id: str | None) -> Source:
         namespace = self.accounts.namespace(principal, org_id)
@@ -160,18 +170,19 @@ class Sources:
             created_at=ts,
             updated_at=ts,
         )
-        state = SourceState()
-        with self.runs.lock(source_id):
-            hook_results = self._hooks(source, component, ["deploy", "activate"], state)
-            with self.uow() as uow:
-                base = slugify(req.name) if req.name else slugify(component.definition.name)
-                source.name_slug = unique_slug(base, uow.sources.slugs(namespace))
-                source.name = req.name or source.name_slug
-                uow.sources.add(source)
-                channels = self._record_hooks(uow, source, component, hook_results)
-                self._schedule(uow, source, validated)
-                uow.commit()
-        self._changed(source.id, channels)
+        with self.runs.lease.hold(source_id, self.runs.lease_s):
+            outcomes = self._outcomes(source, component, self._hooks(source, component, ["deploy", "activate"], {}))
+            base = slugify(req.name) if req.name else slugify(component.definition.name)
+            for slug in candidate_slugs(base):
+                source.name_slug = slug
+                source.name = req.name or slug
+                try:
+                    channels = self._commit(source, outcomes, lambda uow: uow.sources.add(source))
+                    break
+                except Conflict as e:
+                    if e.field != "name_slug":
+                        raise
+        self._changed(source, channels)
         return source
 
     def update(self, principal: Principal, source_id: str, req: SourceRequest) -> Source:
@@ -185,10 +196,11 @@ class Sources:
         )
         validated, prop_defs = self._props(component, source_id, configured)
         active = req.active is not False
-        with self.runs.lock(source_id):
+        with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:
-                state = uow.state.get(source_id)
-            results = self._hooks(old, old_component, ["deactivate"], state) if old.active else []
+                db = uow.state.get(source_id).db
+            results = self._hooks(old, old_component, ["deactivate"], db) if old.active else []
+            outcomes = self._outcomes(old, old_component, results)
             source = Source(
                 **{**old.__dict__,
                    "component_id": component.id,
@@ -199,50 +211,67 @@ class Sources:
                    "updated_at": now_s()},
             )
             if active:
-                results += self._hooks(source, component, ["activate"], state)
-            with self.uow() as uow:
-                if req.name and req.name != old.name:
-                    source.name = req.name
-                    taken = uow.sources.slugs(old.namespace) - {old.name_slug}
-                    source.name_slug = unique_slug(slugify(req.name), taken)
-                uow.sources.update(source)
-                channels = self._record_hooks(uow, source, component, results)
-                uow.timers.remove(source_id)
-                if active:
-                    self._schedule(uow, source, validated)
-                uow.commit()
-        self._changed(source.id, channels)
+                for result in results:
+                    db = merge_db(db, result.db_writes)
+                outcomes += self._outcomes(source, component, self._hooks(source, component, ["activate"], db))
+            renamed = bool(req.name and req.name != old.name)
+            for slug in candidate_slugs(slugify(req.name)) if req.name and renamed else [old.name_slug]:
+                source.name = req.name if renamed and req.name else old.name
+                source.name_slug = slug
+                try:
+                    channels = self._commit(source, outcomes, lambda uow: uow.sources.update(source, old))
+                    break
+                except Conflict as e:
+                    if e.field != "name_slug" or not renamed:
+                        raise
+        self._changed(old, set())
+        self._changed(source, channels)
         return source
 
     def delete(self, principal: Principal, source_id: str) -> None:
         source = self.get(principal, source_id)
         component = self.components.by_id(source.component_id)
-        with self.runs.lock(source_id):
-            with self.uow(readonly=True) as uow:
-                state = uow.state.get(source_id)
+        with self.runs.lease.hold(source_id, self.runs.lease_s):
             if source.active and "deactivate" in component.definition.hooks:
+                with self.uow(readonly=True) as uow:
+                    db = uow.state.get(source_id).db
                 # A failing deactivate hook does not keep alive a source the user asked to delete.
-                self.runs.call_hook(source, component, "deactivate", state)
+                self.runs.call_hook(source, component, "deactivate", db)
             with self.uow() as uow:
-                uow.sources.remove(source_id)
+                uow.sources.remove(source)
+                uow.outbox.add(PurgeSource(source_id))
                 uow.commit()
-        self.runs.forget(source_id)
-        self._changed(source_id, set())
+        self._changed(source, set())
 
-    def _record_hooks(
-        self, uow: UnitOfWork, source: Source, component: Component, results: list[RunResult]
-    ) -> set[str]:
-        channels: set[str] = set()
-        for result in results:
-            channels |= self.runs.record(uow, source, component, result, trigger=None, count_usage=False)
-        self.runs.trim(uow, source.id, channels)
+    def _commit(self, source: Source, outcomes: list[Outcome], write: Callable[[UnitOfWork], None]) -> set[str]:
+        """The source record, what its hooks did and the schedule's sync, in one unit of work."""
+        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=lambda uow, _: write(uow),
+                                      commands=[SyncSchedule(source.id)])
         return channels
 
-    def _changed(self, source_id: str, channels: set[str]) -> None:
-        """After a committed change: caches of sources forget, live readers and timers hear of it."""
-        self.generation += 1
-        self.runs.announce(source_id, channels)
-        self.scheduler.changed()
+    def _changed(self, source: Source, channels: set[str]) -> None:
+        """After a committed change: this process's endpoint cache forgets, live readers hear of it."""
+        if source.endpoint_id:
+            self.endpoints.forget(source.endpoint_id)
+        self.runs.announce(source.id, channels)
+
+    def by_endpoint(self, endpoint_id: str) -> Source | None:
+        """The HTTP interface's lookup, cached: another machine's change shows within a few seconds."""
+        hit, source = self.endpoints.get(endpoint_id)
+        if not hit:
+            with self.uow(readonly=True) as uow:
+                source = uow.sources.by_endpoint(endpoint_id)
+            self.endpoints.put(endpoint_id, source)
+        return source
+
+    def timer(self, source: Source) -> Timer | None:
+        """The source's timer, when it is active and has one."""
+        if not source.active:
+            return None
+        for prop in source.prop_defs:
+            if prop["type"] == "$.interface.timer" and prop["name"] in source.configured_props:
+                return Timer.parse(source.configured_props[prop["name"]])
+        return None
 
     def manual_run(self, principal: Principal, source_id: str, event: Any) -> None:
         """POST /sources/{id}/run: the body is the event; a timer source without one gets a timer event."""
@@ -250,20 +279,11 @@ class Sources:
         if not source.active:
             raise Conflict(f"Source {source_id} is inactive; activate it to run it.")
         timeout_ms = self.settings.http_timeout_ms
-        if event is None:
-            for prop in source.prop_defs:
-                if prop["type"] == "$.interface.timer" and prop["name"] in source.configured_props:
-                    event = Timer.parse(source.configured_props[prop["name"]]).event(now_s())
-                    timeout_ms = self.settings.timer_timeout_ms
+        timer = self.timer(source)
+        if event is None and timer is not None:
+            event = timer.event(now_s())
+            timeout_ms = self.settings.timer_timeout_ms
         with self.uow() as uow:
-            task_id = uow.tasks.add("run", source_id, {"event": event, "timeout_ms": timeout_ms,
-                                                       "trigger": "manual"}, 0)
+            uow.outbox.add(RunSource(source_id, event, timeout_ms, "manual"))
             uow.commit()
-        self.queue.submitted([task_id])
 
-    def _schedule(self, uow: UnitOfWork, source: Source, validated: ValidatedProps) -> None:
-        if not source.active:
-            return
-        for timer in validated.timers.values():
-            uow.timers.set(source.id, timer.stored(), timer.next_fire(now_s()))
-            break

@@ -20,7 +20,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from headwater.ports import Bundle, RunnerError
+from headwater.domain.events import Emit
+from headwater.domain.models import ComponentDefinition
+from headwater.domain.runs import RunResult
+from headwater.ports import Bundle, Instance, RunnerError
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater.runner")
@@ -144,13 +147,56 @@ class RunnerProcess:
                 self.proc.kill()
 
 
+def run_result(data: dict[str, Any]) -> RunResult:
+    """The wire form of a run or hook result (docs/runner-protocol.md) as a RunResult."""
+    return RunResult(
+        emits=[Emit(e.get("event"), e.get("meta") or {}) for e in data.get("emits", [])],
+        db_writes=data.get("db_writes") or {},
+        logs=data.get("logs") or [],
+        response=data.get("response"),
+        error=data.get("error"),
+        duration_ms=float(data.get("duration_ms") or 0),
+    )
+
+
+def instance_request(instance: Instance) -> dict[str, Any]:
+    return {"instance": instance.id, "env": instance.env, "props": instance.props, "db": instance.db,
+            "http": instance.http, "memory_mb": instance.memory_mb}
+
+
 class NodeRunnerPool:
+    """The Runner port over the pool: typed requests in, wire dicts only in here."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.processes = [RunnerProcess(settings, i) for i in range(max(1, settings.runner_processes))]
 
     def _pick(self, affinity: str) -> RunnerProcess:
         return self.processes[zlib.crc32(affinity.encode()) % len(self.processes)]
+
+    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
+        return ComponentDefinition.from_runner(self.call("describe", {"timeout_ms": timeout_ms}, bundle))
+
+    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
+            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+        on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
+        request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
+        return run_result(self.call("run", request, bundle, on_partial))
+
+    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
+        return run_result(self.call("hook", request, bundle))
+
+    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
+                         timeout_ms: int) -> list[dict[str, Any]]:
+        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms}
+        return list(self.call("additional_props", request, bundle)["configurable_props"])
+
+    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
+        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
+                   "timeout_ms": timeout_ms, **({"query": query} if query is not None else {})}
+        return self.call("options", request, bundle)
 
     def call(
         self,
@@ -159,6 +205,7 @@ class NodeRunnerPool:
         bundle: Bundle | None = None,
         on_partial: PartialHandler | None = None,
     ) -> dict[str, Any]:
+        """One runner op on the process that keeps this instance (or bundle) warm."""
         process = self._pick(request.get("instance") or (bundle.hash if bundle else op))
         timeout_s = request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
         message: dict[str, Any] = {"op": op, **request}

@@ -1,30 +1,31 @@
 """The in-process timer scheduler of the local service (DECISIONS: Timers).
 
 Timers live in the `timers` table with their next fire time, so they survive restarts. A due
-timer enqueues one timer run, unless the source already has one queued or running (the tick is
-skipped); the next fire is computed from now, so ticks missed while the service was down are not
-replayed: one catch-up run at most. Moving `next_at` is conditional, so a tick fires once.
+timer becomes a TimerTick command (whose handler skips the tick while a run is still pending);
+the next fire is computed from now, so ticks missed while the service was down are not replayed:
+one catch-up run at most. Moving `next_at` is conditional, so a tick fires once.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 
+from headwater.adapters.local.sqlite.database import Database
+from headwater.adapters.local.sqlite.uow import SqliteUnitOfWork
+from headwater.domain.commands import TimerTick
 from headwater.domain.timers import Timer
-from headwater.ports import TaskQueue, UnitOfWorkFactory
 
 log = logging.getLogger("headwater.scheduler")
 
-TIMER_RUN = "run"
-
 
 class LocalScheduler:
-    def __init__(self, uow: UnitOfWorkFactory, queue: TaskQueue, timeout_ms: int) -> None:
+    def __init__(self, db: Database, uow: Callable[[], SqliteUnitOfWork]) -> None:
+        self.db = db
         self.uow = uow
-        self.queue = queue
-        self.timeout_ms = timeout_ms
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -39,8 +40,35 @@ class LocalScheduler:
         if self._thread:
             self._thread.join(timeout=5)
 
-    def changed(self) -> None:
+    # the Scheduler port
+
+    def set(self, source_id: str, timer: Timer) -> None:
+        self._write(
+            "INSERT INTO timers (source_id, spec, next_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(source_id) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at",
+            (source_id, json.dumps(timer.stored()), timer.next_fire(time.time())),
+        )
         self._wake.set()
+
+    def remove(self, source_id: str) -> None:
+        self._write("DELETE FROM timers WHERE source_id = ?", (source_id,))
+
+    def ticked(self, tick: TimerTick, timer: Timer) -> bool:
+        return True  # the loop below renews every schedule; a tick of a removed one finds no timer
+
+    # firing
+
+    def _write(self, sql: str, params: tuple) -> int:
+        conn = self.db.connection()
+        with self.db.write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                count = conn.execute(sql, params).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return count
 
     def _loop(self) -> None:
         while not self._stopping:
@@ -54,24 +82,21 @@ class LocalScheduler:
 
     def tick(self, now: float) -> float | None:
         """Fires what is due at `now`; returns seconds until the next timer is due (None: none)."""
-        fired: list[int] = []
+        rows = self.db.connection().execute("SELECT source_id, spec, next_at FROM timers").fetchall()
         soonest: float | None = None
-        with self.uow() as uow:
-            for source_id, spec, next_at in uow.timers.all():
-                if next_at > now:
-                    soonest = next_at if soonest is None else min(soonest, next_at)
-                    continue
-                timer = Timer.parse(spec)
-                following = timer.next_after(next_at, now)
-                if not uow.timers.advance(source_id, next_at, following):
-                    continue
-                soonest = following if soonest is None else min(soonest, following)
-                if uow.tasks.pending_for(source_id, TIMER_RUN):
-                    log.info("timer of %s skipped: the previous run has not finished", source_id)
-                    continue
-                payload = {"event": timer.event(next_at), "timeout_ms": self.timeout_ms, "trigger": "timer"}
-                fired.append(uow.tasks.add(TIMER_RUN, source_id, payload, 0))
-            uow.commit()
-        if fired:
-            self.queue.submitted(fired)
+        for source_id, spec, next_at in rows:
+            if next_at > now:
+                soonest = next_at if soonest is None else min(soonest, next_at)
+                continue
+            following = Timer.parse(json.loads(spec)).next_after(next_at, now)
+            soonest = following if soonest is None else min(soonest, following)
+            with self.uow() as uow:
+                # Conditional on the fire time read above: one tick per due time, even when a set()
+                # moved it meanwhile. The tick's task commits with the move.
+                moved = uow.conn.execute(
+                    "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?", (following, source_id, next_at)
+                ).rowcount
+                if moved:
+                    uow.outbox.add(TimerTick(source_id, next_at))
+                uow.commit()
         return None if soonest is None else max(0.0, soonest - time.time())

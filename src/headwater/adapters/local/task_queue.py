@@ -1,9 +1,11 @@
 """The durable task queue of the local service, over the `tasks` table.
 
-Ingest appends tasks through one writer thread that commits whatever has queued up meanwhile
-in a single transaction (group commit), and answers each caller once its row is committed.
-Workers run tasks after they are committed, one at a time per source and in commit order; a task
-leaves the table in the same transaction as its results, so a crash re-runs it, never loses it.
+Ingest appends runs through one writer thread that commits whatever has queued up meanwhile in a
+single transaction (group commit), and answers each caller once its row is committed. Other
+commands arrive from units of work (their outbox rows commit with the change that made them).
+Workers run tasks after they are committed, one lane (source) at a time and in commit order; a
+task leaves the table only after its handler returned, so a crash re-runs it, never loses it
+(handlers are idempotent: a run whose results are in is recognised by its task id).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
-from headwater.ports import Ingested, Task, TaskHandler, UnitOfWorkFactory
+from headwater.adapters.local.sqlite.repositories import task_from_row
+from headwater.domain.commands import Command, RunSource, to_message
+from headwater.ports import Ingested, Task, TaskHandler
 
 log = logging.getLogger("headwater.tasks")
 
@@ -30,19 +34,17 @@ RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
 
 class _Pending:
-    __slots__ = ("kind", "source_id", "payload", "loop", "committed", "outcome")
+    __slots__ = ("command", "loop", "committed", "outcome")
 
-    def __init__(self, kind: str, source_id: str, payload: dict, loop: asyncio.AbstractEventLoop,
-                 respond: bool) -> None:
-        self.kind, self.source_id, self.payload, self.loop = kind, source_id, payload, loop
+    def __init__(self, command: RunSource, loop: asyncio.AbstractEventLoop, respond: bool) -> None:
+        self.command, self.loop = command, loop
         self.committed: asyncio.Future = loop.create_future()
         self.outcome: asyncio.Future | None = loop.create_future() if respond else None
 
 
 class LocalTaskQueue:
-    def __init__(self, db: Database, uow: UnitOfWorkFactory, workers: int) -> None:
+    def __init__(self, db: Database, workers: int) -> None:
         self.db = db
-        self.uow = uow
         self.workers = workers
         self.handlers: dict[str, TaskHandler] = {}
         self._inbox: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
@@ -52,19 +54,18 @@ class LocalTaskQueue:
         self._lanes: dict[str, deque[Task]] = {}
         self._ready: deque[str] = deque()
         self._busy: set[str] = set()
-        self._delayed: list[tuple[float, int, Task]] = []
-        self._outcomes: dict[int, asyncio.Future] = {}
+        self._delayed: list[tuple[float, str, Task]] = []
+        self._outcomes: dict[str, asyncio.Future] = {}
         self._stopping = False
         self._threads: list[threading.Thread] = []
 
-    def handle(self, kind: str, handler: TaskHandler) -> None:
-        self.handlers[kind] = handler
+    def handle(self, command: type[Command], handler: TaskHandler) -> None:
+        self.handlers[command.name] = handler
 
     def start(self) -> None:
-        with self.uow(readonly=True) as uow:
-            backlog = uow.tasks.pending()
-        for task in backlog:
-            self._dispatch(task)
+        backlog = self.db.connection().execute("SELECT * FROM tasks ORDER BY id").fetchall()
+        for row in backlog:
+            self._dispatch(task_from_row(row))
         self._spawn(self._write_loop, "ingest-writer")
         self._spawn(self._delay_loop, "task-delays")
         for i in range(self.workers):
@@ -86,16 +87,16 @@ class LocalTaskQueue:
 
     # adding tasks
 
-    async def ingest(self, kind: str, source_id: str, payload: dict[str, Any], respond: bool = False) -> Ingested:
-        pending = _Pending(kind, source_id, payload, asyncio.get_running_loop(), respond)
+    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
+        pending = _Pending(command, asyncio.get_running_loop(), respond)
         self._inbox.put(pending)
         task_id = await pending.committed
         return Ingested(task_id=task_id, outcome=pending.outcome)
 
-    def submitted(self, task_ids: list[int]) -> None:
-        with self.uow(readonly=True) as uow:
-            for task in uow.tasks.pending(task_ids):
-                self._dispatch(task)
+    def dispatch(self, tasks: list[Task]) -> None:
+        """Committed tasks from a unit of work's outbox (SqliteStore.on_commit)."""
+        for task in tasks:
+            self._dispatch(task)
 
     def _write_loop(self) -> None:
         conn = self.db.connection()
@@ -113,15 +114,14 @@ class LocalTaskQueue:
                     self._inbox.put(None)
                     break
                 batch.append(item)
-            rows = [(p.kind, p.source_id, json.dumps(p.payload)) for p in batch]
+            rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command))) for p in batch]
             try:
                 with self.db.write_lock:
                     conn.execute("BEGIN IMMEDIATE")
-                    now = time.time()
                     ids = [
-                        conn.execute(
-                            "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)", (*row, now)
-                        ).lastrowid
+                        str(conn.execute(
+                            "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, 0)", row
+                        ).lastrowid)
                         for row in rows
                     ]
                     conn.execute("COMMIT")
@@ -135,18 +135,18 @@ class LocalTaskQueue:
             for p, task_id in zip(batch, ids, strict=True):
                 if p.outcome is not None:
                     self._outcomes[task_id] = p.outcome
-                self._dispatch(Task(task_id or 0, p.kind, p.source_id, p.payload, now))
+                self._dispatch(Task(task_id, p.command))
                 p.loop.call_soon_threadsafe(_resolve, p.committed, task_id)
 
     # running tasks
 
     def _dispatch(self, task: Task) -> None:
-        if task.run_at > time.time() + 0.001:
+        if task.not_before > time.time() + 0.001:
             with self._cond:
-                heapq.heappush(self._delayed, (task.run_at, task.id, task))
+                heapq.heappush(self._delayed, (task.not_before, task.id, task))
                 self._delay_cond.notify()
             return
-        lane = task.source_id or f"task:{task.id}"
+        lane = task.command.lane or f"task:{task.id}"
         with self._cond:
             self._lanes.setdefault(lane, deque()).append(task)
             if lane not in self._busy and lane not in self._ready:
@@ -162,7 +162,7 @@ class LocalTaskQueue:
                 if self._stopping:
                     return
                 _, _, task = heapq.heappop(self._delayed)
-            self._dispatch(Task(task.id, task.kind, task.source_id, task.payload, 0, task.attempts))
+            self._dispatch(Task(task.id, task.command, task.attempts))
 
     def _work_loop(self) -> None:
         while True:
@@ -175,7 +175,7 @@ class LocalTaskQueue:
                 self._busy.add(lane)
                 queued = self._lanes[lane]
                 batch = [queued.popleft()]
-                while queued and queued[0].kind == batch[0].kind and len(batch) < MAX_RUN_BATCH:
+                while queued and queued[0].command.name == batch[0].command.name and len(batch) < MAX_RUN_BATCH:
                     batch.append(queued.popleft())
             try:
                 self._run(batch)
@@ -191,50 +191,57 @@ class LocalTaskQueue:
     def _run(self, batch: list[Task]) -> None:
         outcomes = {task.id: self._outcomes.pop(task.id, None) for task in batch}
 
-        def on_partial(task: Task, message: dict[str, Any]) -> None:
+        def on_partial(task: Task, response: dict[str, Any]) -> None:
             outcome = outcomes.get(task.id)
             if outcome is not None:
-                outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("respond", message.get("response")))
+                outcome.get_loop().call_soon_threadsafe(_resolve, outcome, ("respond", response))
 
         def settle(task: Task, value: tuple[str, Any]) -> None:
             outcome = outcomes.get(task.id)
             if outcome is not None:
                 outcome.get_loop().call_soon_threadsafe(_resolve, outcome, value)
 
-        kind = batch[0].kind
+        kind = batch[0].command.name
         handler = self.handlers.get(kind)
         if handler is None:
-            log.error("no handler for task kind %r; %d tasks dropped", kind, len(batch))
-            for task in batch:
-                self._finish(task.id)
+            log.error("no handler for %r; %d tasks dropped", kind, len(batch))
+            self._finish([task.id for task in batch])
             return
         try:
             results = handler(batch, on_partial)
         except Exception:
-            log.exception("%d %s tasks failed (first %d, attempt %d)", len(batch), kind, batch[0].id,
+            log.exception("%d %s tasks failed (first %s, attempt %d)", len(batch), kind, batch[0].id,
                           batch[0].attempts + 1)
             for task in batch:
                 settle(task, ("failed", None))
                 self._retry(task)
             return
+        self._finish([task.id for task in batch])
         for task, result in zip(batch, results, strict=True):
             settle(task, ("done", result))
 
     def _retry(self, task: Task) -> None:
         if task.attempts >= len(RETRY_DELAYS_S):
-            log.error("task %d (%s) dropped after %d attempts", task.id, task.kind, task.attempts + 1)
-            self._finish(task.id)
+            log.error("task %s (%s) dropped after %d attempts", task.id, task.command.name, task.attempts + 1)
+            self._finish([task.id])
             return
         run_at = time.time() + RETRY_DELAYS_S[task.attempts]
-        with self.uow() as uow:
-            uow.tasks.retry(task.id, run_at)
-            uow.commit()
-        self._dispatch(Task(task.id, task.kind, task.source_id, task.payload, run_at, task.attempts + 1))
+        self._write("UPDATE tasks SET attempts = attempts + 1, run_at = ? WHERE id = ?", [(run_at, task.id)])
+        self._dispatch(Task(task.id, task.command, task.attempts + 1, run_at))
 
-    def _finish(self, task_id: int) -> None:
-        with self.uow() as uow:
-            uow.tasks.done(task_id)
-            uow.commit()
+    def _finish(self, task_ids: list[str]) -> None:
+        self._write("DELETE FROM tasks WHERE id = ?", [(task_id,) for task_id in task_ids])
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        conn = self.db.connection()
+        with self.db.write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
 
 def _resolve(future: asyncio.Future, value: Any) -> None:

@@ -109,6 +109,17 @@ MIGRATIONS: list[str] = [
         next_at REAL NOT NULL
     );
     """,
+    # The store contract without interactive transactions: versioned state, typed commands in the
+    # task table (the outbox), runs admitted under the free-tier cap counted in the store.
+    """
+    ALTER TABLE source_state ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE source_state ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE usage ADD COLUMN admitted INTEGER NOT NULL DEFAULT 0;
+    UPDATE tasks SET kind = 'run_source',
+        payload = json_set(payload, '$.type', 'run_source', '$.source_id', source_id) WHERE kind = 'run';
+    UPDATE tasks SET payload = json_set(payload, '$.type', 'delete_events', '$.source_id', source_id)
+        WHERE kind = 'delete_events';
+    """,
 ]
 
 

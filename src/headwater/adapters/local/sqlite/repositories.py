@@ -5,8 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import time
 from typing import Any
 
+from headwater.adapters.local.sqlite.database import Database
+from headwater.domain.commands import Command, from_message, to_message
+from headwater.domain.errors import Conflict
 from headwater.domain.events import EventId
 from headwater.domain.models import (
     REGISTRY_NAMESPACE,
@@ -39,22 +43,33 @@ def page_query(
     return rows, total
 
 
+def claimed(conn: sqlite3.Connection, sql: str, params: tuple, fields: dict[str, str]) -> sqlite3.Cursor:
+    """An insert or update whose unique constraints are claims: a taken value raises Conflict
+    naming its field (`fields` maps a constraint's column to the field name)."""
+    try:
+        return conn.execute(sql, params)
+    except sqlite3.IntegrityError as e:
+        text = str(e)
+        for column, field in fields.items():
+            if column in text:
+                raise Conflict(f"That {field} is taken.", {field: ["is taken"]}, field=field) from None
+        raise
+
+
 class SqliteUsers:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
     def add(self, user: User) -> None:
-        self.conn.execute(
+        claimed(
+            self.conn,
             "INSERT INTO users (id, username, email, tier, created_at) VALUES (?, ?, ?, ?, ?)",
             (user.id, user.username, user.email, user.tier, user.created_at),
+            {"users.username": "username"},
         )
 
     def get(self, user_id: str) -> User | None:
         row = self.conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
-        return User(**dict(row)) if row else None
-
-    def by_username(self, username: str) -> User | None:
-        row = self.conn.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
         return User(**dict(row)) if row else None
 
     def org_ids(self, user_id: str) -> frozenset[str]:
@@ -67,17 +82,16 @@ class SqliteOrgs:
         self.conn = conn
 
     def add(self, org: Org) -> None:
-        self.conn.execute(
+        claimed(
+            self.conn,
             "INSERT INTO orgs (id, name, orgname, email, owner_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (org.id, org.name, org.orgname, org.email, org.owner_id, org.created_at),
+            {"orgs.orgname": "orgname"},
         )
 
     def get(self, org_id: str) -> Org | None:
         row = self.conn.execute("SELECT * FROM orgs WHERE id = ?", (org_id,)).fetchone()
         return Org(**dict(row)) if row else None
-
-    def orgnames(self) -> set[str]:
-        return {r[0] for r in self.conn.execute("SELECT orgname FROM orgs")}
 
     def add_member(self, org_id: str, user_id: str) -> None:
         self.conn.execute(
@@ -185,24 +199,42 @@ class SqliteComponents:
 
 
 class SqliteUsage:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    """Each method is one short transaction of its own (UsageRepository: atomic updates)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _write(self, sql: str, params: tuple) -> int:
+        conn = self.db.connection()
+        with self.db.write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("INSERT OR IGNORE INTO usage (user_id, day) VALUES (?, ?)", params[-2:])
+                count = conn.execute(sql, params).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return count
 
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
-        self.conn.execute(
-            "INSERT INTO usage (user_id, day, invocations, compute_ms) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(user_id, day) DO UPDATE SET invocations = invocations + excluded.invocations, "
-            "compute_ms = compute_ms + excluded.compute_ms",
-            (user_id, day, invocations, compute_ms),
-        )
+        self._write("UPDATE usage SET invocations = invocations + ?, compute_ms = compute_ms + ? "
+                    "WHERE user_id = ? AND day = ?", (invocations, compute_ms, user_id, day))
 
     def totals(self, user_id: str, first_day: str, last_day: str) -> tuple[int, int]:
-        row = self.conn.execute(
+        row = self.db.connection().execute(
             "SELECT coalesce(sum(invocations), 0), coalesce(sum(compute_ms), 0) FROM usage "
             "WHERE user_id = ? AND day BETWEEN ? AND ?",
             (user_id, first_day, last_day),
         ).fetchone()
         return int(row[0]), int(row[1])
+
+    def admit(self, user_id: str, day: str, cap: int) -> bool:
+        return self._write("UPDATE usage SET admitted = admitted + 1 WHERE admitted < ? AND user_id = ? AND day = ?",
+                           (cap, user_id, day)) == 1
+
+    def release(self, user_id: str, day: str) -> None:
+        self._write("UPDATE usage SET admitted = max(0, admitted - 1) WHERE user_id = ? AND day = ?", (user_id, day))
 
 
 def _source(row: sqlite3.Row) -> Source:
@@ -227,31 +259,31 @@ class SqliteSources:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
+    _CLAIMS = {"sources.namespace, sources.name_slug": "name_slug", "sources.endpoint_id": "endpoint_id"}
+
     def add(self, s: Source) -> None:
-        cur = self.conn.execute(
+        cur = claimed(
+            self.conn,
             "INSERT INTO sources (id, namespace, user_id, component_id, name, name_slug, configured_props, "
             "prop_defs, endpoint_id, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.id, s.namespace, s.user_id, s.component_id, s.name, s.name_slug, json.dumps(s.configured_props),
              json.dumps(s.prop_defs), s.endpoint_id, int(s.active), s.created_at, s.updated_at),
+            self._CLAIMS,
         )
         s.seq = cur.lastrowid or 0
 
-    def update(self, s: Source) -> None:
-        self.conn.execute(
+    def update(self, s: Source, previous: Source) -> None:
+        claimed(
+            self.conn,
             "UPDATE sources SET component_id = ?, name = ?, name_slug = ?, configured_props = ?, prop_defs = ?, "
             "endpoint_id = ?, active = ?, updated_at = ? WHERE id = ?",
             (s.component_id, s.name, s.name_slug, json.dumps(s.configured_props), json.dumps(s.prop_defs),
              s.endpoint_id, int(s.active), s.updated_at, s.id),
+            self._CLAIMS,
         )
 
-    def remove(self, source_id: str) -> None:
-        for sql in (
-            "DELETE FROM sources WHERE id = ?",
-            "DELETE FROM source_state WHERE source_id = ?",
-            "DELETE FROM events WHERE emitter_id = ?",
-            "DELETE FROM timers WHERE source_id = ?",
-        ):
-            self.conn.execute(sql, (source_id,))
+    def remove(self, source: Source) -> None:
+        self.conn.execute("DELETE FROM sources WHERE id = ?", (source.id,))
 
     def get(self, source_id: str) -> Source | None:
         row = self.conn.execute("SELECT * FROM sources WHERE id = ?", (source_id,)).fetchone()
@@ -260,9 +292,6 @@ class SqliteSources:
     def by_endpoint(self, endpoint_id: str) -> Source | None:
         row = self.conn.execute("SELECT * FROM sources WHERE endpoint_id = ?", (endpoint_id,)).fetchone()
         return _source(row) if row else None
-
-    def slugs(self, namespace: str) -> set[str]:
-        return {r[0] for r in self.conn.execute("SELECT name_slug FROM sources WHERE namespace = ?", (namespace,))}
 
     def list(self, namespace: str, page: PageRequest) -> Page[Source]:
         rows, total = page_query(self.conn, "sources", "namespace = ?", (namespace,), page)
@@ -274,15 +303,31 @@ class SqliteState:
         self.conn = conn
 
     def get(self, source_id: str) -> SourceState:
-        row = self.conn.execute("SELECT db, dedupe FROM source_state WHERE source_id = ?", (source_id,)).fetchone()
-        return SourceState(db=json.loads(row[0]), dedupe=json.loads(row[1])) if row else SourceState()
+        row = self.conn.execute(
+            "SELECT db, dedupe, last_ms, last_seq, extra, version FROM source_state WHERE source_id = ?", (source_id,)
+        ).fetchone()
+        if row is None:
+            return SourceState()
+        data = {"db": json.loads(row[0]), "dedupe": json.loads(row[1]), "last_ms": row[2], "last_seq": row[3],
+                **json.loads(row[4])}
+        return SourceState.from_json(data, row[5])
 
-    def save(self, source_id: str, state: SourceState) -> None:
-        self.conn.execute(
-            "INSERT INTO source_state (source_id, db, dedupe) VALUES (?, ?, ?) "
-            "ON CONFLICT(source_id) DO UPDATE SET db = excluded.db, dedupe = excluded.dedupe",
-            (source_id, json.dumps(state.db), json.dumps(state.dedupe)),
+    def save(self, source_id: str, state: SourceState, expected_version: int) -> None:
+        data = state.to_json()
+        extra = json.dumps({k: data[k] for k in ("applied", "timer_run_since", "last_tick")})
+        cur = self.conn.execute(
+            "INSERT INTO source_state (source_id, db, dedupe, last_ms, last_seq, extra, version) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7 + 1) "
+            "ON CONFLICT(source_id) DO UPDATE SET db = ?2, dedupe = ?3, last_ms = ?4, last_seq = ?5, extra = ?6, "
+            "version = ?7 + 1 WHERE version = ?7",
+            (source_id, json.dumps(state.db), json.dumps(state.dedupe), state.last_ms, state.last_seq, extra,
+             expected_version),
         )
+        if cur.rowcount != 1:
+            raise Conflict(f"Source {source_id} changed meanwhile.", field="version")
+
+    def remove(self, source_id: str) -> None:
+        self.conn.execute("DELETE FROM source_state WHERE source_id = ?", (source_id,))
 
 
 def _stored_event(row: sqlite3.Row) -> StoredEvent:
@@ -291,6 +336,7 @@ def _stored_event(row: sqlite3.Row) -> StoredEvent:
         indexed_at_ms=row["indexed_at_ms"],
         event=json.loads(row["event"]),
         metadata=json.loads(row["metadata"]),
+        channel=row["channel"],
     )
 
 
@@ -298,22 +344,14 @@ class SqliteEvents:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
-    def append(self, emitter_id: str, channel: str, event: Any, metadata: dict[str, Any], now_ms: int) -> EventId:
-        """Assigns the next `<ms>-<seq>` of the emitter (ms never goes back, seq always grows)."""
-        row = self.conn.execute(
-            "INSERT INTO source_state (source_id, last_ms, last_seq) VALUES (?, ?, 1) "
-            "ON CONFLICT(source_id) DO UPDATE SET last_ms = max(last_ms, excluded.last_ms), last_seq = last_seq + 1 "
-            "RETURNING last_ms, last_seq",
-            (emitter_id, now_ms),
-        ).fetchone()
-        event_id = EventId(row[0], row[1])
-        metadata = {**metadata, "emit_id": str(event_id)} if "emit_id" not in metadata else metadata
+    def put(self, emitter_id: str, event: StoredEvent) -> None:
+        event_id = EventId.parse(event.id)
         self.conn.execute(
-            "INSERT INTO events (emitter_id, channel, ms, seq, indexed_at_ms, event, metadata) "
+            "INSERT OR IGNORE INTO events (emitter_id, channel, ms, seq, indexed_at_ms, event, metadata) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (emitter_id, channel, event_id.ms, event_id.seq, now_ms, json.dumps(event), json.dumps(metadata)),
+            (emitter_id, event.channel, event_id.ms, event_id.seq, event.indexed_at_ms, json.dumps(event.event),
+             json.dumps(event.metadata)),
         )
-        return event_id
 
     def trim(self, emitter_id: str, channel: str, keep: int) -> None:
         self.conn.execute(
@@ -361,59 +399,22 @@ class SqliteEvents:
         return self.conn.execute(sql, params).rowcount
 
 
-class SqliteTasks:
+class SqliteOutbox:
+    """Commands go into the task table in the unit of work's transaction; the unit of work hands
+    them to the task queue once it has committed."""
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.added: list[Task] = []
 
-    def add(self, kind: str, source_id: str | None, payload: dict[str, Any], run_at: float) -> int:
+    def add(self, command: Command, delay_s: float = 0.0) -> None:
+        not_before = time.time() + delay_s if delay_s > 0 else 0.0
         cur = self.conn.execute(
             "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)",
-            (kind, source_id, json.dumps(payload), run_at),
+            (command.name, command.lane, json.dumps(to_message(command)), not_before),
         )
-        return cur.lastrowid or 0
-
-    def done(self, task_id: int) -> None:
-        self.conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
-
-    def retry(self, task_id: int, run_at: float) -> None:
-        self.conn.execute("UPDATE tasks SET attempts = attempts + 1, run_at = ? WHERE id = ?", (run_at, task_id))
-
-    def pending(self, task_ids: list[int] | None = None) -> list[Task]:
-        if task_ids is None:
-            rows = self.conn.execute("SELECT * FROM tasks ORDER BY id").fetchall()
-        else:
-            marks = ",".join("?" * len(task_ids))
-            rows = self.conn.execute(f"SELECT * FROM tasks WHERE id IN ({marks}) ORDER BY id", task_ids).fetchall()
-        return [Task(r["id"], r["kind"], r["source_id"], json.loads(r["payload"]), r["run_at"], r["attempts"])
-                for r in rows]
-
-    def pending_for(self, source_id: str, kind: str) -> int:
-        return self.conn.execute(
-            "SELECT count(*) FROM tasks WHERE source_id = ? AND kind = ?", (source_id, kind)
-        ).fetchone()[0]
+        self.added.append(Task(str(cur.lastrowid), command, 0, not_before))
 
 
-class SqliteTimers:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def set(self, source_id: str, spec: dict[str, Any], next_at: float) -> None:
-        self.conn.execute(
-            "INSERT INTO timers (source_id, spec, next_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(source_id) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at",
-            (source_id, json.dumps(spec), next_at),
-        )
-
-    def remove(self, source_id: str) -> None:
-        self.conn.execute("DELETE FROM timers WHERE source_id = ?", (source_id,))
-
-    def advance(self, source_id: str, expected_at: float, next_at: float) -> bool:
-        """Moves a timer on only if nobody else did: one fire per tick."""
-        cur = self.conn.execute(
-            "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?", (next_at, source_id, expected_at)
-        )
-        return cur.rowcount == 1
-
-    def all(self) -> list[tuple[str, dict[str, Any], float]]:
-        rows = self.conn.execute("SELECT source_id, spec, next_at FROM timers ORDER BY next_at").fetchall()
-        return [(r[0], json.loads(r[1]), r[2]) for r in rows]
+def task_from_row(row: sqlite3.Row) -> Task:
+    return Task(str(row["id"]), from_message(json.loads(row["payload"])), row["attempts"], row["run_at"])

@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import (
     SqliteApiKeys,
     SqliteComponents,
     SqliteEvents,
     SqliteOrgs,
+    SqliteOutbox,
     SqliteSources,
     SqliteState,
-    SqliteTasks,
-    SqliteTimers,
-    SqliteUsage,
     SqliteUsers,
 )
+from headwater.ports import Task
 
 
 class SqliteUnitOfWork:
     """Writers begin IMMEDIATE (they queue for the one write lock instead of failing to upgrade);
-    readers begin deferred and see one consistent snapshot."""
+    readers begin deferred and see one consistent snapshot. After a commit, the commands of its
+    outbox go to `on_commit` (the task queue)."""
 
-    def __init__(self, db: Database, readonly: bool = False) -> None:
+    max_writes: int | None = None
+
+    def __init__(self, db: Database, readonly: bool = False,
+                 on_commit: Callable[[list[Task]], None] | None = None) -> None:
         self.db = db
         self.readonly = readonly
+        self.on_commit = on_commit
 
     def __enter__(self) -> SqliteUnitOfWork:
         self.conn = self.db.connection()
@@ -39,12 +45,10 @@ class SqliteUnitOfWork:
         self.orgs = SqliteOrgs(self.conn)
         self.keys = SqliteApiKeys(self.conn)
         self.components = SqliteComponents(self.conn)
-        self.usage = SqliteUsage(self.conn)
         self.sources = SqliteSources(self.conn)
         self.state = SqliteState(self.conn)
         self.events = SqliteEvents(self.conn)
-        self.tasks = SqliteTasks(self.conn)
-        self.timers = SqliteTimers(self.conn)
+        self.outbox = SqliteOutbox(self.conn)
         self._done = False
         return self
 
@@ -59,3 +63,5 @@ class SqliteUnitOfWork:
         finally:
             if not self.readonly:
                 self.db.write_lock.release()
+        if self._done and self.outbox.added and self.on_commit is not None:
+            self.on_commit(self.outbox.added)
