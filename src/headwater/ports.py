@@ -77,6 +77,12 @@ class UsageRepository(Protocol):
         """An admitted run will never run: it gives its place back."""
 
 
+class UsageLog(Protocol):
+    def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
+        """Adds to the day's counters as part of the unit of work (an atomic add at commit), so a
+        run's usage is counted exactly when its results are."""
+
+
 class SourceRepository(Protocol):
     def add(self, source: Source) -> None:
         """Assigns `source.seq`. Conflict("name_slug") when the slug is taken in its namespace,
@@ -136,6 +142,7 @@ class UnitOfWork(Protocol):
     sources: SourceRepository
     state: StateRepository
     events: EventRepository
+    usage: UsageLog
     outbox: Outbox
     max_writes: int | None  # how many items one commit may write (None: no limit)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from headwater.domain import ids
 from headwater.domain.errors import BadRequest
 from headwater.domain.pagination import PageRequest, decode_cursor, encode_cursor, page_request, paginate
-from headwater.domain.slugs import slugify, unique_slug
+from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.urls import address_allowed, check_http_url
 
 
@@ -51,8 +53,7 @@ def test_page_request_limits() -> None:
 def test_slugs() -> None:
     assert slugify("My HTTP Source!") == "my-http-source"
     assert slugify("***") == "component"
-    assert unique_slug("a", []) == "a"
-    assert unique_slug("a", ["a", "a-1"]) == "a-2"
+    assert list(itertools.islice(candidate_slugs("a"), 3)) == ["a", "a-1", "a-2"]
 
 
 def test_url_checks() -> None:

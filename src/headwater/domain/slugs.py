@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 _NON_SLUG = re.compile(r"[^a-z0-9]+")
 
@@ -20,14 +20,3 @@ def candidate_slugs(base: str) -> Iterator[str]:
     yield base
     for n in itertools.count(1):
         yield f"{base}-{n}"
-
-
-def unique_slug(base: str, taken: Iterable[str]) -> str:
-    """`base`, else `base-1`, `base-2`, ... the first one not taken."""
-    taken = set(taken)
-    if base not in taken:
-        return base
-    n = 1
-    while f"{base}-{n}" in taken:
-        n += 1
-    return f"{base}-{n}"

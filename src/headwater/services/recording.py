@@ -20,6 +20,7 @@ from headwater.domain.runs import RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 
 MAX_ATTEMPTS = 20
+_OTHER_WRITES = 8  # the state, usage, and what `extra` writes (a source record and its claims)
 
 
 class StateConflict(Exception):
@@ -77,7 +78,7 @@ def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, ev
            commands: list[Command]) -> list[StoredEvent]:
     """The state and as many events as one commit takes; returns the events left over, which go in
     further commits (idempotent puts under the ids the committed state reserved for them)."""
-    room = None if uow.max_writes is None else max(1, uow.max_writes - 1 - len(commands))
+    room = None if uow.max_writes is None else max(1, uow.max_writes - _OTHER_WRITES - len(commands))
     first, rest = (events, []) if room is None else (events[:room], events[room:])
     uow.state.save(source_id, state, version)
     for event in first:

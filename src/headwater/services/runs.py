@@ -213,14 +213,16 @@ class Runs:
             outcomes.append(Outcome(ctx, result, command.event, task.id))
             results.append(result)
 
-        def finish_timer_runs(uow: UnitOfWork, new: SourceState) -> None:
+        counted = [o.result for o in outcomes if o.result.error_code != "QUOTA_EXCEEDED"]
+
+        def also(uow: UnitOfWork, new: SourceState) -> None:
+            """Usage counts with the results; a timer run that ends lets the next tick run."""
+            if counted:
+                uow.usage.record(source.user_id, utc_day(), len(counted), sum(r.compute_ms for r in counted))
             if any(isinstance(t.command, RunSource) and t.command.trigger == "timer" for t in tasks):
                 new.timer_run_since = None
 
-        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=finish_timer_runs)
-        counted = [o.result for o in outcomes if o.result.error_code != "QUOTA_EXCEEDED"]
-        if counted:
-            self.usage.record(source.user_id, utc_day(), len(counted), sum(r.compute_ms for r in counted))
+        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also)
         self.announce(source.id, channels)
         return results
 

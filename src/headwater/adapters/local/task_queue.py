@@ -42,12 +42,22 @@ class _Pending:
         self.outcome: asyncio.Future | None = loop.create_future() if respond else None
 
 
+class _Done:
+    """Tasks whose handlers returned: their rows go in the writer's next group commit (every
+    handler is idempotent, so a crash before then only runs them again)."""
+
+    __slots__ = ("task_ids",)
+
+    def __init__(self, task_ids: list[str]) -> None:
+        self.task_ids = task_ids
+
+
 class LocalTaskQueue:
     def __init__(self, db: Database, workers: int) -> None:
         self.db = db
         self.workers = workers
         self.handlers: dict[str, TaskHandler] = {}
-        self._inbox: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[_Pending | _Done | None] = queue.SimpleQueue()
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # workers wait here for ready lanes
         self._delay_cond = threading.Condition(lock)  # the delay thread waits here for due tasks
@@ -104,8 +114,8 @@ class LocalTaskQueue:
             first = self._inbox.get()
             if first is None:
                 return
-            batch = [first]
-            while len(batch) < MAX_BATCH:
+            items = [first]
+            while len(items) < MAX_BATCH:
                 try:
                     item = self._inbox.get_nowait()
                 except queue.Empty:
@@ -113,7 +123,9 @@ class LocalTaskQueue:
                 if item is None:
                     self._inbox.put(None)
                     break
-                batch.append(item)
+                items.append(item)
+            batch = [p for p in items if isinstance(p, _Pending)]
+            done = [(task_id,) for d in items if isinstance(d, _Done) for task_id in d.task_ids]
             rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command))) for p in batch]
             try:
                 with self.db.write_lock:
@@ -124,6 +136,7 @@ class LocalTaskQueue:
                         ).lastrowid)
                         for row in rows
                     ]
+                    conn.executemany("DELETE FROM tasks WHERE id = ?", done)
                     conn.execute("COMMIT")
             except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
                 if conn.in_transaction:
@@ -230,7 +243,7 @@ class LocalTaskQueue:
         self._dispatch(Task(task.id, task.command, task.attempts + 1, run_at))
 
     def _finish(self, task_ids: list[str]) -> None:
-        self._write("DELETE FROM tasks WHERE id = ?", [(task_id,) for task_id in task_ids])
+        self._inbox.put(_Done(task_ids))
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
         conn = self.db.connection()

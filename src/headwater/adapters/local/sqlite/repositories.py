@@ -198,6 +198,19 @@ class SqliteComponents:
         )
 
 
+class SqliteUsageLog:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
+        self.conn.execute(
+            "INSERT INTO usage (user_id, day, invocations, compute_ms) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(user_id, day) DO UPDATE SET invocations = invocations + excluded.invocations, "
+            "compute_ms = compute_ms + excluded.compute_ms",
+            (user_id, day, invocations, compute_ms),
+        )
+
+
 class SqliteUsage:
     """Each method is one short transaction of its own (UsageRepository: atomic updates)."""
 

@@ -13,6 +13,7 @@ from headwater.adapters.local.sqlite.repositories import (
     SqliteOutbox,
     SqliteSources,
     SqliteState,
+    SqliteUsageLog,
     SqliteUsers,
 )
 from headwater.ports import Task
@@ -48,6 +49,7 @@ class SqliteUnitOfWork:
         self.sources = SqliteSources(self.conn)
         self.state = SqliteState(self.conn)
         self.events = SqliteEvents(self.conn)
+        self.usage = SqliteUsageLog(self.conn)
         self.outbox = SqliteOutbox(self.conn)
         self._done = False
         return self

@@ -1,0 +1,483 @@
+"""In-memory adapters for service tests (cosmicpython's fakes): every port, no I/O.
+
+The fake unit of work behaves like the strictest store: writes are buffered and applied
+atomically at `commit()`, where uniqueness and version conditions are checked (as DynamoDB's
+TransactWriteItems does), and nothing a unit of work wrote is readable before it commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.bootstrap import Adapters, Services, bootstrap
+from headwater.domain.commands import Command, RunSource, TimerTick
+from headwater.domain.errors import Conflict
+from headwater.domain.events import Emit, EventId
+from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
+from headwater.domain.pagination import Page, PageRequest, paginate
+from headwater.domain.runs import RunResult
+from headwater.domain.timers import Timer
+from headwater.ports import Bundle, Busy, Ingested, Instance, Task, TaskHandler
+from headwater.settings import Settings
+
+
+@dataclass
+class Data:
+    users: dict[str, User] = field(default_factory=dict)
+    orgs: dict[str, Org] = field(default_factory=dict)
+    members: set[tuple[str, str]] = field(default_factory=set)
+    keys: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    components: dict[str, Component] = field(default_factory=dict)
+    registry: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)
+    states: dict[str, SourceState] = field(default_factory=dict)
+    events: dict[tuple[str, str, str], StoredEvent] = field(default_factory=dict)
+    seq: int = 0
+
+
+def _claim(taken: set[Any], value: Any, field_name: str) -> None:
+    if value in taken:
+        raise Conflict(f"That {field_name} is taken.", field=field_name)
+
+
+class _Repo:
+    def __init__(self, uow: FakeUnitOfWork) -> None:
+        self.uow = uow
+
+    @property
+    def data(self) -> Data:
+        return self.uow.store.data
+
+    def write(self, change: Callable[[Data], None]) -> None:
+        if self.uow.readonly:
+            raise RuntimeError("a read-only unit of work cannot write")
+        self.uow.writes.append(change)
+
+
+class FakeUsers(_Repo):
+    def add(self, user: User) -> None:
+        def change(d: Data) -> None:
+            _claim({u.username for u in d.users.values()}, user.username, "username")
+            d.users[user.id] = user
+        self.write(change)
+
+    def get(self, user_id: str) -> User | None:
+        return self.data.users.get(user_id)
+
+    def org_ids(self, user_id: str) -> frozenset[str]:
+        return frozenset(o for o, u in self.data.members if u == user_id)
+
+
+class FakeOrgs(_Repo):
+    def add(self, org: Org) -> None:
+        def change(d: Data) -> None:
+            _claim({o.orgname for o in d.orgs.values()}, org.orgname, "orgname")
+            d.orgs[org.id] = org
+        self.write(change)
+
+    def get(self, org_id: str) -> Org | None:
+        return self.data.orgs.get(org_id)
+
+    def add_member(self, org_id: str, user_id: str) -> None:
+        self.write(lambda d: d.members.add((org_id, user_id)))
+
+    def for_user(self, user_id: str) -> list[Org]:
+        return [self.data.orgs[o] for o, u in sorted(self.data.members) if u == user_id]
+
+
+class FakeKeys(_Repo):
+    def add(self, key_hash: str, user_id: str, created_at: int) -> None:
+        self.write(lambda d: d.keys.__setitem__(key_hash, (user_id, True)))
+
+    def user_for(self, key_hash: str) -> str | None:
+        user_id, active = self.data.keys.get(key_hash, (None, False))
+        return user_id if active else None
+
+    def revoke(self, key_hash: str, revoked_at: int) -> bool:
+        if self.user_for(key_hash) is None:
+            return False
+        self.write(lambda d: d.keys.__setitem__(key_hash, (d.keys[key_hash][0], False)))
+        return True
+
+
+class FakeComponents(_Repo):
+    def add(self, component: Component) -> None:
+        self.uow.store.data.seq += 1  # an atomic counter: taken even if the unit of work fails
+        component.seq = self.uow.store.data.seq
+        self.write(lambda d: d.components.__setitem__(component.id, component))
+
+    def get(self, component_id: str) -> Component | None:
+        return self.data.components.get(component_id)
+
+    def latest_by_key(self, namespace: str, key: str) -> Component | None:
+        if namespace == "registry":
+            found = self.data.registry.get(key)
+            return self.data.components.get(found) if found else None
+        matches = [c for c in self.data.components.values() if c.namespace == namespace and c.key == key]
+        return max(matches, key=lambda c: c.seq) if matches else None
+
+    def list(self, namespace: str, page: PageRequest) -> Page[Component]:
+        return paginate([(c.seq, c) for c in self.data.components.values() if c.namespace == namespace], page)
+
+    def publish(self, component: Component) -> None:
+        self.write(lambda d: d.registry.__setitem__(component.key or "", component.id))
+
+
+class FakeSources(_Repo):
+    def _check(self, d: Data, source: Source, previous: Source | None) -> None:
+        others = [s for s in d.sources.values() if s.id != source.id]
+        _claim({(s.namespace, s.name_slug) for s in others}, (source.namespace, source.name_slug), "name_slug")
+        if source.endpoint_id:
+            _claim({s.endpoint_id for s in others}, source.endpoint_id, "endpoint_id")
+
+    def add(self, source: Source) -> None:
+        self.uow.store.data.seq += 1
+        source.seq = self.uow.store.data.seq
+        snapshot = copy.deepcopy(source)
+
+        def change(d: Data) -> None:
+            self._check(d, snapshot, None)
+            d.sources[source.id] = snapshot
+        self.write(change)
+
+    def update(self, source: Source, previous: Source) -> None:
+        snapshot = copy.deepcopy(source)
+
+        def change(d: Data) -> None:
+            self._check(d, snapshot, previous)
+            d.sources[source.id] = snapshot
+        self.write(change)
+
+    def remove(self, source: Source) -> None:
+        self.write(lambda d: d.sources.pop(source.id, None))
+
+    def get(self, source_id: str) -> Source | None:
+        found = self.data.sources.get(source_id)
+        return copy.deepcopy(found) if found else None
+
+    def by_endpoint(self, endpoint_id: str) -> Source | None:
+        return next((copy.deepcopy(s) for s in self.data.sources.values() if s.endpoint_id == endpoint_id), None)
+
+    def list(self, namespace: str, page: PageRequest) -> Page[Source]:
+        return paginate([(s.seq, s) for s in self.data.sources.values() if s.namespace == namespace], page)
+
+
+class FakeState(_Repo):
+    def get(self, source_id: str) -> SourceState:
+        return copy.deepcopy(self.data.states.get(source_id) or SourceState())
+
+    def save(self, source_id: str, state: SourceState, expected_version: int) -> None:
+        snapshot = copy.deepcopy(state)
+
+        def change(d: Data) -> None:
+            current = d.states.get(source_id)
+            if (current.version if current else 0) != expected_version:
+                raise Conflict(f"source {source_id} changed meanwhile", field="version")
+            snapshot.version = expected_version + 1
+            d.states[source_id] = snapshot
+        self.write(change)
+        self.uow.store.before_commit(self.uow, source_id)
+
+    def remove(self, source_id: str) -> None:
+        self.write(lambda d: d.states.pop(source_id, None))
+
+
+class FakeEvents(_Repo):
+    def _channel(self, emitter_id: str, channel: str) -> list[StoredEvent]:
+        found = [e for (em, ch, _), e in self.data.events.items() if em == emitter_id and ch == channel]
+        return sorted(found, key=lambda e: EventId.parse(e.id), reverse=True)
+
+    def put(self, emitter_id: str, event: StoredEvent) -> None:
+        self.write(lambda d: d.events.setdefault((emitter_id, event.channel, event.id), event))
+
+    def trim(self, emitter_id: str, channel: str, keep: int) -> None:
+        def change(d: Data) -> None:
+            found = sorted((k for k in d.events if k[0] == emitter_id and k[1] == channel),
+                           key=lambda k: EventId.parse(k[2]), reverse=True)
+            for k in found[keep:]:
+                del d.events[k]
+        self.write(change)
+
+    def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]:
+        return self._channel(emitter_id, channel)[:limit]
+
+    def count(self, emitter_id: str, channel: str) -> int:
+        return len(self._channel(emitter_id, channel))
+
+    def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]:
+        return [e for e in reversed(self._channel(emitter_id, channel)) if EventId.parse(e.id) > event_id][:limit]
+
+    def delete_range(self, emitter_id: str, channel: str | None, start: EventId | None, end: EventId | None) -> int:
+        doomed = [k for k in self.data.events if k[0] == emitter_id and (channel is None or k[1] == channel)
+                  and (start is None or EventId.parse(k[2]) >= start) and (end is None or EventId.parse(k[2]) <= end)]
+        for k in doomed:
+            del self.data.events[k]  # like DynamoDB's batch deletes: at once, not with the commit
+        return len(doomed)
+
+
+class FakeUsageLog(_Repo):
+    def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
+        usage = self.uow.store.usage
+        self.uow.after_commit.append(lambda: usage.record(user_id, day, invocations, compute_ms))
+
+
+class FakeOutbox(_Repo):
+    def add(self, command: Command, delay_s: float = 0.0) -> None:
+        if self.uow.readonly:
+            raise RuntimeError("a read-only unit of work cannot write")
+        self.uow.commands.append((command, delay_s))
+
+
+class FakeUnitOfWork:
+    max_writes: int | None
+
+    def __init__(self, store: FakeStore, readonly: bool) -> None:
+        self.store = store
+        self.readonly = readonly
+        self.max_writes = store.max_writes
+        self.writes: list[Callable[[Data], None]] = []
+        self.commands: list[tuple[Command, float]] = []
+        self.users = FakeUsers(self)
+        self.orgs = FakeOrgs(self)
+        self.keys = FakeKeys(self)
+        self.components = FakeComponents(self)
+        self.sources = FakeSources(self)
+        self.state = FakeState(self)
+        self.events = FakeEvents(self)
+        self.usage = FakeUsageLog(self)
+        self.outbox = FakeOutbox(self)
+        self.after_commit: list[Callable[[], None]] = []
+
+    def __enter__(self) -> FakeUnitOfWork:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.writes, self.commands, self.after_commit = [], [], []
+
+    def commit(self) -> None:
+        if self.max_writes is not None and len(self.writes) + len(self.commands) > self.max_writes:
+            raise AssertionError(f"{len(self.writes)} writes in one commit, over {self.max_writes}")
+        with self.store.lock:
+            draft = copy.deepcopy(self.store.data)
+            for change in self.writes:
+                change(draft)
+            self.store.data = draft
+            self.store.commits += 1
+        commands, self.writes, self.commands = self.commands, [], []
+        for effect in self.after_commit:
+            effect()
+        self.store.queue.enqueue(commands)
+
+
+class FakeStore:
+    def __init__(self, queue: FakeQueue, usage: FakeUsage, max_writes: int | None = None) -> None:
+        self.data = Data()
+        self.usage = usage
+        self.lock = threading.Lock()
+        self.queue = queue
+        self.max_writes = max_writes
+        self.commits = 0
+        # A test can slip another writer in between a unit of work's state read and its commit.
+        self.before_commit: Callable[[FakeUnitOfWork, str], None] = lambda uow, source_id: None
+
+    def uow(self, readonly: bool = False) -> FakeUnitOfWork:
+        return FakeUnitOfWork(self, readonly)
+
+
+class FakeUsage:
+    def __init__(self) -> None:
+        self.days: dict[tuple[str, str], dict[str, int]] = {}
+
+    def _day(self, user_id: str, day: str) -> dict[str, int]:
+        return self.days.setdefault((user_id, day), {"invocations": 0, "compute_ms": 0, "admitted": 0})
+
+    def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
+        row = self._day(user_id, day)
+        row["invocations"] += invocations
+        row["compute_ms"] += compute_ms
+
+    def totals(self, user_id: str, first_day: str, last_day: str) -> tuple[int, int]:
+        rows = [r for (u, d), r in self.days.items() if u == user_id and first_day <= d <= last_day]
+        return sum(r["invocations"] for r in rows), sum(r["compute_ms"] for r in rows)
+
+    def admit(self, user_id: str, day: str, cap: int) -> bool:
+        row = self._day(user_id, day)
+        if row["admitted"] >= cap:
+            return False
+        row["admitted"] += 1
+        return True
+
+    def release(self, user_id: str, day: str) -> None:
+        row = self._day(user_id, day)
+        row["admitted"] = max(0, row["admitted"] - 1)
+
+
+class FakeLease:
+    def __init__(self) -> None:
+        self.held: set[str] = set()
+
+    @contextmanager
+    def hold(self, source_id: str, ttl_s: float) -> Iterator[None]:
+        if source_id in self.held:
+            raise Busy(source_id)
+        self.held.add(source_id)
+        try:
+            yield
+        finally:
+            self.held.discard(source_id)
+
+
+class FakeQueue:
+    """Keeps committed commands until a test runs them (`drain`), through the real handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, TaskHandler] = {}
+        self.pending: list[tuple[Task, float]] = []
+        self.ids = 0
+        self.results: list[tuple[Task, Any]] = []
+
+    def enqueue(self, commands: list[tuple[Command, float]]) -> None:
+        for command, delay in commands:
+            self.ids += 1
+            self.pending.append((Task(str(self.ids), command), delay))
+
+    def handle(self, command: type[Command], handler: TaskHandler) -> None:
+        self.handlers[command.name] = handler
+
+    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
+        self.enqueue([(command, 0.0)])
+        return Ingested(self.pending[-1][0].id, asyncio.get_running_loop().create_future() if respond else None)
+
+    def of(self, kind: type[Command]) -> list[Any]:
+        return [t.command for t, _ in self.pending if isinstance(t.command, kind)]
+
+    def drain(self, only: type[Command] | None = None) -> list[tuple[Task, Any]]:
+        """Runs pending commands (and what they queue) one at a time, as a worker would."""
+        done = []
+        while True:
+            ready = [p for p in self.pending if only is None or isinstance(p[0].command, only)]
+            if not ready:
+                return done
+            self.pending.remove(ready[0])
+            task = ready[0][0]
+            result = self.handlers[task.command.name]([task], lambda t, r: None)[0]
+            done.append((task, result))
+            self.results.append((task, result))
+
+    def redeliver(self, task: Task) -> Any:
+        return self.handlers[task.command.name]([task], lambda t, r: None)[0]
+
+
+class FakeScheduler:
+    def __init__(self) -> None:
+        self.timers: dict[str, Timer] = {}
+        self.stale: set[str] = set()
+
+    def set(self, source_id: str, timer: Timer) -> None:
+        self.timers[source_id] = timer
+
+    def remove(self, source_id: str) -> None:
+        self.timers.pop(source_id, None)
+
+    def ticked(self, tick: TimerTick, timer: Timer) -> bool:
+        return tick.token not in self.stale
+
+
+class FakeBundler:
+    def bundle(self, code: str) -> Bundle:
+        return Bundle(str(hash(code)), code)
+
+    def source_of(self, entry_file: str) -> str:
+        raise NotImplementedError("registry publishing is not part of the service tests")
+
+
+class FakeRunner:
+    """Components are described by a dict literal in their code; runs call `script(instance, event)`."""
+
+    def __init__(self) -> None:
+        self.script: Callable[[Instance, Any], RunResult] = lambda instance, event: RunResult()
+        self.hooks: Callable[[Instance, str], RunResult] = lambda instance, hook: RunResult()
+        self.calls: list[tuple[str, str]] = []
+
+    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
+        return ComponentDefinition(**eval(bundle.code))  # noqa: S307 - the tests' own literals
+
+    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
+            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+        self.calls.append(("run", instance.id))
+        return self.script(instance, event)
+
+    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
+        self.calls.append((hook, instance.id))
+        return self.hooks(instance, hook)
+
+    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
+                         timeout_ms: int) -> list[dict[str, Any]]:
+        return list(eval(bundle.code)["configurable_props"])  # noqa: S307
+
+    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
+        return {"options": [], "context": None}
+
+    def close(self) -> None:
+        pass
+
+
+class FakeSecrets:
+    def encrypt(self, value: Any) -> str:
+        import json
+        return "enc:" + json.dumps(value)
+
+    def decrypt(self, token: str) -> Any:
+        import json
+        return json.loads(token.removeprefix("enc:"))
+
+
+class FakeBus:
+    def __init__(self) -> None:
+        self.published_to: list[tuple[str, str]] = []
+
+    def published(self, emitter_id: str, channel: str) -> None:
+        self.published_to.append((emitter_id, channel))
+
+    def listen(self, emitter_id: str, channel: str) -> asyncio.Event:
+        return asyncio.Event()
+
+    def unlisten(self, emitter_id: str, channel: str, event: asyncio.Event) -> None:
+        pass
+
+
+class FakeFetcher:
+    def fetch_text(self, url: str) -> str:
+        raise NotImplementedError("no network in service tests")
+
+
+@dataclass
+class World:
+    services: Services
+    store: FakeStore
+    queue: FakeQueue
+    runner: FakeRunner
+    scheduler: FakeScheduler
+    usage: FakeUsage
+    bus: FakeBus
+
+
+def world(max_writes: int | None = None, **settings: Any) -> World:
+    queue, usage = FakeQueue(), FakeUsage()
+    store = FakeStore(queue, usage, max_writes)
+    runner, scheduler, bus = FakeRunner(), FakeScheduler(), FakeBus()
+    adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), bundler=FakeBundler(), runner=runner,
+                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, scheduler=scheduler, bus=bus)
+    services = bootstrap(Settings(**settings), adapters)
+    return World(services, store, queue, runner, scheduler, usage, bus)
+
+
+def emits(*items: tuple[Any, dict[str, Any]]) -> list[Emit]:
+    return [Emit(event, meta) for event, meta in items]

@@ -1,0 +1,80 @@
+"""The pure core of runs and commands: recording an outcome on a state, the commands' wire form."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.domain.commands import (
+    DeleteEvents,
+    PurgeSource,
+    RunSource,
+    SyncSchedule,
+    TimerTick,
+    from_message,
+    to_message,
+)
+from headwater.domain.events import Emit, EventId
+from headwater.domain.models import SourceState
+from headwater.domain.runs import APPLIED_KEPT, RunContext, RunResult, record
+
+CTX = RunContext("dc_x", "u_x", "1.0", dedupe="unique")
+
+
+def test_record_assigns_increasing_ids_and_never_goes_back_in_time() -> None:
+    state = SourceState(last_ms=5000, last_seq=7)
+    result = RunResult(emits=[Emit({"a": 1}, {"id": 1}), Emit({"b": 2}, {"id": 2, "name": "side"})],
+                       logs=[{"level": "info", "message": "m", "ts": 1}])
+    out = record(state, CTX, result, trigger=None, now_ms=4000, task_id="t1")
+    assert [e.id for e in out.events] == ["5000-8", "5000-9", "5000-10"]
+    assert [e.channel for e in out.events] == ["", "side", "$logs"]
+    assert out.state.last_seq == 10 and out.state.applied == ["t1"]
+    assert state.last_seq == 7 and state.applied == []  # the input is not changed
+    assert out.events[0].metadata == {"emitter_id": "dc_x", "emit_id": "5000-8", "name": "", "summary": None,
+                                      "id": 1, "ts": 4000}
+
+
+def test_record_dedupes_against_the_state_it_is_given() -> None:
+    first = record(SourceState(), CTX, RunResult(emits=[Emit(1, {"id": "a"})]), None, 1000)
+    again = record(first.state, CTX, RunResult(emits=[Emit(1, {"id": "a"}), Emit(2, {"id": "b"})]), None, 1001)
+    assert [e.event for e in again.events] == [2]
+    assert EventId.parse(again.events[0].id) > EventId.parse(first.events[0].id)
+
+
+def test_record_merges_db_writes_and_deletes_nulls() -> None:
+    out = record(SourceState(db={"a": 1, "b": 2}), CTX, RunResult(db_writes={"a": None, "c": 3}), None, 1)
+    assert out.state.db == {"b": 2, "c": 3}
+
+
+def test_an_error_becomes_one_errors_event_with_the_source_context() -> None:
+    out = record(SourceState(), CTX, RunResult.failed("TIMEOUT", "slow", "at run (x.mjs:1)"), {"in": 1}, 77)
+    [event] = out.events
+    assert event.channel == "$errors"
+    assert event.event["original_event"] == {"in": 1}
+    assert event.event["original_context"]["source_id"] == "dc_x"
+    assert event.event["error"] == {"code": "TIMEOUT", "cellId": None, "ts": 77, "stack": "at run (x.mjs:1)",
+                                    "message": "slow"}
+
+
+def test_applied_task_ids_are_bounded() -> None:
+    state = SourceState(applied=[str(i) for i in range(APPLIED_KEPT)])
+    assert record(state, CTX, RunResult(), None, 1, "new").state.applied[-1] == "new"
+    assert len(record(state, CTX, RunResult(), None, 1, "new").state.applied) == APPLIED_KEPT
+
+
+@pytest.mark.parametrize("command", [
+    RunSource("dc_a", {"body": [1, {"x": None}]}, 30000, "http", "u_a", "2026-11-23"),
+    TimerTick("dc_a", 1700000000.5, "tok"),
+    SyncSchedule("dc_a"),
+    DeleteEvents("dc_a", "", "1-1", None),
+    PurgeSource("dc_a"),
+])
+def test_commands_round_trip_through_their_message(command: object) -> None:
+    assert from_message(to_message(command)) == command  # type: ignore[arg-type]
+
+
+def test_a_scheduler_tick_with_an_iso_time_and_unknown_messages() -> None:
+    tick = from_message({"type": "timer_tick", "source_id": "dc_a", "due_at": "2026-01-01T00:00:00Z"})
+    assert tick == TimerTick("dc_a", 1767225600.0)
+    with pytest.raises(ValueError, match="unknown command"):
+        from_message({"type": "nope"})
+    assert RunSource("dc_a", None, 1, "manual").lane == "dc_a"
