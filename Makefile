@@ -24,10 +24,12 @@ run: setup
 
 test: setup
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) $(RUNNER)/node_modules .headwater

@@ -135,16 +135,27 @@ class Outbox(Protocol):
 class UnitOfWork(Protocol):
     """One atomic change: repositories plus commit. Leaving without commit writes nothing."""
 
-    users: UserRepository
-    orgs: OrgRepository
-    keys: ApiKeyRepository
-    components: ComponentRepository
-    sources: SourceRepository
-    state: StateRepository
-    events: EventRepository
-    usage: UsageLog
-    outbox: Outbox
-    max_writes: int | None  # how many items one commit may write (None: no limit)
+    @property
+    def users(self) -> UserRepository: ...
+    @property
+    def orgs(self) -> OrgRepository: ...
+    @property
+    def keys(self) -> ApiKeyRepository: ...
+    @property
+    def components(self) -> ComponentRepository: ...
+    @property
+    def sources(self) -> SourceRepository: ...
+    @property
+    def state(self) -> StateRepository: ...
+    @property
+    def events(self) -> EventRepository: ...
+    @property
+    def usage(self) -> UsageLog: ...
+    @property
+    def outbox(self) -> Outbox: ...
+    @property
+    def max_writes(self) -> int | None:
+        """How many items one commit may write (None: no limit)."""
 
     def __enter__(self) -> UnitOfWork: ...
     def __exit__(self, *exc: object) -> None: ...

@@ -8,6 +8,7 @@ claimed by conditional insert: a taken one raises Conflict and the next one is t
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,7 @@ class Sources:
         )
 
     def _props(self, component: Component, source_id: str, configured: dict[str, Any]) -> tuple[
-        ValidatedProps, list[dict[str, Any]]
+        ValidatedProps, builtins.list[dict[str, Any]]
     ]:
         definition = component.definition
         if definition.type != "source":
@@ -131,7 +132,7 @@ class Sources:
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
         return validated, prop_list
 
-    def _hooks(self, source: Source, component: Component, names: list[str], db: dict[str, Any]) -> list[RunResult]:
+    def _hooks(self, source: Source, component: Component, names: builtins.list[str], db: dict[str, Any]) -> builtins.list[RunResult]:
         """Runs the hooks the component has, in order; each sees the `this.db` the previous left."""
         results = []
         for hook in names:
@@ -145,7 +146,7 @@ class Sources:
             db = merge_db(db, result.db_writes)
         return results
 
-    def _outcomes(self, source: Source, component: Component, results: list[RunResult]) -> list[Outcome]:
+    def _outcomes(self, source: Source, component: Component, results: builtins.list[RunResult]) -> builtins.list[Outcome]:
         ctx = self.runs.context(source, component)
         return [Outcome(ctx, result) for result in results]
 
@@ -243,7 +244,7 @@ class Sources:
                 uow.commit()
         self._changed(source, set())
 
-    def _commit(self, source: Source, outcomes: list[Outcome], write: Callable[[UnitOfWork], None]) -> set[str]:
+    def _commit(self, source: Source, outcomes: builtins.list[Outcome], write: Callable[[UnitOfWork], None]) -> set[str]:
         """The source record, what its hooks did and the schedule's sync, in one unit of work."""
         _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=lambda uow, _: write(uow),
                                       commands=[SyncSchedule(source.id)])
