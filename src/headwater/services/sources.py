@@ -132,7 +132,8 @@ class Sources:
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
         return validated, prop_list
 
-    def _hooks(self, source: Source, component: Component, names: builtins.list[str], db: dict[str, Any]) -> builtins.list[RunResult]:
+    def _hooks(self, source: Source, component: Component, names: builtins.list[str],
+               db: dict[str, Any]) -> builtins.list[RunResult]:
         """Runs the hooks the component has, in order; each sees the `this.db` the previous left."""
         results = []
         for hook in names:
@@ -146,7 +147,8 @@ class Sources:
             db = merge_db(db, result.db_writes)
         return results
 
-    def _outcomes(self, source: Source, component: Component, results: builtins.list[RunResult]) -> builtins.list[Outcome]:
+    def _outcomes(self, source: Source, component: Component,
+                  results: builtins.list[RunResult]) -> builtins.list[Outcome]:
         ctx = self.runs.context(source, component)
         return [Outcome(ctx, result) for result in results]
 
@@ -244,7 +246,8 @@ class Sources:
                 uow.commit()
         self._changed(source, set())
 
-    def _commit(self, source: Source, outcomes: builtins.list[Outcome], write: Callable[[UnitOfWork], None]) -> set[str]:
+    def _commit(self, source: Source, outcomes: builtins.list[Outcome],
+                write: Callable[[UnitOfWork], None]) -> set[str]:
         """The source record, what its hooks did and the schedule's sync, in one unit of work."""
         _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=lambda uow, _: write(uow),
                                       commands=[SyncSchedule(source.id)])
