@@ -255,6 +255,7 @@ class Instance:
 
     id: str
     props: dict[str, Any]
+    account: str = ""  # whose code it is (a user or org id): runners are never shared across accounts
     db: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     http: dict[str, Any] | None = None  # {"endpoint": url, "customResponse": bool}

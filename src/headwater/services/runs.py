@@ -94,6 +94,7 @@ class Runs:
         return Instance(
             id=source.id,
             props=prop_forms.for_runner(source.configured_props, self.secrets),
+            account=source.namespace,
             db=db,
             env={"PD_COMPONENT": source.id},
             http=http,
