@@ -15,7 +15,7 @@ from headwater.domain.commands import (
 )
 from headwater.domain.events import Emit, EventId
 from headwater.domain.models import SourceState
-from headwater.domain.runs import APPLIED_KEPT, RunContext, RunResult, record
+from headwater.domain.runs import APPLIED_KEPT, Limits, RunContext, RunResult, record
 
 CTX = RunContext("dc_x", "u_x", "1.0", dedupe="unique")
 
@@ -78,3 +78,20 @@ def test_a_scheduler_tick_with_an_iso_time_and_unknown_messages() -> None:
     with pytest.raises(ValueError, match="unknown command"):
         from_message({"type": "nope"})
     assert RunSource("dc_a", None, 1, "manual").lane == "dc_a"
+
+
+def test_bounds_refuse_oversized_events_and_extra_channels_and_cut_long_log_lines() -> None:
+    ctx = RunContext("dc_x", "u_x", "1.0", limits=Limits(max_event_bytes=100, max_log_bytes=10, max_channels=2))
+    state = SourceState(channels=["a"])
+    result = RunResult(
+        emits=[Emit("x" * 200), Emit(1, {"name": "b"}), Emit(2, {"name": "c"}), Emit(3, {"name": "a"}), Emit(4)],
+        logs=[{"level": "log", "message": "é" * 20}],
+    )
+    out = record(state, ctx, result, None, 1)
+    kept = [(e.channel, e.event) for e in out.events if e.channel not in ("$errors", "$logs")]
+    assert kept == [("b", 1), ("a", 3), ("", 4)]
+    assert out.state.channels == ["a", "b"]
+    errors = [e.event["error"]["code"] for e in out.events if e.channel == "$errors"]
+    assert errors == ["EVENT_TOO_LARGE", "CHANNEL_LIMIT"]
+    [log] = [e.event["message"] for e in out.events if e.channel == "$logs"]
+    assert log.startswith("ééééé") and log.endswith("[cut: 30 more bytes]")

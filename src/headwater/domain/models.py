@@ -153,15 +153,17 @@ class SourceState:
     applied: list[str] = field(default_factory=list)
     timer_run_since: float | None = None
     last_tick: float = 0.0
+    channels: list[str] = field(default_factory=list)  # its custom channels, against the limit
     version: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
-                "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick}
+                "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
+                "channels": self.channels}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], version: int) -> SourceState:
         return cls(db=data.get("db") or {}, dedupe=data.get("dedupe") or {}, last_ms=int(data.get("last_ms") or 0),
                    last_seq=int(data.get("last_seq") or 0), applied=list(data.get("applied") or []),
                    timer_run_since=data.get("timer_run_since"), last_tick=float(data.get("last_tick") or 0),
-                   version=version)
+                   channels=list(data.get("channels") or []), version=version)

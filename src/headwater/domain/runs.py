@@ -8,11 +8,12 @@ state, so neither a `this.db` write, an event nor a dedupe id is lost.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from headwater.domain.events import Emit, EventId, dedupe, order_by_ts
+from headwater.domain.events import DEFAULT_CHANNEL, Emit, EventId, dedupe, order_by_ts
 from headwater.domain.models import SourceState, StoredEvent
 
 ERRORS, LOGS = "$errors", "$logs"
@@ -44,13 +45,25 @@ class RunResult:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """DECISIONS, Limits: what one source may keep. A larger emit is not stored (a `$errors`
+    event EVENT_TOO_LARGE says so), a longer log line is cut and marked, and an emit to one
+    more custom channel than allowed is refused (CHANNEL_LIMIT)."""
+
+    max_event_bytes: int = 1024 * 1024
+    max_log_bytes: int = 64 * 1024
+    max_channels: int = 100
+
+
+@dataclass(frozen=True)
 class RunContext:
-    """Who ran, for error events: SPEC's `original_context` of a source."""
+    """Who ran, for error events (SPEC's `original_context` of a source), and the bounds."""
 
     source_id: str
     owner_id: str
     platform_version: str
     dedupe: str | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -94,16 +107,48 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
         }
         events.append(StoredEvent(event_id, now_ms, event, metadata, channel))
 
+    limits = ctx.limits
+    refusals: list[dict[str, Any]] = []
+    channels = set(new.channels)
     for emit in outcome.kept:
+        size = json_size(emit.event)
+        if size > limits.max_event_bytes:
+            refusals.append({"code": "EVENT_TOO_LARGE", "message": f"An emitted event of {size} bytes was not stored: "
+                             f"events are limited to {limits.max_event_bytes} bytes of JSON."})
+            continue
+        if emit.channel not in channels and emit.channel not in (DEFAULT_CHANNEL, ERRORS, LOGS):
+            if len(channels) >= limits.max_channels:
+                refusals.append({"code": "CHANNEL_LIMIT", "message": f"An event to channel {emit.channel!r} was not "
+                                 f"stored: a source may use {limits.max_channels} channels."})
+                continue
+            channels.add(emit.channel)
         add(emit.channel, emit.event, emit.meta)
+    new.channels = sorted(channels)
     for log in result.logs:
-        add(LOGS, {"level": log.get("level", "log"), "message": log.get("message", ""), "ts": log.get("ts", now_ms)},
-            {})
+        add(LOGS, {"level": log.get("level", "log"), "message": cut(str(log.get("message", "")), limits.max_log_bytes),
+                   "ts": log.get("ts", now_ms)}, {})
     for reason in outcome.refused:
         add(LOGS, {"level": "warn", "message": f"event not emitted: {reason}", "ts": now_ms}, {})
+    for refusal in refusals:
+        add(ERRORS, error_event(ctx, trigger, {**refusal, "stack": ""}, now_ms), {})
     if result.error:
         add(ERRORS, error_event(ctx, trigger, result.error, now_ms), {})
     return Recorded(new, events)
+
+
+def json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+CUT_MARK = " …[cut: {n} more bytes]"
+
+
+def cut(text: str, max_bytes: int) -> str:
+    """A log line over the limit keeps its first `max_bytes` bytes and says how much was cut."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode(errors="ignore") + CUT_MARK.format(n=len(data) - max_bytes)
 
 
 def error_event(ctx: RunContext, trigger: Any, error: dict[str, Any], ms: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from headwater import __version__
 from headwater.domain.commands import RunSource
 from headwater.domain.errors import HeadwaterError, Invalid, QuotaExceeded
 from headwater.domain.models import Component, Source, SourceState
-from headwater.domain.runs import RunContext, RunResult, merge_db
+from headwater.domain.runs import Limits, RunContext, RunResult, merge_db
 from headwater.ports import (
     Bundler,
     EventBus,
@@ -102,7 +102,9 @@ class Runs:
         )
 
     def context(self, source: Source, component: Component) -> RunContext:
-        return RunContext(source.id, source.user_id, __version__, component.definition.dedupe)
+        s = self.settings
+        limits = Limits(s.max_event_bytes, s.max_log_bytes, s.max_channels)
+        return RunContext(source.id, source.user_id, __version__, component.definition.dedupe, limits)
 
     def _guarded(self, call: Callable[[], RunResult]) -> RunResult:
         try:

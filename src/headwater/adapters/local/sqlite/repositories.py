@@ -327,7 +327,7 @@ class SqliteState:
 
     def save(self, source_id: str, state: SourceState, expected_version: int) -> None:
         data = state.to_json()
-        extra = json.dumps({k: data[k] for k in ("applied", "timer_run_since", "last_tick")})
+        extra = json.dumps({k: data[k] for k in ("applied", "timer_run_since", "last_tick", "channels")})
         cur = self.conn.execute(
             "INSERT INTO source_state (source_id, db, dedupe, last_ms, last_seq, extra, version) "
             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7 + 1) "
