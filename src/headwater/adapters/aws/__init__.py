@@ -1,0 +1,1 @@
+"""AWS adapters: the ports over DynamoDB, SQS, EventBridge Scheduler and Lambda."""
