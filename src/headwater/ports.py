@@ -19,6 +19,7 @@ from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.events import EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest
+from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult
 from headwater.domain.timers import Timer
 
@@ -117,6 +118,7 @@ class EventRepository(Protocol):
     def trim(self, emitter_id: str, channel: str, keep: int) -> None:
         """Retention: only the newest `keep` of the channel remain (may take effect after commit)."""
 
+    def get(self, emitter_id: str, channel: str, event_id: str) -> StoredEvent | None: ...
     def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]: ...
     def count(self, emitter_id: str, channel: str) -> int: ...
     def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]:
@@ -125,6 +127,42 @@ class EventRepository(Protocol):
     def delete_range(self, emitter_id: str, channel: str | None, start: EventId | None, end: EventId | None) -> int:
         """Deletes the inclusive range of one channel, or of all the emitter's channels (None), at
         once and in batches; idempotent. Returns how many it deleted."""
+
+
+class SubscriptionRepository(Protocol):
+    def add(self, subscription: Subscription) -> None:
+        """Idempotent: the id is derived from what it routes (domain.routing.subscription_key)."""
+
+    def remove(self, subscription_id: str) -> bool:
+        """False when there was none."""
+
+    def for_namespace(self, namespace: str) -> list[Subscription]:
+        """Every subscription of a namespace (a user or an org): listing and fan-out matching."""
+
+    def remove_naming(self, namespace: str, resource_id: str) -> None:
+        """A deleted source, workflow or webhook takes the subscriptions naming it along."""
+
+
+class WebhookRepository(Protocol):
+    def add(self, webhook: Webhook) -> None:
+        """Assigns `webhook.seq` (the list order)."""
+
+    def get(self, webhook_id: str) -> Webhook | None: ...
+    def update(self, webhook: Webhook) -> None: ...
+    def remove(self, webhook_id: str) -> None: ...
+    def list(self, namespace: str, page: PageRequest) -> Page[Webhook]: ...
+
+
+class DeliveryRepository(Protocol):
+    def add(self, delivery: Delivery) -> None:
+        """Conflict("delivery") when a delivery with that id exists: fan-out is idempotent."""
+
+    def get(self, delivery_id: str) -> Delivery | None: ...
+    def save(self, delivery: Delivery, expected_version: int) -> None:
+        """As version `expected_version + 1`; Conflict("version") when another writer got there first."""
+
+    def for_webhook(self, webhook_id: str, page: PageRequest) -> Page[Delivery]:
+        """Newest first."""
 
 
 class Outbox(Protocol):
@@ -151,6 +189,12 @@ class UnitOfWork(Protocol):
     def events(self) -> EventRepository: ...
     @property
     def usage(self) -> UsageLog: ...
+    @property
+    def subscriptions(self) -> SubscriptionRepository: ...
+    @property
+    def webhooks(self) -> WebhookRepository: ...
+    @property
+    def deliveries(self) -> DeliveryRepository: ...
     @property
     def outbox(self) -> Outbox: ...
     @property
@@ -292,6 +336,20 @@ class RunnerError(Exception):
 
 
 # the rest
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: int | None  # None: no answer (refused by policy, timeout, connection error)
+    error: str | None = None
+    retry_after: str | None = None
+    duration_ms: int = 0
+
+
+class WebhookSender(Protocol):
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
+        """One POST within 15 s, redirects not followed, the URL policy applied to the address
+        actually connected to. Never raises for the receiver's faults: they are in the result."""
 
 
 class UrlFetcher(Protocol):

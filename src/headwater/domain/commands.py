@@ -35,6 +35,8 @@ class RunSource(Command):
     trigger: str  # http | timer | manual
     reserved_by: str | None = None  # the user whose free-tier cap admitted it at ingest ...
     reserved_day: str | None = None  # ... on this UTC day (a dropped run gives its place back there)
+    route_key: str | None = None  # an event routed here: remembered instead of the task id, so it runs once
+    hops: int = 0  # how many subscriptions the event went through to get here
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,31 @@ class PurgeSource(Command):
     source_id: str
 
 
+@dataclass(frozen=True)
+class FanOut(Command):
+    """Committed events of one emitter's channel go to every matching subscriber. `nonce` makes a
+    redelivery (POST .../redeliver) a new routing rather than a duplicate of the first."""
+
+    name: ClassVar[str] = "fan_out"
+    emitter_id: str
+    namespace: str
+    channel: str
+    event_ids: tuple[str, ...]
+    hops: int = 0
+    nonce: str | None = None
+
+
+@dataclass(frozen=True)
+class DeliverWebhook(Command):
+    """One attempt of a webhook delivery (its retries are this command again, delayed)."""
+
+    name: ClassVar[str] = "deliver_webhook"
+    delivery_id: str
+    manual: bool = False  # a retry asked for by the user: sent even when the delivery is dead
+
+
 COMMANDS: dict[str, type[Command]] = {
-    c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource)
+    c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource, FanOut, DeliverWebhook)
 }
 
 
@@ -88,6 +113,8 @@ def from_message(message: dict[str, Any]) -> Command:
     kind = COMMANDS.get(fields.pop("type", ""))
     if kind is None:
         raise ValueError(f"unknown command {message.get('type')!r}")
+    if isinstance(fields.get("event_ids"), list):
+        fields["event_ids"] = tuple(fields["event_ids"])
     if isinstance(fields.get("due_at"), str):
         # EventBridge Scheduler fills `<aws.scheduler.scheduled-time>` in as an ISO 8601 time.
         fields["due_at"] = datetime.fromisoformat(fields["due_at"].replace("Z", "+00:00")).timestamp()

@@ -120,6 +120,41 @@ MIGRATIONS: list[str] = [
     UPDATE tasks SET payload = json_set(payload, '$.type', 'delete_events', '$.source_id', source_id)
         WHERE kind = 'delete_events';
     """,
+    # Routing: subscriptions, webhooks and their deliveries.
+    """
+    CREATE TABLE subscriptions (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        emitter_id TEXT NOT NULL,
+        listener_id TEXT NOT NULL,
+        event_name TEXT NOT NULL,
+        auto INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX subscriptions_by_namespace ON subscriptions(namespace, created_at);
+    CREATE TABLE webhooks (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        signing_secret TEXT NOT NULL,
+        name TEXT,
+        description TEXT,
+        active INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX webhooks_by_namespace ON webhooks(namespace, seq);
+    CREATE TABLE deliveries (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        webhook_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        version INTEGER NOT NULL
+    );
+    CREATE INDEX deliveries_by_webhook ON deliveries(webhook_id, seq);
+    """,
 ]
 
 

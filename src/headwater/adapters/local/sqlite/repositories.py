@@ -23,6 +23,7 @@ from headwater.domain.models import (
     User,
 )
 from headwater.domain.pagination import Page, PageRequest
+from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
 from headwater.ports import Task
 
 
@@ -374,6 +375,17 @@ class SqliteEvents:
             (emitter_id, channel, keep - 1),
         )
 
+    def get(self, emitter_id: str, channel: str, event_id: str) -> StoredEvent | None:
+        try:
+            parsed = EventId.parse(event_id)
+        except ValueError:
+            return None
+        row = self.conn.execute(
+            "SELECT * FROM events WHERE emitter_id = ? AND channel = ? AND ms = ? AND seq = ?",
+            (emitter_id, channel, parsed.ms, parsed.seq),
+        ).fetchone()
+        return _stored_event(row) if row else None
+
     def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]:
         rows = self.conn.execute(
             "SELECT * FROM events WHERE emitter_id = ? AND channel = ? ORDER BY ms DESC, seq DESC LIMIT ?",
@@ -410,6 +422,105 @@ class SqliteEvents:
             sql += " AND (ms, seq) <= (?, ?)"
             params += [end.ms, end.seq]
         return self.conn.execute(sql, params).rowcount
+
+
+class SqliteSubscriptions:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, sub: Subscription) -> None:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO subscriptions (id, namespace, emitter_id, listener_id, event_name, auto, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sub.id, sub.namespace, sub.emitter_id, sub.listener_id, sub.event_name, int(sub.auto), sub.created_at),
+        )
+
+    def remove(self, subscription_id: str) -> bool:
+        return self.conn.execute("DELETE FROM subscriptions WHERE id = ?", (subscription_id,)).rowcount > 0
+
+    def for_namespace(self, namespace: str) -> list[Subscription]:
+        rows = self.conn.execute(
+            "SELECT * FROM subscriptions WHERE namespace = ? ORDER BY created_at, id", (namespace,)
+        ).fetchall()
+        return [Subscription(r["id"], r["namespace"], r["emitter_id"], r["listener_id"], r["event_name"],
+                             r["created_at"], bool(r["auto"])) for r in rows]
+
+    def remove_naming(self, namespace: str, resource_id: str) -> None:
+        self.conn.execute("DELETE FROM subscriptions WHERE namespace = ? AND (emitter_id = ? OR listener_id = ?)",
+                          (namespace, resource_id, resource_id))
+
+
+def _webhook(row: sqlite3.Row) -> Webhook:
+    return Webhook(id=row["id"], namespace=row["namespace"], user_id=row["user_id"], url=row["url"],
+                   signing_secret=row["signing_secret"], name=row["name"], description=row["description"],
+                   active=bool(row["active"]), created_at=row["created_at"], updated_at=row["updated_at"],
+                   seq=row["seq"])
+
+
+class SqliteWebhooks:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, w: Webhook) -> None:
+        cur = self.conn.execute(
+            "INSERT INTO webhooks (id, namespace, user_id, url, signing_secret, name, description, active, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (w.id, w.namespace, w.user_id, w.url, w.signing_secret, w.name, w.description, int(w.active),
+             w.created_at, w.updated_at),
+        )
+        w.seq = cur.lastrowid or 0
+
+    def get(self, webhook_id: str) -> Webhook | None:
+        row = self.conn.execute("SELECT * FROM webhooks WHERE id = ?", (webhook_id,)).fetchone()
+        return _webhook(row) if row else None
+
+    def update(self, w: Webhook) -> None:
+        self.conn.execute(
+            "UPDATE webhooks SET url = ?, name = ?, description = ?, active = ?, updated_at = ? WHERE id = ?",
+            (w.url, w.name, w.description, int(w.active), w.updated_at, w.id),
+        )
+
+    def remove(self, webhook_id: str) -> None:
+        self.conn.execute("DELETE FROM webhooks WHERE id = ?", (webhook_id,))
+
+    def list(self, namespace: str, page: PageRequest) -> Page[Webhook]:
+        rows, total = page_query(self.conn, "webhooks", "namespace = ?", (namespace,), page)
+        return Page(items=[_webhook(r) for r in rows], seqs=[r["seq"] for r in rows], total_count=total)
+
+
+def delivery_to_json(d: Delivery) -> str:
+    return json.dumps({**dataclasses.asdict(d), "version": None})
+
+
+def delivery_from_json(text: str, version: int) -> Delivery:
+    data = json.loads(text)
+    data["attempts"] = [Attempt(**a) for a in data["attempts"]]
+    data["version"] = version
+    return Delivery(**data)
+
+
+class SqliteDeliveries:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, d: Delivery) -> None:
+        claimed(self.conn, "INSERT INTO deliveries (id, webhook_id, body, version) VALUES (?, ?, ?, 1)",
+                (d.id, d.webhook_id, delivery_to_json(d)), {"deliveries.id": "delivery"})
+
+    def get(self, delivery_id: str) -> Delivery | None:
+        row = self.conn.execute("SELECT body, version FROM deliveries WHERE id = ?", (delivery_id,)).fetchone()
+        return delivery_from_json(row[0], row[1]) if row else None
+
+    def save(self, d: Delivery, expected_version: int) -> None:
+        cur = self.conn.execute("UPDATE deliveries SET body = ?, version = version + 1 WHERE id = ? AND version = ?",
+                                (delivery_to_json(d), d.id, expected_version))
+        if cur.rowcount != 1:
+            raise Conflict(f"Delivery {d.id} changed meanwhile.", field="version")
+
+    def for_webhook(self, webhook_id: str, page: PageRequest) -> Page[Delivery]:
+        rows, total = page_query(self.conn, "deliveries", "webhook_id = ?", (webhook_id,), page)
+        return Page(items=[delivery_from_json(r["body"], r["version"]) for r in rows], seqs=[r["seq"] for r in rows],
+                    total_count=total)
 
 
 class SqliteOutbox:

@@ -8,13 +8,16 @@ from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import (
     SqliteApiKeys,
     SqliteComponents,
+    SqliteDeliveries,
     SqliteEvents,
     SqliteOrgs,
     SqliteOutbox,
     SqliteSources,
     SqliteState,
+    SqliteSubscriptions,
     SqliteUsageLog,
     SqliteUsers,
+    SqliteWebhooks,
 )
 from headwater.ports import Task
 
@@ -50,6 +53,9 @@ class SqliteUnitOfWork:
         self.state = SqliteState(self.conn)
         self.events = SqliteEvents(self.conn)
         self.usage = SqliteUsageLog(self.conn)
+        self.subscriptions = SqliteSubscriptions(self.conn)
+        self.webhooks = SqliteWebhooks(self.conn)
+        self.deliveries = SqliteDeliveries(self.conn)
         self.outbox = SqliteOutbox(self.conn)
         self._done = False
         return self
