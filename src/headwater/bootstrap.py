@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from headwater.domain.commands import DeleteEvents, PurgeSource, RunSource, SyncSchedule, TimerTick
+from headwater.domain.commands import (
+    DeleteEvents,
+    DeliverWebhook,
+    FanOut,
+    PurgeSource,
+    RunSource,
+    SyncSchedule,
+    TimerTick,
+)
 from headwater.ports import (
     Bundler,
     EventBus,
@@ -17,15 +25,19 @@ from headwater.ports import (
     UnitOfWorkFactory,
     UrlFetcher,
     UsageRepository,
+    WebhookSender,
 )
 from headwater.services.accounts import Accounts
 from headwater.services.components import Components
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
 from headwater.services.registry import Registry
+from headwater.services.routing import Routing
 from headwater.services.runs import Runs
 from headwater.services.sources import Sources
+from headwater.services.subscriptions import Subscriptions
 from headwater.services.timers import Timers
+from headwater.services.webhooks import Webhooks
 from headwater.settings import Settings
 
 
@@ -41,6 +53,7 @@ class Adapters:
     queue: TaskQueue
     scheduler: Scheduler
     bus: EventBus
+    sender: WebhookSender
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
 
@@ -57,6 +70,9 @@ class Services:
     timers: Timers
     events: Events
     ingest: Ingest
+    subscriptions: Subscriptions
+    webhooks: Webhooks
+    routing: Routing
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -78,6 +94,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
     from headwater.adapters.url_fetcher import HttpUrlFetcher
+    from headwater.adapters.webhook_sender import HttpWebhookSender
 
     store = SqliteStore(settings.database_path)
     queue = LocalTaskQueue(store.db, settings.task_workers)
@@ -94,6 +111,7 @@ def local_adapters(settings: Settings) -> Adapters:
         queue=queue,
         scheduler=scheduler,
         bus=LocalEventBus(),
+        sender=HttpWebhookSender(settings),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
     )
@@ -113,11 +131,18 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
     ingest = Ingest(components, sources, runs, a.queue, settings)
+    subscriptions = Subscriptions(a.uow, accounts)
+    webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
+    routing = Routing(a.uow, subscriptions, sources, runs, settings)
+    runs.routes = routing.commands_for
+    sources.subscriptions_changed = subscriptions.forget
     a.queue.handle(RunSource, runs.run_batch)
     a.queue.handle(TimerTick, timers.tick)
     a.queue.handle(SyncSchedule, timers.sync)
     a.queue.handle(DeleteEvents, events.delete)
     a.queue.handle(PurgeSource, events.purge)
+    a.queue.handle(FanOut, routing.fan_out)
+    a.queue.handle(DeliverWebhook, webhooks.deliver)
     return Services(
         settings=settings,
         adapters=a,
@@ -129,4 +154,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         timers=timers,
         events=events,
         ingest=ingest,
+        subscriptions=subscriptions,
+        webhooks=webhooks,
+        routing=routing,
     )

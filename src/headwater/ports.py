@@ -139,8 +139,9 @@ class SubscriptionRepository(Protocol):
     def for_namespace(self, namespace: str) -> list[Subscription]:
         """Every subscription of a namespace (a user or an org): listing and fan-out matching."""
 
-    def remove_naming(self, namespace: str, resource_id: str) -> None:
-        """A deleted source, workflow or webhook takes the subscriptions naming it along."""
+    def remove_naming(self, resource_id: str) -> list[str]:
+        """A deleted source, workflow or webhook takes the subscriptions naming it (as emitter or
+        listener, in any namespace) along; returns the namespaces they were in."""
 
 
 class WebhookRepository(Protocol):

@@ -44,10 +44,12 @@ def commit_outcomes(
     now_ms: Callable[[], int],
     extra: Callable[[UnitOfWork, SourceState], None] | None = None,
     commands: Iterable[Command] = (),
+    route: Callable[[UnitOfWork, list[StoredEvent]], list[Command]] | None = None,
 ) -> tuple[SourceState, set[str]]:
     """Records `outcomes` in order on the source's current state and commits the new state (on its
-    version), the events and `commands`. `extra` writes more in the same unit of work (a source
-    record, say) and may change the state. Returns the committed state and the channels written."""
+    version), the events and `commands`, plus what `route` makes of the events (their fan-out).
+    `extra` writes more in the same unit of work (a source record, say) and may change the state.
+    Returns the committed state and the channels written."""
     for _ in range(MAX_ATTEMPTS):
         with uow_factory() as uow:
             current = uow.state.get(source_id)
@@ -61,7 +63,8 @@ def commit_outcomes(
             if extra is not None:
                 extra(uow, state)
             try:
-                rest = _write(uow, source_id, current.version, state, events, list(commands))
+                more = route(uow, events) if route and events else []
+                rest = _write(uow, source_id, current.version, state, events, [*commands, *more])
             except Conflict as e:
                 if e.field != "version":
                     raise

@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from headwater import __version__
-from headwater.domain.commands import RunSource
+from headwater.domain.commands import Command, RunSource
 from headwater.domain.errors import HeadwaterError, Invalid, QuotaExceeded
-from headwater.domain.models import Component, Source, SourceState
+from headwater.domain.models import Component, Source, SourceState, StoredEvent
 from headwater.domain.runs import Limits, RunContext, RunResult, merge_db
 from headwater.ports import (
     Bundler,
@@ -74,6 +74,9 @@ class Runs:
         self.settings = settings
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
         self._tiers: TtlCache[str, str] = TtlCache(_TIER_TTL_S)
+        # Fan-out of a run's committed events (Routing.commands_for), wired by the composition root.
+        self.routes: Callable[[UnitOfWork, Source, list[StoredEvent], int], list[Command]] = (
+            lambda uow, source, events, hops: [])
 
     @property
     def lease_s(self) -> float:
@@ -203,7 +206,8 @@ class Runs:
         results: list[RunResult | None] = []
         for task in tasks:
             command: RunSource = task.command  # type: ignore[assignment]
-            if task.id in state.applied:
+            key = command.route_key or task.id
+            if key in state.applied:
                 results.append(None)
                 continue
             admission = Admission(True) if command.reserved_by else self.admit(source.user_id)
@@ -213,7 +217,7 @@ class Runs:
                 result = self._run_one(component, self.instance(source, db), command,
                                        functools.partial(on_partial, task))
                 db = merge_db(db, result.db_writes)
-            outcomes.append(Outcome(ctx, result, command.event, task.id))
+            outcomes.append(Outcome(ctx, result, command.event, key))
             results.append(result)
 
         counted = [o.result for o in outcomes if o.result.error_code != "QUOTA_EXCEEDED"]
@@ -225,7 +229,9 @@ class Runs:
             if any(isinstance(t.command, RunSource) and t.command.trigger == "timer" for t in tasks):
                 new.timer_run_since = None
 
-        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also)
+        hops = max((t.command.hops for t in tasks if isinstance(t.command, RunSource)), default=0)
+        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
+                                      route=lambda uow, events: self.routes(uow, source, events, hops))
         self.announce(source.id, channels)
         return results
 
@@ -243,11 +249,17 @@ class Runs:
         """A request turned away for quota (429) still leaves its QUOTA_EXCEEDED error event."""
         with self.uow(readonly=True) as uow:
             source = uow.sources.get(source_id)
-        component = self.component(source.component_id) if source else None
-        if source is None or component is None:
+        if source is not None:
+            self.fail(source, trigger, "QUOTA_EXCEEDED", quota.message)
+
+    def fail(self, source: Source, trigger: Any, code: str, message: str) -> None:
+        """An error event for something that stopped before (or instead of) a run; routed like any."""
+        component = self.component(source.component_id)
+        if component is None:
             return
-        outcome = Outcome(self.context(source, component), RunResult.failed("QUOTA_EXCEEDED", quota.message), trigger)
-        _, channels = commit_outcomes(self.uow, source.id, [outcome], now_ms)
+        outcome = Outcome(self.context(source, component), RunResult.failed(code, message), trigger)
+        route = (lambda uow, events: self.routes(uow, source, events, 0)) if code != "HOP_LIMIT" else None
+        _, channels = commit_outcomes(self.uow, source.id, [outcome], now_ms, route=route)
         self.announce(source.id, channels)
 
     def announce(self, emitter_id: str, channels: set[str]) -> None:

@@ -445,9 +445,10 @@ class SqliteSubscriptions:
         return [Subscription(r["id"], r["namespace"], r["emitter_id"], r["listener_id"], r["event_name"],
                              r["created_at"], bool(r["auto"])) for r in rows]
 
-    def remove_naming(self, namespace: str, resource_id: str) -> None:
-        self.conn.execute("DELETE FROM subscriptions WHERE namespace = ? AND (emitter_id = ? OR listener_id = ?)",
-                          (namespace, resource_id, resource_id))
+    def remove_naming(self, resource_id: str) -> list[str]:
+        rows = self.conn.execute("DELETE FROM subscriptions WHERE emitter_id = ?1 OR listener_id = ?1 "
+                                 "RETURNING namespace", (resource_id,)).fetchall()
+        return sorted({r[0] for r in rows})
 
 
 def _webhook(row: sqlite3.Row) -> Webhook:

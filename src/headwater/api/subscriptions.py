@@ -1,0 +1,72 @@
+"""Subscriptions and auto-subscriptions (SPEC Subscriptions). Parameters come in the query
+string (SPEC), or in a JSON body, which existing clients also send."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Query, Request, Response
+
+from headwater.api.deps import PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.routing import Router
+from headwater.domain.errors import BadRequest
+
+router = Router(tags=["subscriptions"])
+
+
+async def _params(request: Request, names: tuple[str, ...]) -> dict[str, str | None]:
+    """Query parameters, with a JSON object body's values for those the query lacks."""
+    body: dict[str, Any] = {}
+    raw = await request.body()
+    if raw.strip():
+        try:
+            parsed = await request.json()
+        except ValueError:
+            raise BadRequest("The request body is not valid JSON.") from None
+        if not isinstance(parsed, dict):
+            raise BadRequest("The request body must be a JSON object.")
+        body = parsed
+    values: dict[str, str | None] = {}
+    for name in names:
+        value = request.query_params.get(name, body.get(name))
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"`{name}` must be a string.", {name: ["must be a string"]})
+        values[name] = value
+    return values
+
+
+@router.post("/subscriptions")
+async def subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
+                    emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
+                    event_name: str | None = Query(None), org_id: str | None = Query(None)) -> dict[str, Any]:
+    p = await _params(request, ("emitter_id", "listener_id", "event_name", "org_id"))
+    sub = svc.subscriptions.subscribe(caller, p["emitter_id"], p["listener_id"], p["event_name"], p["org_id"])
+    return shape.data(sub.to_api())
+
+
+@router.post("/auto_subscriptions")
+async def auto_subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
+                         event_name: str | None = Query(None), listener_id: str | None = Query(None),
+                         org_id: str | None = Query(None)) -> dict[str, Any]:
+    p = await _params(request, ("event_name", "listener_id", "org_id"))
+    sub = svc.subscriptions.auto_subscribe(caller, p["event_name"], p["listener_id"], p["org_id"])
+    return shape.data(sub.to_api())
+
+
+@router.delete("/subscriptions", status_code=204)
+async def unsubscribe(request: Request, svc: ServicesDep, caller: PrincipalDep,
+                      emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
+                      event_name: str | None = Query(None), org_id: str | None = Query(None)) -> Response:
+    p = await _params(request, ("emitter_id", "listener_id", "event_name", "org_id"))
+    svc.subscriptions.unsubscribe(caller, p["emitter_id"], p["listener_id"], p["event_name"], p["org_id"])
+    return Response(status_code=204)
+
+
+@router.get("/users/me/subscriptions")
+def my_subscriptions(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
+    return shape.data([s.to_api() for s in svc.subscriptions.listing(caller, None)])
+
+
+@router.get("/orgs/{org_id}/subscriptions")
+def org_subscriptions(org_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
+    return shape.data([s.to_api() for s in svc.subscriptions.listing(caller, org_id)])

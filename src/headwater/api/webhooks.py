@@ -1,0 +1,47 @@
+"""Webhooks and their deliveries (SPEC Webhooks, DECISIONS Webhook deliveries)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Query, Response
+
+from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.routing import Router
+
+router = Router(tags=["webhooks"])
+
+
+@router.post("/webhooks")
+def create_webhook(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, url: str | None = Query(None),
+                   name: str | None = Query(None), description: str | None = Query(None),
+                   org_id: str | None = Query(None)) -> dict[str, Any]:
+    """The answer carries `signing_secret` (`whsec_...`) this once: deliveries are signed with it."""
+    webhook, secret = svc.webhooks.create(caller, url, name, description, org_id)
+    return shape.data({**webhook.to_api(include_user=True), "signing_secret": secret})
+
+
+@router.get("/users/me/webhooks")
+def my_webhooks(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep) -> dict[str, Any]:
+    page = svc.webhooks.listing(caller, None, paging)
+    return shape.page(page, [w.to_api() for w in page.items])
+
+
+@router.delete("/webhooks/{webhook_id}", status_code=204)
+def delete_webhook(webhook_id: str, svc: ServicesDep, caller: PrincipalDep) -> Response:
+    svc.webhooks.delete(caller, webhook_id)
+    return Response(status_code=204)
+
+
+@router.get("/webhooks/{webhook_id}/deliveries")
+def webhook_deliveries(webhook_id: str, svc: ServicesDep, caller: PrincipalDep, paging: PagingDep,
+                       shape: ShapeDep) -> dict[str, Any]:
+    page = svc.webhooks.deliveries(caller, webhook_id, paging)
+    return shape.page(page, [d.to_api() for d in page.items])
+
+
+@router.post("/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202)
+def retry_delivery(webhook_id: str, delivery_id: str, svc: ServicesDep, caller: PrincipalDep,
+                   shape: ShapeDep) -> dict[str, Any]:
+    """One more attempt, queued now (202); it shows in the delivery's attempts once made."""
+    return shape.data(svc.webhooks.retry(caller, webhook_id, delivery_id).to_api())

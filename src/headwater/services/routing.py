@@ -1,0 +1,107 @@
+"""Fan-out: committed events go to every matching subscriber, at least once, once per listener.
+
+A run that wrote events to a channel somebody listens on commits a FanOut command with them
+(the outbox: no event is routed that was not committed, none committed is forgotten). Its
+handler turns each (listener, event) into the listener's own durable work: a RunSource for a
+source (remembered under a routing key, so a repeated fan-out runs it once), a delivery for a
+webhook (its id derives from webhook and event, so it is made once). Each hop counts; past
+MAX_HOPS the chain (A -> B -> A ...) stops with a `$errors` event on the emitter.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import defaultdict
+
+from headwater.domain.commands import Command, DeliverWebhook, FanOut, RunSource
+from headwater.domain.errors import Conflict, NotFound
+from headwater.domain.models import Principal, Source, StoredEvent
+from headwater.domain.routing import MAX_HOPS, Delivery, delivery_key, routed_key
+from headwater.ports import Task, UnitOfWork, UnitOfWorkFactory
+from headwater.services.clock import now_ms
+from headwater.services.events import summary
+from headwater.services.runs import Runs
+from headwater.services.sources import Sources
+from headwater.services.subscriptions import Subscriptions
+from headwater.settings import Settings
+
+log = logging.getLogger("headwater.routing")
+
+
+class Routing:
+    def __init__(self, uow: UnitOfWorkFactory, subscriptions: Subscriptions, sources: Sources, runs: Runs,
+                 settings: Settings) -> None:
+        self.uow = uow
+        self.subscriptions = subscriptions
+        self.sources = sources
+        self.runs = runs
+        self.settings = settings
+
+    def commands_for(self, uow: UnitOfWork, source: Source, events: list[StoredEvent], hops: int) -> list[Command]:
+        """The FanOut commands for a run's events (committed with them): one per channel that has
+        a subscriber. `uow` is the run's own unit of work, for reading subscriptions."""
+        by_channel: dict[str, list[str]] = defaultdict(list)
+        for event in events:
+            by_channel[event.channel].append(event.id)
+        return [
+            FanOut(source.id, source.namespace, channel, tuple(event_ids), hops)
+            for channel, event_ids in by_channel.items()
+            if self.subscriptions.matching(source.namespace, source.id, channel, source.created_at, uow)
+        ]
+
+    def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:
+        """POST /sources/{id}/events/{event_id}/redeliver: the event again, to today's subscribers."""
+        source = self.sources.get(principal, source_id)
+        with self.uow() as uow:
+            if uow.events.get(source_id, channel, event_id) is None:
+                raise NotFound(f"No retained event {event_id} on channel {channel!r} of source {source_id}.")
+            uow.outbox.add(FanOut(source.id, source.namespace, channel, (event_id,), 0, secrets.token_hex(8)))
+            uow.commit()
+
+    def fan_out(self, tasks: list[Task], _: object = None) -> list[int]:
+        """FanOut handler: how many (listener, event) pairs each routed."""
+        return [self._fan_out(task.command) for task in tasks]  # type: ignore[arg-type]
+
+    def _fan_out(self, command: FanOut) -> int:
+        with self.uow(readonly=True) as uow:
+            source = uow.sources.get(command.emitter_id)
+            events = [e for e in (uow.events.get(command.emitter_id, command.channel, i) for i in command.event_ids)
+                      if e is not None]
+        if source is None or not events:
+            return 0
+        subs = self.subscriptions.matching(source.namespace, source.id, command.channel, source.created_at)
+        if not subs:
+            return 0
+        if command.hops >= MAX_HOPS:
+            self.runs.fail(source, None, "HOP_LIMIT", f"Events of {source.id} went through {command.hops} "
+                           f"subscriptions in a row (a loop?); they were not routed further.")
+            return 0
+        routed = 0
+        for sub in subs:
+            for event in events:
+                routed += self._route(sub.listener_id, source, event, command)
+        return routed
+
+    def _route(self, listener_id: str, source: Source, event: StoredEvent, command: FanOut) -> int:
+        event_key = f"{event.id}:{command.nonce}" if command.nonce else event.id
+        try:
+            with self.uow() as uow:
+                if listener_id.startswith("dc_"):
+                    uow.outbox.add(RunSource(listener_id, event.event, self.settings.http_timeout_ms, "subscription",
+                                             route_key=routed_key(source.id, event_key, listener_id),
+                                             hops=command.hops + 1))
+                elif listener_id.startswith("wh_"):
+                    delivery = Delivery(delivery_key(listener_id, source.id, event_key), listener_id, source.id,
+                                        event.id, summary(event, expand=True), created_at_ms=now_ms())
+                    uow.deliveries.add(delivery)
+                    uow.outbox.add(DeliverWebhook(delivery.id))
+                else:
+                    log.warning("no route to %s yet: workflows are not deployed here", listener_id)
+                    return 0
+                uow.commit()
+        except Conflict as e:
+            if e.field != "delivery":
+                raise
+            return 0  # made by an earlier fan-out of the same event
+        return 1

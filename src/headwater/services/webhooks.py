@@ -1,0 +1,164 @@
+"""Webhooks and their deliveries (SPEC Webhooks, DECISIONS Webhook deliveries).
+
+A delivery is one event for one webhook; each attempt is the DeliverWebhook command, run by the
+task queue. An attempt that fails queues the next one with the schedule's delay (the queue's own
+delay: no thread sleeps), so pending retries survive a restart; the delivery record, its
+attempts and the next command commit together, conditionally on the delivery's version.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets as random_secrets
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from standardwebhooks.webhooks import Webhook as Signer
+
+from headwater.domain import ids
+from headwater.domain.commands import DeliverWebhook
+from headwater.domain.errors import BadRequest, Conflict, NotFound
+from headwater.domain.models import Principal
+from headwater.domain.pagination import Page, PageRequest
+from headwater.domain.routing import (
+    Attempt,
+    Delivery,
+    Webhook,
+    outcome_of,
+    parse_retry_after,
+    parse_schedule,
+    retry_delay,
+)
+from headwater.domain.urls import check_http_url
+from headwater.ports import Secrets, Task, UnitOfWorkFactory, WebhookSender
+from headwater.services.accounts import Accounts
+from headwater.services.clock import now_ms, now_s
+from headwater.services.subscriptions import Subscriptions
+from headwater.settings import Settings
+
+_MAX_ATTEMPTS = 20
+
+
+class Webhooks:
+    def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, subscriptions: Subscriptions,
+                 sender: WebhookSender, secrets: Secrets, settings: Settings) -> None:
+        self.uow = uow
+        self.accounts = accounts
+        self.subscriptions = subscriptions
+        self.sender = sender
+        self.secrets = secrets
+        self.schedule = parse_schedule(settings.webhook_retry_schedule)
+
+    # the resource
+
+    def create(self, principal: Principal, url: str | None, name: str | None, description: str | None,
+               org_id: str | None) -> tuple[Webhook, str]:
+        """The new webhook and its `whsec_` signing secret, which is shown this once."""
+        if not url:
+            raise BadRequest("`url` is required.", {"url": ["required"]})
+        problem = check_http_url(url)
+        if problem:
+            raise BadRequest(f"`url` {problem}.", {"url": [problem]})
+        namespace = self.accounts.namespace(principal, org_id)
+        secret = "whsec_" + base64.b64encode(random_secrets.token_bytes(32)).decode()
+        ts = now_s()
+        webhook = Webhook(ids.new_id("webhook"), namespace, principal.user.id, url, self.secrets.encrypt(secret),
+                          name, description, True, ts, ts)
+        with self.uow() as uow:
+            uow.webhooks.add(webhook)
+            uow.commit()
+        return webhook, secret
+
+    def get(self, principal: Principal, webhook_id: str) -> Webhook:
+        with self.uow(readonly=True) as uow:
+            webhook = uow.webhooks.get(webhook_id)
+        if webhook is None or not principal.can_see(webhook.namespace):
+            raise NotFound(f"No webhook {webhook_id}.")
+        return webhook
+
+    def listing(self, principal: Principal, org_id: str | None, page: PageRequest) -> Page[Webhook]:
+        namespace = self.accounts.namespace(principal, org_id)
+        with self.uow(readonly=True) as uow:
+            return uow.webhooks.list(namespace, page)
+
+    def delete(self, principal: Principal, webhook_id: str) -> None:
+        self.get(principal, webhook_id)
+        with self.uow() as uow:
+            uow.webhooks.remove(webhook_id)
+            namespaces = uow.subscriptions.remove_naming(webhook_id)
+            uow.commit()
+        for namespace in namespaces:
+            self.subscriptions.forget(namespace)
+
+    def deliveries(self, principal: Principal, webhook_id: str, page: PageRequest) -> Page[Delivery]:
+        self.get(principal, webhook_id)
+        with self.uow(readonly=True) as uow:
+            return uow.deliveries.for_webhook(webhook_id, page)
+
+    def retry(self, principal: Principal, webhook_id: str, delivery_id: str) -> Delivery:
+        """POST .../deliveries/{id}/retry: one more attempt now, even for a dead delivery."""
+        self.get(principal, webhook_id)
+        with self.uow() as uow:
+            delivery = uow.deliveries.get(delivery_id)
+            if delivery is None or delivery.webhook_id != webhook_id:
+                raise NotFound(f"No delivery {delivery_id} of webhook {webhook_id}.")
+            uow.outbox.add(DeliverWebhook(delivery_id, manual=True))
+            uow.commit()
+        return delivery
+
+    # sending
+
+    def deliver(self, tasks: list[Task], _: object = None) -> list[str | None]:
+        """DeliverWebhook handler: the delivery's status after each attempt (None: nothing to do)."""
+        return [self._attempt(task.command) for task in tasks]  # type: ignore[arg-type]
+
+    def _attempt(self, command: DeliverWebhook) -> str | None:
+        with self.uow(readonly=True) as uow:
+            delivery = uow.deliveries.get(command.delivery_id)
+            webhook = uow.webhooks.get(delivery.webhook_id) if delivery else None
+        if delivery is None or webhook is None:
+            return None
+        if not command.manual and (delivery.status in ("succeeded", "dead") or not webhook.active):
+            return None
+        if not command.manual and delivery.next_at and delivery.next_at > time.time() + 1:
+            return None  # a duplicate of an earlier attempt's command: its own turn comes later
+        body = json.dumps(delivery.payload, separators=(",", ":"))
+        stamp = datetime.now(UTC)
+        signature = Signer(self.secrets.decrypt(webhook.signing_secret)).sign(delivery.id, stamp, body)
+        headers = {"content-type": "application/json", "webhook-id": delivery.id,
+                   "webhook-timestamp": str(int(stamp.timestamp())), "webhook-signature": signature,
+                   "user-agent": "Headwater-Webhooks"}
+        result = self.sender.post(webhook.url, body.encode(), headers)
+        attempt = Attempt(now_ms(), result.status, result.error, result.duration_ms)
+        return self._record(delivery, webhook, attempt, parse_retry_after(result.retry_after, time.time()))
+
+    def _record(self, delivery: Delivery, webhook: Webhook, attempt: Attempt, retry_after: float | None) -> str:
+        for _ in range(_MAX_ATTEMPTS):
+            with self.uow() as uow:
+                current = uow.deliveries.get(delivery.id) or delivery
+                attempts = [*current.attempts, attempt]
+                status = outcome_of(attempt.status)
+                delay = None
+                if attempt.status == 410:
+                    status = "dead"  # Gone: the receiver asks for no more, ever
+                    uow.webhooks.update(replace(webhook, active=False, updated_at=now_s()))
+                elif status == "failed":
+                    failures = sum(1 for a in attempts if outcome_of(a.status) != "succeeded")
+                    delay = retry_delay(failures, self.schedule, retry_after)
+                    if delay is None:
+                        status = "dead"
+                updated = replace(current, attempts=attempts, status=status,
+                                  next_at=time.time() + delay if delay is not None else None)
+                try:
+                    uow.deliveries.save(updated, current.version)
+                    if delay is not None:
+                        uow.outbox.add(DeliverWebhook(delivery.id), delay_s=delay)
+                    uow.commit()
+                except Conflict as e:
+                    if e.field != "version":
+                        raise
+                    continue
+            return status
+        raise Conflict(f"delivery {delivery.id} kept changing", field="version")
