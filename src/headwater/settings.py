@@ -48,6 +48,8 @@ class Settings:
     max_event_bytes: int = field(default_factory=lambda: _int("MAX_EVENT_BYTES", 1024 * 1024))
     max_log_bytes: int = field(default_factory=lambda: _int("MAX_LOG_BYTES", 64 * 1024))
     max_channels: int = field(default_factory=lambda: _int("MAX_CHANNELS", 100))
+    webhook_retry_schedule: str = field(
+        default_factory=lambda: _env("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"))
     task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))
     free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
     free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))

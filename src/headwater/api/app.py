@@ -6,12 +6,13 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from headwater import __version__
-from headwater.api import components, errors, events, health, sources, sse, users
+from headwater.api import components, errors, events, health, replay, sources, sse, subscriptions, users, webhooks
 from headwater.api.ingest import IngestApp
 from headwater.api.middleware import RequestGuard
 from headwater.bootstrap import Services
 
-V1_ROUTERS = [users.router, components.router, sources.router, events.router, sse.router]
+V1_ROUTERS = [users.router, components.router, sources.router, events.router, replay.router, sse.router,
+              subscriptions.router, webhooks.router]
 
 
 def create_app(services: Services) -> ASGIApp:
