@@ -11,6 +11,8 @@ from headwater.domain.commands import (
     FanOut,
     PurgeSource,
     RunSource,
+    RunWorkflow,
+    SendHttp,
     SyncSchedule,
     TimerTick,
 )
@@ -38,6 +40,7 @@ from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
 from headwater.services.timers import Timers
 from headwater.services.webhooks import Webhooks
+from headwater.services.workflows import Workflows
 from headwater.settings import Settings
 
 
@@ -73,6 +76,7 @@ class Services:
     subscriptions: Subscriptions
     webhooks: Webhooks
     routing: Routing
+    workflows: Workflows
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -134,8 +138,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     subscriptions = Subscriptions(a.uow, accounts)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
+    workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, a.sender, settings)
     runs.routes = routing.commands_for
-    sources.subscriptions_changed = subscriptions.forget
     a.queue.handle(RunSource, runs.run_batch)
     a.queue.handle(TimerTick, timers.tick)
     a.queue.handle(SyncSchedule, timers.sync)
@@ -143,6 +147,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     a.queue.handle(PurgeSource, events.purge)
     a.queue.handle(FanOut, routing.fan_out)
     a.queue.handle(DeliverWebhook, webhooks.deliver)
+    a.queue.handle(RunWorkflow, workflows.run)
+    a.queue.handle(SendHttp, workflows.send_http)
     return Services(
         settings=settings,
         adapters=a,
@@ -157,4 +163,5 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         subscriptions=subscriptions,
         webhooks=webhooks,
         routing=routing,
+        workflows=workflows,
     )

@@ -115,6 +115,30 @@ def cmd_registry_publish(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in results) or not results else 0
 
 
+def cmd_workflows_deploy(args: argparse.Namespace) -> int:
+    services = bootstrap(_settings(args))
+    try:
+        workflow = services.workflows.deploy(args.user, args.org, Path(args.file))
+    finally:
+        services.close()
+    _print(args, {"id": workflow.id, "deployment_id": workflow.deployment_id},
+           f"workflow {workflow.id} deployed as {workflow.deployment_id}")
+    return 0
+
+
+def cmd_workflows_list(args: argparse.Namespace) -> int:
+    workflows = bootstrap(_settings(args)).workflows.listing(args.user, args.org)
+    _print(args, {"data": [w.to_api() for w in workflows]},
+           "\n".join(f"{w.id} {w.name} ({w.deployment_id}, {len(w.steps)} steps)" for w in workflows))
+    return 0
+
+
+def cmd_workflows_delete(args: argparse.Namespace) -> int:
+    bootstrap(_settings(args)).workflows.delete(args.user, args.workflow)
+    _print(args, {"deleted": args.workflow}, f"deleted {args.workflow}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", help="data directory (default $HEADWATER_DATA_DIR or ./.headwater)")
@@ -160,6 +184,23 @@ def parser() -> argparse.ArgumentParser:
     publish = registry.add_parser("publish", parents=[common])
     publish.add_argument("dir", help="a directory of component files")
     publish.set_defaults(func=cmd_registry_publish)
+
+    workflows = commands.add_parser("workflows", help="workflows (YAML files of action steps)").add_subparsers(
+        dest="action", required=True
+    )
+    deploy = workflows.add_parser("deploy", parents=[common])
+    deploy.add_argument("file", help="the workflow's YAML file")
+    deploy.add_argument("--user", required=True, help="u_ id of the owner")
+    deploy.add_argument("--org", help="o_ id of the org to deploy it in")
+    deploy.set_defaults(func=cmd_workflows_deploy)
+    listing = workflows.add_parser("list", parents=[common])
+    listing.add_argument("--user", required=True)
+    listing.add_argument("--org")
+    listing.set_defaults(func=cmd_workflows_list)
+    delete = workflows.add_parser("delete", parents=[common])
+    delete.add_argument("workflow", help="p_ id")
+    delete.add_argument("--user", required=True)
+    delete.set_defaults(func=cmd_workflows_delete)
     return root
 
 

@@ -22,6 +22,7 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult
 from headwater.domain.timers import Timer
+from headwater.domain.workflows import Workflow
 
 # storage
 
@@ -139,9 +140,9 @@ class SubscriptionRepository(Protocol):
     def for_namespace(self, namespace: str) -> list[Subscription]:
         """Every subscription of a namespace (a user or an org): listing and fan-out matching."""
 
-    def remove_naming(self, resource_id: str) -> list[str]:
+    def remove_naming(self, resource_id: str) -> None:
         """A deleted source, workflow or webhook takes the subscriptions naming it (as emitter or
-        listener, in any namespace) along; returns the namespaces they were in."""
+        listener, in any namespace) along."""
 
 
 class WebhookRepository(Protocol):
@@ -164,6 +165,17 @@ class DeliveryRepository(Protocol):
 
     def for_webhook(self, webhook_id: str, page: PageRequest) -> Page[Delivery]:
         """Newest first."""
+
+
+class WorkflowRepository(Protocol):
+    def add(self, workflow: Workflow) -> None:
+        """Assigns `workflow.seq`; Conflict("name") when the namespace has a workflow of that name."""
+
+    def update(self, workflow: Workflow) -> None: ...
+    def get(self, workflow_id: str) -> Workflow | None: ...
+    def by_name(self, namespace: str, name: str) -> Workflow | None: ...
+    def list(self, namespace: str) -> list[Workflow]: ...
+    def remove(self, workflow: Workflow) -> None: ...
 
 
 class Outbox(Protocol):
@@ -196,6 +208,8 @@ class UnitOfWork(Protocol):
     def webhooks(self) -> WebhookRepository: ...
     @property
     def deliveries(self) -> DeliveryRepository: ...
+    @property
+    def workflows(self) -> WorkflowRepository: ...
     @property
     def outbox(self) -> Outbox: ...
     @property
@@ -319,6 +333,9 @@ class Runner(Protocol):
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
 
+    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        """An action's `run({$, steps})`: the result carries return_value, exports, sends, flow_exit."""
+
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
                          timeout_ms: int) -> list[dict[str, Any]]: ...
 
@@ -351,6 +368,9 @@ class WebhookSender(Protocol):
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
         """One POST within 15 s, redirects not followed, the URL policy applied to the address
         actually connected to. Never raises for the receiver's faults: they are in the result."""
+
+    def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
+        """The same for any method (a workflow's `$.send.http`)."""
 
 
 class UrlFetcher(Protocol):

@@ -38,6 +38,9 @@ class HttpWebhookSender:
         return addresses[0]
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
+        return self.request("POST", url, body, headers)
+
+    def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
         started = time.monotonic()
 
         def result(status: int | None, error: str | None = None, retry_after: str | None = None) -> SendResult:
@@ -54,8 +57,8 @@ class HttpWebhookSender:
         target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
         host_header = host if parts.port is None else f"{host}:{parts.port}"
         try:
-            response = self.client.post(target, content=body, headers={**headers, "host": host_header},
-                                        extensions={"sni_hostname": host})
+            response = self.client.request(method, target, content=body or None,
+                                           headers={**headers, "host": host_header}, extensions={"sni_hostname": host})
         except httpx.TimeoutException:
             return result(None, f"no answer within {DELIVERY_TIMEOUT_S:g} s")
         except httpx.HTTPError as e:

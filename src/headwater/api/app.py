@@ -6,13 +6,25 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from headwater import __version__
-from headwater.api import components, errors, events, health, replay, sources, sse, subscriptions, users, webhooks
+from headwater.api import (
+    components,
+    errors,
+    events,
+    health,
+    replay,
+    sources,
+    sse,
+    subscriptions,
+    users,
+    webhooks,
+    workflows,
+)
 from headwater.api.ingest import IngestApp
 from headwater.api.middleware import RequestGuard
 from headwater.bootstrap import Services
 
 V1_ROUTERS = [users.router, components.router, sources.router, events.router, replay.router, sse.router,
-              subscriptions.router, webhooks.router]
+              subscriptions.router, webhooks.router, workflows.router]
 
 
 def create_app(services: Services) -> ASGIApp:

@@ -21,7 +21,7 @@ class Command:
 
     @property
     def lane(self) -> str | None:
-        return getattr(self, "source_id", None)
+        return getattr(self, "source_id", None) or getattr(self, "workflow_id", None)
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,35 @@ class DeliverWebhook(Command):
     manual: bool = False  # a retry asked for by the user: sent even when the delivery is dead
 
 
+@dataclass(frozen=True)
+class RunWorkflow(Command):
+    """Run a workflow's steps once with `event` as `steps.trigger.event`."""
+
+    name: ClassVar[str] = "run_workflow"
+    workflow_id: str
+    event: Any
+    route_key: str | None = None
+    hops: int = 0
+
+
+@dataclass(frozen=True)
+class SendHttp(Command):
+    """A workflow's `$.send.http(config)`: one request, retried like a webhook delivery."""
+
+    name: ClassVar[str] = "send_http"
+    workflow_id: str
+    config: dict[str, Any]
+    key: str  # the same across retries
+    attempt: int = 0
+
+    @property
+    def lane(self) -> str | None:
+        return None  # sends go out in parallel, not behind the workflow's runs
+
+
 COMMANDS: dict[str, type[Command]] = {
-    c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource, FanOut, DeliverWebhook)
+    c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource, FanOut, DeliverWebhook,
+                        RunWorkflow, SendHttp)
 }
 
 

@@ -30,6 +30,11 @@ class RunResult:
     response: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     duration_ms: float = 0.0
+    # actions only: what `run({$})` returned, its `$.export`s, `$.send`s and `$.flow.exit`
+    return_value: Any = None
+    exports: dict[str, Any] = field(default_factory=dict)
+    sends: list[dict[str, Any]] = field(default_factory=list)
+    flow_exit: dict[str, Any] | None = None
 
     @classmethod
     def failed(cls, code: str, message: str, stack: str | None = None) -> RunResult:

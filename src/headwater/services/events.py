@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from headwater.domain.commands import DeleteEvents
-from headwater.domain.errors import BadRequest
+from headwater.domain.errors import BadRequest, NotFound
 from headwater.domain.events import RETAINED_PER_CHANNEL, EventId, summary_event
 from headwater.domain.models import Principal, StoredEvent
 from headwater.ports import Scheduler, Task, UnitOfWorkFactory
@@ -49,8 +49,19 @@ class Events:
         self.sources = sources
         self.scheduler = scheduler
 
+    def check(self, principal: Principal, emitter_id: str) -> None:
+        """404 unless the caller may see the emitter: a source, or a workflow."""
+        if emitter_id.startswith("p_"):
+            with self.uow(readonly=True) as uow:
+                workflow = uow.workflows.get(emitter_id)
+            if workflow is None or not principal.can_see(workflow.namespace):
+                raise NotFound(f"No workflow {emitter_id}.")
+        else:
+            self.sources.get(principal, emitter_id)
+
     def summaries(self, principal: Principal, source_id: str, limit: int, expand: bool, channel: str) -> dict:
-        self.sources.get(principal, source_id)
+        """The newest retained events of a source's or a workflow's channel."""
+        self.check(principal, source_id)
         with self.uow(readonly=True) as uow:
             items = uow.events.newest(source_id, channel, limit)
             total = uow.events.count(source_id, channel)

@@ -14,10 +14,11 @@ import logging
 import secrets
 from collections import defaultdict
 
-from headwater.domain.commands import Command, DeliverWebhook, FanOut, RunSource
+from headwater.domain.commands import Command, DeliverWebhook, FanOut, RunSource, RunWorkflow
 from headwater.domain.errors import Conflict, NotFound
 from headwater.domain.models import Principal, Source, StoredEvent
 from headwater.domain.routing import MAX_HOPS, Delivery, delivery_key, routed_key
+from headwater.domain.workflows import Workflow
 from headwater.ports import Task, UnitOfWork, UnitOfWorkFactory
 from headwater.services.clock import now_ms
 from headwater.services.events import summary
@@ -38,16 +39,17 @@ class Routing:
         self.runs = runs
         self.settings = settings
 
-    def commands_for(self, uow: UnitOfWork, source: Source, events: list[StoredEvent], hops: int) -> list[Command]:
+    def commands_for(self, uow: UnitOfWork, emitter_id: str, namespace: str, created_at: int,
+                     events: list[StoredEvent], hops: int) -> list[Command]:
         """The FanOut commands for a run's events (committed with them): one per channel that has
         a subscriber. `uow` is the run's own unit of work, for reading subscriptions."""
         by_channel: dict[str, list[str]] = defaultdict(list)
         for event in events:
             by_channel[event.channel].append(event.id)
         return [
-            FanOut(source.id, source.namespace, channel, tuple(event_ids), hops)
+            FanOut(emitter_id, namespace, channel, tuple(event_ids), hops)
             for channel, event_ids in by_channel.items()
-            if self.subscriptions.matching(source.namespace, source.id, channel, source.created_at, uow)
+            if self.subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
         ]
 
     def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:
@@ -65,40 +67,45 @@ class Routing:
 
     def _fan_out(self, command: FanOut) -> int:
         with self.uow(readonly=True) as uow:
-            source = uow.sources.get(command.emitter_id)
+            emitter: Source | Workflow | None = (uow.sources.get(command.emitter_id)
+                                                 if command.emitter_id.startswith("dc_")
+                                                 else uow.workflows.get(command.emitter_id))
             events = [e for e in (uow.events.get(command.emitter_id, command.channel, i) for i in command.event_ids)
                       if e is not None]
-        if source is None or not events:
+        if emitter is None or not events:
             return 0
-        subs = self.subscriptions.matching(source.namespace, source.id, command.channel, source.created_at)
+        subs = self.subscriptions.matching(emitter.namespace, emitter.id, command.channel, emitter.created_at)
         if not subs:
             return 0
         if command.hops >= MAX_HOPS:
-            self.runs.fail(source, None, "HOP_LIMIT", f"Events of {source.id} went through {command.hops} "
-                           f"subscriptions in a row (a loop?); they were not routed further.")
+            if isinstance(emitter, Source):
+                self.runs.fail(emitter, None, "HOP_LIMIT", f"Events of {emitter.id} went through {command.hops} "
+                               f"subscriptions in a row (a loop?); they were not routed further.")
+            else:
+                log.warning("events of %s not routed further after %d hops", emitter.id, command.hops)
             return 0
         routed = 0
         for sub in subs:
             for event in events:
-                routed += self._route(sub.listener_id, source, event, command)
+                routed += self._route(sub.listener_id, emitter.id, event, command)
         return routed
 
-    def _route(self, listener_id: str, source: Source, event: StoredEvent, command: FanOut) -> int:
+    def _route(self, listener_id: str, emitter_id: str, event: StoredEvent, command: FanOut) -> int:
         event_key = f"{event.id}:{command.nonce}" if command.nonce else event.id
         try:
             with self.uow() as uow:
                 if listener_id.startswith("dc_"):
                     uow.outbox.add(RunSource(listener_id, event.event, self.settings.http_timeout_ms, "subscription",
-                                             route_key=routed_key(source.id, event_key, listener_id),
+                                             route_key=routed_key(emitter_id, event_key, listener_id),
                                              hops=command.hops + 1))
                 elif listener_id.startswith("wh_"):
-                    delivery = Delivery(delivery_key(listener_id, source.id, event_key), listener_id, source.id,
+                    delivery = Delivery(delivery_key(listener_id, emitter_id, event_key), listener_id, emitter_id,
                                         event.id, summary(event, expand=True), created_at_ms=now_ms())
                     uow.deliveries.add(delivery)
                     uow.outbox.add(DeliverWebhook(delivery.id))
                 else:
-                    log.warning("no route to %s yet: workflows are not deployed here", listener_id)
-                    return 0
+                    uow.outbox.add(RunWorkflow(listener_id, event.event, routed_key(emitter_id, event_key, listener_id),
+                                               command.hops + 1))
                 uow.commit()
         except Conflict as e:
             if e.field != "delivery":

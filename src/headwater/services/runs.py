@@ -75,8 +75,8 @@ class Runs:
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
         self._tiers: TtlCache[str, str] = TtlCache(_TIER_TTL_S)
         # Fan-out of a run's committed events (Routing.commands_for), wired by the composition root.
-        self.routes: Callable[[UnitOfWork, Source, list[StoredEvent], int], list[Command]] = (
-            lambda uow, source, events, hops: [])
+        self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], list[Command]] = (
+            lambda uow, emitter_id, namespace, created_at, events, hops: [])
 
     @property
     def lease_s(self) -> float:
@@ -231,7 +231,7 @@ class Runs:
 
         hops = max((t.command.hops for t in tasks if isinstance(t.command, RunSource)), default=0)
         _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
-                                      route=lambda uow, events: self.routes(uow, source, events, hops))
+                                      route=lambda uow, events: self._routes(uow, source, events, hops))
         self.announce(source.id, channels)
         return results
 
@@ -258,9 +258,12 @@ class Runs:
         if component is None:
             return
         outcome = Outcome(self.context(source, component), RunResult.failed(code, message), trigger)
-        route = (lambda uow, events: self.routes(uow, source, events, 0)) if code != "HOP_LIMIT" else None
+        route = (lambda uow, events: self._routes(uow, source, events, 0)) if code != "HOP_LIMIT" else None
         _, channels = commit_outcomes(self.uow, source.id, [outcome], now_ms, route=route)
         self.announce(source.id, channels)
+
+    def _routes(self, uow: UnitOfWork, source: Source, events: list[StoredEvent], hops: int) -> list[Command]:
+        return self.routes(uow, source.id, source.namespace, source.created_at, events, hops)
 
     def announce(self, emitter_id: str, channels: set[str]) -> None:
         """After commit: live readers of these channels have new events."""

@@ -69,8 +69,6 @@ class Sources:
         self.secrets = secrets
         self.settings = settings
         self.endpoints: TtlCache[str, Source | None] = TtlCache(_ENDPOINT_TTL_S)
-        # Subscriptions' cache of a namespace forgets (Subscriptions.forget), wired by the composition root.
-        self.subscriptions_changed: Callable[[str], None] = lambda namespace: None
 
     # reading
 
@@ -244,11 +242,9 @@ class Sources:
                 self.runs.call_hook(source, component, "deactivate", db)
             with self.uow() as uow:
                 uow.sources.remove(source)
-                namespaces = uow.subscriptions.remove_naming(source_id)
+                uow.subscriptions.remove_naming(source_id)
                 uow.outbox.add(PurgeSource(source_id))
                 uow.commit()
-        for namespace in namespaces:
-            self.subscriptions_changed(namespace)
         self._changed(source, set())
 
     def _commit(self, source: Source, outcomes: builtins.list[Outcome],

@@ -15,10 +15,7 @@ from headwater.domain.models import Principal
 from headwater.domain.routing import GLOBS, LISTENER_PREFIXES, Subscription, subscription_key
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
-from headwater.services.cache import TtlCache
 from headwater.services.clock import now_s
-
-_TTL_S = 5.0
 
 
 def _required(value: str | None, field: str) -> str:
@@ -31,7 +28,6 @@ class Subscriptions:
     def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts) -> None:
         self.uow = uow
         self.accounts = accounts
-        self._by_namespace: TtlCache[str, list[Subscription]] = TtlCache(_TTL_S)
 
     def _namespace_of(self, principal: Principal, resource_id: str, field: str) -> str:
         """The namespace of a source, workflow or webhook the caller may see (404 otherwise)."""
@@ -40,6 +36,8 @@ class Subscriptions:
                 found = uow.sources.get(resource_id)
             elif resource_id.startswith("wh_"):
                 found = uow.webhooks.get(resource_id)  # type: ignore[assignment]
+            elif resource_id.startswith("p_"):
+                found = uow.workflows.get(resource_id)  # type: ignore[assignment]
             else:
                 found = None
         if found is None or not principal.can_see(found.namespace):
@@ -88,7 +86,6 @@ class Subscriptions:
                 return existing
             uow.subscriptions.add(sub)
             uow.commit()
-        self._by_namespace.forget(sub.namespace)
         return sub
 
     def unsubscribe(self, principal: Principal, emitter_id: str | None, listener_id: str | None,
@@ -107,8 +104,6 @@ class Subscriptions:
                 key = subscription_key(namespace, emitter_id, listener_id, channel, auto=emitter_id == "*")
                 removed = uow.subscriptions.remove(key) or removed
             uow.commit()
-        for namespace in namespaces:
-            self._by_namespace.forget(namespace)
         if not removed:
             raise NotFound("No such subscription.")
 
@@ -119,17 +114,12 @@ class Subscriptions:
 
     def matching(self, namespace: str, emitter_id: str, channel: str, created_at: int,
                  uow: UnitOfWork | None = None) -> list[Subscription]:
-        """Fan-out's lookup, cached: a subscription made on another machine counts within seconds.
-        `uow`: read through a unit of work already open (a run's commit) rather than a new one."""
-        hit, subs = self._by_namespace.get(namespace)
-        if not hit or subs is None:
-            if uow is not None:
-                subs = uow.subscriptions.for_namespace(namespace)
-            else:
-                with self.uow(readonly=True) as fresh:
-                    subs = fresh.subscriptions.for_namespace(namespace)
-            self._by_namespace.put(namespace, subs)
+        """Fan-out's lookup, read at each commit (one indexed query) rather than cached, so a
+        subscription made by any process or machine counts from its commit on. `uow`: read
+        through a unit of work already open (a run's commit) rather than a new one."""
+        if uow is not None:
+            subs = uow.subscriptions.for_namespace(namespace)
+        else:
+            with self.uow(readonly=True) as fresh:
+                subs = fresh.subscriptions.for_namespace(namespace)
         return [s for s in subs if s.matches(emitter_id, namespace, channel, created_at)]
-
-    def forget(self, namespace: str) -> None:
-        self._by_namespace.forget(namespace)

@@ -87,10 +87,8 @@ class Webhooks:
         self.get(principal, webhook_id)
         with self.uow() as uow:
             uow.webhooks.remove(webhook_id)
-            namespaces = uow.subscriptions.remove_naming(webhook_id)
+            uow.subscriptions.remove_naming(webhook_id)
             uow.commit()
-        for namespace in namespaces:
-            self.subscriptions.forget(namespace)
 
     def deliveries(self, principal: Principal, webhook_id: str, page: PageRequest) -> Page[Delivery]:
         self.get(principal, webhook_id)

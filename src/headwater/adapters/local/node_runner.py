@@ -156,6 +156,10 @@ def run_result(data: dict[str, Any]) -> RunResult:
         response=data.get("response"),
         error=data.get("error"),
         duration_ms=float(data.get("duration_ms") or 0),
+        return_value=data.get("return_value"),
+        exports=data.get("exports") or {},
+        sends=data.get("sends") or [],
+        flow_exit=data.get("flow_exit"),
     )
 
 
@@ -186,6 +190,10 @@ class NodeRunnerPool:
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
         return run_result(self.call("hook", request, bundle))
+
+    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
+        return run_result(self.call("run", request, bundle))
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
                          timeout_ms: int) -> list[dict[str, Any]]:

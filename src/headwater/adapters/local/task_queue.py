@@ -30,6 +30,7 @@ log = logging.getLogger("headwater.tasks")
 
 MAX_BATCH = 1024
 MAX_RUN_BATCH = 64
+POLL_S = 1.0
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
 
@@ -67,6 +68,7 @@ class LocalTaskQueue:
         self._delayed: list[tuple[float, str, Task]] = []
         self._outcomes: dict[str, asyncio.Future] = {}
         self._stopping = False
+        self._watermark = 0
         self._threads: list[threading.Thread] = []
 
     def handle(self, command: type[Command], handler: TaskHandler) -> None:
@@ -76,6 +78,8 @@ class LocalTaskQueue:
         backlog = self.db.connection().execute("SELECT * FROM tasks ORDER BY id").fetchall()
         for row in backlog:
             self._dispatch(task_from_row(row))
+        self._watermark = int(backlog[-1]["id"]) if backlog else self._max_id()
+        self._spawn(self._poll_loop, "task-poll")
         self._spawn(self._write_loop, "ingest-writer")
         self._spawn(self._delay_loop, "task-delays")
         for i in range(self.workers):
@@ -132,7 +136,8 @@ class LocalTaskQueue:
                     conn.execute("BEGIN IMMEDIATE")
                     ids = [
                         str(conn.execute(
-                            "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, 0)", row
+                            "INSERT INTO tasks (kind, source_id, payload, run_at, origin) VALUES (?, ?, ?, 0, ?)",
+                            (*row, self.db.origin)
                         ).lastrowid)
                         for row in rows
                     ]
@@ -165,6 +170,26 @@ class LocalTaskQueue:
             if lane not in self._busy and lane not in self._ready:
                 self._ready.append(lane)
                 self._cond.notify()
+
+    def _max_id(self) -> int:
+        return int(self.db.connection().execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence "
+                                                "WHERE name = 'tasks'").fetchone()[0])
+
+    def _poll_loop(self) -> None:
+        """Tasks committed by another process on the same database (the `headwater` command, a
+        second server) are picked up within a second; ids become visible in increasing order
+        because writers are serialized, so a watermark finds every new one."""
+        conn = self.db.connection()
+        while not self._stopping:
+            with self._cond:
+                self._cond.wait(timeout=POLL_S)
+                if self._stopping:
+                    return
+            rows = conn.execute("SELECT * FROM tasks WHERE id > ? ORDER BY id", (self._watermark,)).fetchall()
+            for row in rows:
+                self._watermark = max(self._watermark, int(row["id"]))
+                if row["origin"] != self.db.origin:  # this process's own tasks were dispatched at commit
+                    self._dispatch(task_from_row(row))
 
     def _delay_loop(self) -> None:
         while True:

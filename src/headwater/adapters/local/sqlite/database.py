@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import threading
 from pathlib import Path
@@ -15,6 +16,8 @@ class Database:
         # One writer at a time, queued here rather than in SQLite's busy handler, which polls with
         # sleeps of up to 100 ms: every writer of the local service is in this one process.
         self.write_lock = threading.Lock()
+        # Tasks this process writes carry it, so its queue tells them from another process's.
+        self.origin = secrets.token_hex(8)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         migrate(self.connection())

@@ -155,6 +155,17 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX deliveries_by_webhook ON deliveries(webhook_id, seq);
     """,
+    """
+    ALTER TABLE tasks ADD COLUMN origin TEXT;
+    CREATE TABLE workflows (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        body TEXT NOT NULL,
+        UNIQUE (namespace, name)
+    );
+    """,
 ]
 
 

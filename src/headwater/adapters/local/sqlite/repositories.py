@@ -24,6 +24,7 @@ from headwater.domain.models import (
 )
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
+from headwater.domain.workflows import Step, Workflow
 from headwater.ports import Task
 
 
@@ -445,10 +446,8 @@ class SqliteSubscriptions:
         return [Subscription(r["id"], r["namespace"], r["emitter_id"], r["listener_id"], r["event_name"],
                              r["created_at"], bool(r["auto"])) for r in rows]
 
-    def remove_naming(self, resource_id: str) -> list[str]:
-        rows = self.conn.execute("DELETE FROM subscriptions WHERE emitter_id = ?1 OR listener_id = ?1 "
-                                 "RETURNING namespace", (resource_id,)).fetchall()
-        return sorted({r[0] for r in rows})
+    def remove_naming(self, resource_id: str) -> None:
+        self.conn.execute("DELETE FROM subscriptions WHERE emitter_id = ?1 OR listener_id = ?1", (resource_id,))
 
 
 def _webhook(row: sqlite3.Row) -> Webhook:
@@ -524,19 +523,56 @@ class SqliteDeliveries:
                     total_count=total)
 
 
-class SqliteOutbox:
-    """Commands go into the task table in the unit of work's transaction; the unit of work hands
-    them to the task queue once it has committed."""
+def _workflow(row: sqlite3.Row) -> Workflow:
+    data = json.loads(row["body"])
+    data["steps"] = [Step(**s) for s in data["steps"]]
+    return Workflow(**{**data, "seq": row["seq"]})
 
+
+class SqliteWorkflows:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+
+    def add(self, w: Workflow) -> None:
+        cur = claimed(self.conn, "INSERT INTO workflows (id, namespace, name, body) VALUES (?, ?, ?, ?)",
+                      (w.id, w.namespace, w.name, json.dumps(dataclasses.asdict(w))),
+                      {"workflows.namespace, workflows.name": "name"})
+        w.seq = cur.lastrowid or 0
+
+    def update(self, w: Workflow) -> None:
+        self.conn.execute("UPDATE workflows SET body = ? WHERE id = ?", (json.dumps(dataclasses.asdict(w)), w.id))
+
+    def get(self, workflow_id: str) -> Workflow | None:
+        row = self.conn.execute("SELECT * FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+        return _workflow(row) if row else None
+
+    def by_name(self, namespace: str, name: str) -> Workflow | None:
+        row = self.conn.execute("SELECT * FROM workflows WHERE namespace = ? AND name = ?",
+                                (namespace, name)).fetchone()
+        return _workflow(row) if row else None
+
+    def list(self, namespace: str) -> list[Workflow]:
+        rows = self.conn.execute("SELECT * FROM workflows WHERE namespace = ? ORDER BY seq DESC", (namespace,))
+        return [_workflow(r) for r in rows]
+
+    def remove(self, workflow: Workflow) -> None:
+        self.conn.execute("DELETE FROM workflows WHERE id = ?", (workflow.id,))
+
+
+class SqliteOutbox:
+    """Commands go into the task table in the unit of work's transaction; the unit of work hands
+    them to the task queue once it has committed. `origin` marks them as this process's."""
+
+    def __init__(self, conn: sqlite3.Connection, origin: str) -> None:
+        self.conn = conn
+        self.origin = origin
         self.added: list[Task] = []
 
     def add(self, command: Command, delay_s: float = 0.0) -> None:
         not_before = time.time() + delay_s if delay_s > 0 else 0.0
         cur = self.conn.execute(
-            "INSERT INTO tasks (kind, source_id, payload, run_at) VALUES (?, ?, ?, ?)",
-            (command.name, command.lane, json.dumps(to_message(command)), not_before),
+            "INSERT INTO tasks (kind, source_id, payload, run_at, origin) VALUES (?, ?, ?, ?, ?)",
+            (command.name, command.lane, json.dumps(to_message(command)), not_before, self.origin),
         )
         self.added.append(Task(str(cur.lastrowid), command, 0, not_before))
 

@@ -18,6 +18,7 @@ from headwater.adapters.local.sqlite.repositories import (
     SqliteUsageLog,
     SqliteUsers,
     SqliteWebhooks,
+    SqliteWorkflows,
 )
 from headwater.ports import Task
 
@@ -56,7 +57,8 @@ class SqliteUnitOfWork:
         self.subscriptions = SqliteSubscriptions(self.conn)
         self.webhooks = SqliteWebhooks(self.conn)
         self.deliveries = SqliteDeliveries(self.conn)
-        self.outbox = SqliteOutbox(self.conn)
+        self.workflows = SqliteWorkflows(self.conn)
+        self.outbox = SqliteOutbox(self.conn, self.db.origin)
         self._done = False
         return self
 

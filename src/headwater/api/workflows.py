@@ -1,0 +1,46 @@
+"""A workflow's events: its emits, its errors, and their live stream (SPEC Workflows, DECISIONS SSE).
+Workflows themselves are managed with `headwater workflows` (SPEC: not over HTTP)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Query, Request
+from fastapi.responses import StreamingResponse
+
+from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.routing import Router
+from headwater.api.sse import stream
+from headwater.domain.errors import NotFound
+from headwater.domain.events import EventId
+from headwater.services.events import parse_event_id, parse_limit
+
+router = Router(tags=["workflows"])
+
+
+@router.get("/workflows/{workflow_id}/event_summaries")
+def workflow_event_summaries(workflow_id: str, svc: ServicesDep, caller: PrincipalDep,
+                             limit: str | None = Query(None), expand: str | None = Query(None),
+                             event_name: str = Query("")) -> dict[str, Any]:
+    return svc.events.summaries(caller, workflow_id, parse_limit(limit), expand == "event", event_name)
+
+
+@router.get("/workflows/{workflow_id}/{channel}/event_summaries")
+def workflow_error_summaries(workflow_id: str, channel: str, svc: ServicesDep, caller: PrincipalDep,
+                             limit: str | None = Query(None), expand: str | None = Query(None)) -> dict[str, Any]:
+    """`/$errors/event_summaries` (a route key cannot hold `$errors` literally on API Gateway)."""
+    if channel != "$errors":
+        raise NotFound(f"No route /workflows/{workflow_id}/{channel}/event_summaries.")
+    return svc.events.summaries(caller, workflow_id, parse_limit(limit), expand == "event", "$errors")
+
+
+@router.get("/workflows/{workflow_id}/sse")
+def workflow_sse(workflow_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep,
+                 event_name: str = Query("")) -> StreamingResponse:
+    svc.events.check(caller, workflow_id)
+    last = parse_event_id(request.headers.get("last-event-id"), "Last-Event-ID")
+    if last is None:
+        newest = svc.events.summaries(caller, workflow_id, 1, False, event_name)["data"]
+        last = EventId.parse(newest[0]["id"]) if newest else EventId(0, 0)
+    return StreamingResponse(stream(svc, request, workflow_id, event_name, last), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,297 @@
+"""Workflows (DECISIONS Workflows): deployed from a YAML file by the CLI, run step by step.
+
+A run executes the steps in order in the runner with SPEC's action context: each step sees
+`steps.trigger.event` and the earlier steps' `$return_value` and exports; `{{ }}` props are
+evaluated first, in the runner; `$.flow.exit` ends the run; a throw ends it with a `$errors`
+event of SPEC's workflow shape. Its `$.send.emit`s become the workflow's events (routed to its
+subscribers like a source's), `$.send.sse` events on the named channel, `$.send.http` a queued
+request retried like a webhook delivery. Everything a run did commits together, once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from headwater import __version__
+from headwater.domain import ids
+from headwater.domain.commands import Command, PurgeSource, RunWorkflow, SendHttp
+from headwater.domain.errors import Invalid, NotFound
+from headwater.domain.events import Emit
+from headwater.domain.models import Component, Principal
+from headwater.domain.routing import Attempt, outcome_of, parse_retry_after, parse_schedule, retry_delay
+from headwater.domain.runs import Limits, RunContext, RunResult
+from headwater.domain.urls import check_http_url
+from headwater.domain.workflows import Step, Workflow, error_event, evaluator_code, parse_workflow
+from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOfWork, UnitOfWorkFactory, WebhookSender
+from headwater.services.accounts import Accounts
+from headwater.services.clock import now_ms, now_s, utc_day
+from headwater.services.components import Components
+from headwater.services.recording import Outcome, commit_outcomes
+from headwater.services.runs import Runs
+from headwater.services.subscriptions import Subscriptions
+from headwater.settings import Settings
+
+log = logging.getLogger("headwater.workflows")
+
+COMPONENT_FILES = (".mjs", ".js", ".cjs", ".ts", ".mts")
+
+
+class Workflows:
+    def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, components: Components,
+                 subscriptions: Subscriptions, runs: Runs, bundler: Bundler, runner: Runner,
+                 sender: WebhookSender, settings: Settings) -> None:
+        self.uow = uow
+        self.accounts = accounts
+        self.components = components
+        self.subscriptions = subscriptions
+        self.runs = runs
+        self.bundler = bundler
+        self.runner = runner
+        self.sender = sender
+        self.settings = settings
+        self.schedule = parse_schedule(settings.webhook_retry_schedule)
+
+    # managing (the CLI)
+
+    def principal(self, user_id: str) -> Principal:
+        with self.uow(readonly=True) as uow:
+            user = uow.users.get(user_id)
+            if user is None:
+                raise NotFound(f"No user {user_id}.")
+            return Principal(user, uow.users.org_ids(user_id))
+
+    def deploy(self, user_id: str, org_id: str | None, file: Path) -> Workflow:
+        """Deploys a workflow file; a name the namespace already has gets its steps replaced under
+        the same p_ id with a new d_ id."""
+        principal = self.principal(user_id)
+        namespace = self.accounts.namespace(principal, org_id)
+        try:
+            data = yaml.safe_load(file.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise Invalid(f"Cannot read the workflow file {file}: {e}", {"file": [str(e)]}) from None
+        name, trigger, steps = parse_workflow(data)
+        for step in steps:
+            step.component_id = self._component_for(principal, namespace, file.parent, step).id
+        ts = now_s()
+        with self.uow() as uow:
+            existing = uow.workflows.by_name(namespace, name)
+        workflow = Workflow(existing.id if existing else ids.new_id("workflow"), namespace, user_id, name,
+                            ids.new_id("deployment"), steps, trigger, existing.created_at if existing else ts, ts)
+        with self.uow() as uow:
+            if existing:
+                workflow.seq = existing.seq
+                uow.workflows.update(workflow)
+            else:
+                uow.workflows.add(workflow)
+            uow.commit()
+        if existing and existing.trigger and existing.trigger != trigger:
+            with contextlib.suppress(NotFound):
+                self.subscriptions.unsubscribe(principal, existing.trigger, workflow.id, None, org_id)
+        if trigger is not None:
+            # DECISIONS: `trigger` is the same as a subscription of the workflow to this emitter.
+            self.subscriptions.subscribe(principal, trigger, workflow.id, None, org_id)
+        return workflow
+
+    def _component_for(self, principal: Principal, namespace: str, base: Path, step: Step) -> Component:
+        ref = step.component
+        if ref.startswith("sc_"):
+            component = self.components.get(principal, ref)
+        elif ref.endswith(COMPONENT_FILES):
+            path = (base / ref).resolve()
+            if not path.is_file():
+                raise Invalid(f"Step {step.name}: no component file {ref} next to the workflow file.",
+                              {f"steps.{step.name}.component": ["no such file"]})
+            code = self.bundler.source_of(str(path))
+            component = self.components.save(namespace, principal.user.id, code, None)
+        else:
+            component = self.components.get_registry(ref)
+        if component.definition.type != "action":
+            raise Invalid(f"Step {step.name}: {ref} is a {component.definition.type}, not an action.",
+                          {f"steps.{step.name}.component": ["is not an action"]})
+        return component
+
+    def get(self, principal: Principal, workflow_id: str) -> Workflow:
+        with self.uow(readonly=True) as uow:
+            workflow = uow.workflows.get(workflow_id)
+        if workflow is None or not principal.can_see(workflow.namespace):
+            raise NotFound(f"No workflow {workflow_id}.")
+        return workflow
+
+    def listing(self, user_id: str, org_id: str | None) -> list[Workflow]:
+        namespace = self.accounts.namespace(self.principal(user_id), org_id)
+        with self.uow(readonly=True) as uow:
+            return uow.workflows.list(namespace)
+
+    def delete(self, user_id: str, workflow_id: str) -> None:
+        workflow = self.get(self.principal(user_id), workflow_id)
+        with self.uow() as uow:
+            uow.workflows.remove(workflow)
+            uow.subscriptions.remove_naming(workflow_id)
+            uow.outbox.add(PurgeSource(workflow_id))
+            uow.commit()
+
+    # running
+
+    def run(self, tasks: list[Task], _: object = None) -> list[str | None]:
+        """RunWorkflow handler: how each run ended (done, exited, failed), None when skipped."""
+        return [self._run(task) for task in tasks]
+
+    def _run(self, task: Task) -> str | None:
+        command = task.command
+        assert isinstance(command, RunWorkflow)
+        with self.uow(readonly=True) as uow:
+            workflow = uow.workflows.get(command.workflow_id)
+            state = uow.state.get(command.workflow_id)
+        key = command.route_key or task.id
+        if workflow is None or key in state.applied:
+            return None
+        admission = self.runs.admit(workflow.user_id)
+        if not admission.admitted:
+            refusal = admission.refusal.message if admission.refusal else "quota"
+            return self._commit(workflow, command, key, [], [], {"code": "QUOTA_EXCEEDED", "message": refusal},
+                                None, [], 0.0, "failed")
+        steps: dict[str, Any] = {"trigger": {"event": command.event}}
+        emits: list[Emit] = []
+        logs: list[dict[str, Any]] = []
+        sends: list[Command] = []
+        duration = 0.0
+        for step in workflow.steps:
+            result = self._step(workflow, step, steps)
+            duration += result.duration_ms
+            logs += result.logs
+            if result.error:
+                return self._commit(workflow, command, key, emits, logs, result.error, step.name, sends, duration,
+                                    "failed")
+            steps[step.name] = {"$return_value": result.return_value, **result.exports}
+            problem = self._sends(workflow, step, result, emits, sends)
+            if problem:
+                return self._commit(workflow, command, key, emits, logs, problem, step.name, sends, duration,
+                                    "failed")
+            if result.flow_exit is not None:
+                return self._commit(workflow, command, key, emits, logs, None, None, sends, duration, "exited")
+        return self._commit(workflow, command, key, emits, logs, None, None, sends, duration, "done")
+
+    def _instance(self, workflow: Workflow, step: Step, props: dict[str, Any]) -> Instance:
+        return Instance(id=f"{workflow.id}:{step.name}", props=props, account=workflow.namespace,
+                        env={"PIPEDREAM_WORKFLOW_ID": workflow.id}, memory_mb=self.settings.run_memory_mb)
+
+    def _step(self, workflow: Workflow, step: Step, steps: dict[str, Any]) -> RunResult:
+        """Evaluates the step's `{{ }}` props, then runs it; a failure of either is the step's error."""
+        timeout = self.settings.http_timeout_ms
+        try:
+            props = dict(step.props)
+            code = evaluator_code(props)
+            if code is not None:
+                evaluated = self.runner.run_step(self.bundler.bundle(code), self._instance(workflow, step, {}),
+                                                 steps, timeout)
+                if evaluated.error:
+                    return replace(evaluated, error={**evaluated.error, "message": "evaluating the props: "
+                                                     + str(evaluated.error.get("message"))})
+                props.update(evaluated.return_value or {})
+            component = self.runs.component(step.component_id)
+            if component is None:
+                return RunResult.failed("CONFIGURATION_ERROR", f"the component {step.component_id} is gone")
+            return self.runner.run_step(self.bundler.bundle(component.code), self._instance(workflow, step, props),
+                                        steps, timeout)
+        except RunnerError as e:
+            return RunResult.failed(e.code, e.message, e.stack)
+        except Invalid as e:
+            return RunResult.failed("RUNTIME_ERROR", e.message)
+
+    def _sends(self, workflow: Workflow, step: Step, result: RunResult, emits: list[Emit],
+               commands: list[Command]) -> dict[str, Any] | None:
+        """The step's `$.send`s, in order; an error (a send that cannot go) ends the run."""
+        for i, send in enumerate(result.sends):
+            kind, config = send.get("type"), send.get("config")
+            if not isinstance(config, dict):
+                return {"code": "CONFIGURATION_ERROR", "message": f"$.send.{kind} needs a config object"}
+            if kind == "emit":
+                emits.append(Emit({"raw_event": config.get("raw_event")}, {}))
+            elif kind == "sse":
+                channel = config.get("channel")
+                if not isinstance(channel, str) or not channel:
+                    return {"code": "CONFIGURATION_ERROR", "message": "$.send.sse needs a `channel` string"}
+                emits.append(Emit(config.get("payload"), {"name": channel}))
+            elif kind == "http":
+                problem = check_http_url(str(config.get("url", "")))
+                if problem:
+                    return {"code": "CONFIGURATION_ERROR", "message": f"$.send.http `url` {problem}"}
+                commands.append(SendHttp(workflow.id, config, f"{workflow.id}:{step.name}:{now_ms()}:{i}"))
+            elif kind in ("email", "s3"):
+                return {"code": "CONFIGURATION_ERROR", "message": f"$.send.{kind} is not set up on this service: its "
+                        f"operator has not configured {'SMTP' if kind == 'email' else 'S3'} settings"}
+            else:
+                return {"code": "CONFIGURATION_ERROR", "message": f"unknown destination $.send.{kind}"}
+        return None
+
+    def _commit(self, workflow: Workflow, command: RunWorkflow, key: str, emits: list[Emit],
+                logs: list[dict[str, Any]], error: dict[str, Any] | None, cell: str | None,
+                sends: list[Command], duration_ms: float, ending: str) -> str:
+        ms = now_ms()
+        if error is not None:
+            emits = [*emits, Emit(error_event(workflow, command.event, error, cell, ms, __version__),
+                                  {"name": "$errors"})]
+        s = self.settings
+        ctx = RunContext(workflow.id, workflow.user_id, __version__, None,
+                         Limits(s.max_event_bytes, s.max_log_bytes, s.max_channels))
+        outcome = Outcome(ctx, RunResult(emits=emits, logs=logs, duration_ms=duration_ms), command.event, key)
+        counted = error is None or error.get("code") != "QUOTA_EXCEEDED"
+
+        def usage(uow: UnitOfWork, _: object) -> None:
+            if counted:
+                uow.usage.record(workflow.user_id, utc_day(), 1, outcome.result.compute_ms)
+
+        _, channels = commit_outcomes(
+            self.uow, workflow.id, [outcome], now_ms, extra=usage, commands=sends,
+            route=lambda uow, events: self.runs.routes(uow, workflow.id, workflow.namespace, workflow.created_at,
+                                                       events, command.hops),
+        )
+        self.runs.announce(workflow.id, channels)
+        return ending
+
+    # $.send.http
+
+    def send_http(self, tasks: list[Task], _: object = None) -> list[str]:
+        """SendHttp handler: one request; a failure queues the next attempt on the retry schedule."""
+        return [self._send(task.command) for task in tasks]  # type: ignore[arg-type]
+
+    def _send(self, command: SendHttp) -> str:
+        config = command.config
+        method = str(config.get("method") or "POST").upper()
+        data = config.get("data")
+        body = data.encode() if isinstance(data, str) else json.dumps(data).encode() if data is not None else b""
+        headers = {str(k).lower(): str(v) for k, v in (config.get("headers") or {}).items()}
+        if data is not None and not isinstance(data, str):
+            headers.setdefault("content-type", "application/json")
+        auth = config.get("auth")
+        if isinstance(auth, dict) and "username" in auth:
+            import base64
+            token = base64.b64encode(f"{auth['username']}:{auth.get('password', '')}".encode()).decode()
+            headers["authorization"] = f"Basic {token}"
+        url = str(config.get("url"))
+        params = config.get("params")
+        if isinstance(params, dict) and params:
+            from urllib.parse import urlencode
+            url += ("&" if "?" in url else "?") + urlencode({str(k): str(v) for k, v in params.items()})
+        result = self.sender.request(method, url, body, headers)
+        attempt = Attempt(now_ms(), result.status, result.error, result.duration_ms)
+        if outcome_of(attempt.status) == "succeeded":
+            return "succeeded"
+        delay = retry_delay(command.attempt + 1, self.schedule, parse_retry_after(result.retry_after, time.time()))
+        if delay is None:
+            log.warning("$.send.http of %s to %s gave up after %d attempts", command.workflow_id, url,
+                        command.attempt + 1)
+            return "dead"
+        with self.uow() as uow:
+            uow.outbox.add(replace(command, attempt=command.attempt + 1), delay_s=delay)
+            uow.commit()
+        return "failed"
+
