@@ -12,7 +12,7 @@ import copy
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.bootstrap import Adapters, Services, bootstrap
@@ -21,9 +21,11 @@ from headwater.domain.errors import Conflict
 from headwater.domain.events import Emit, EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest, paginate
+from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult
 from headwater.domain.timers import Timer
-from headwater.ports import Bundle, Busy, Ingested, Instance, Task, TaskHandler
+from headwater.domain.workflows import Workflow
+from headwater.ports import Bundle, Busy, Ingested, Instance, SendResult, Task, TaskHandler
 from headwater.settings import Settings
 
 
@@ -38,6 +40,10 @@ class Data:
     sources: dict[str, Source] = field(default_factory=dict)
     states: dict[str, SourceState] = field(default_factory=dict)
     events: dict[tuple[str, str, str], StoredEvent] = field(default_factory=dict)
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)
+    webhooks: dict[str, Webhook] = field(default_factory=dict)
+    deliveries: dict[str, Delivery] = field(default_factory=dict)
+    workflows: dict[str, Workflow] = field(default_factory=dict)
     seq: int = 0
 
 
@@ -204,6 +210,9 @@ class FakeEvents(_Repo):
                 del d.events[k]
         self.write(change)
 
+    def get(self, emitter_id: str, channel: str, event_id: str) -> StoredEvent | None:
+        return self.data.events.get((emitter_id, channel, event_id))
+
     def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]:
         return self._channel(emitter_id, channel)[:limit]
 
@@ -219,6 +228,94 @@ class FakeEvents(_Repo):
         for k in doomed:
             del self.data.events[k]  # like DynamoDB's batch deletes: at once, not with the commit
         return len(doomed)
+
+
+class FakeSubscriptions(_Repo):
+    def add(self, subscription: Subscription) -> None:
+        self.write(lambda d: d.subscriptions.setdefault(subscription.id, subscription))
+
+    def remove(self, subscription_id: str) -> bool:
+        found = subscription_id in self.data.subscriptions
+        self.write(lambda d: d.subscriptions.pop(subscription_id, None))
+        return found
+
+    def for_namespace(self, namespace: str) -> list[Subscription]:
+        return [s for s in self.data.subscriptions.values() if s.namespace == namespace]
+
+    def remove_naming(self, resource_id: str) -> None:
+        def change(d: Data) -> None:
+            for key in [k for k, s in d.subscriptions.items() if resource_id in (s.emitter_id, s.listener_id)]:
+                del d.subscriptions[key]
+        self.write(change)
+
+
+class FakeWebhooks(_Repo):
+    def add(self, webhook: Webhook) -> None:
+        self.uow.store.data.seq += 1
+        webhook.seq = self.uow.store.data.seq
+        self.write(lambda d: d.webhooks.__setitem__(webhook.id, copy.deepcopy(webhook)))
+
+    def get(self, webhook_id: str) -> Webhook | None:
+        return copy.deepcopy(self.data.webhooks.get(webhook_id))
+
+    def update(self, webhook: Webhook) -> None:
+        self.write(lambda d: d.webhooks.__setitem__(webhook.id, copy.deepcopy(webhook)))
+
+    def remove(self, webhook_id: str) -> None:
+        self.write(lambda d: d.webhooks.pop(webhook_id, None))
+
+    def list(self, namespace: str, page: PageRequest) -> Page[Webhook]:
+        return paginate([(w.seq, w) for w in self.data.webhooks.values() if w.namespace == namespace], page)
+
+
+class FakeDeliveries(_Repo):
+    def add(self, delivery: Delivery) -> None:
+        self.uow.store.data.seq += 1
+        seq = self.uow.store.data.seq
+
+        def change(d: Data) -> None:
+            _claim(set(d.deliveries), delivery.id, "delivery")
+            d.deliveries[delivery.id] = replace(copy.deepcopy(delivery), version=1)
+            self.uow.store.delivery_seqs[delivery.id] = seq
+        self.write(change)
+
+    def get(self, delivery_id: str) -> Delivery | None:
+        return copy.deepcopy(self.data.deliveries.get(delivery_id))
+
+    def save(self, delivery: Delivery, expected_version: int) -> None:
+        def change(d: Data) -> None:
+            if d.deliveries[delivery.id].version != expected_version:
+                raise Conflict("changed meanwhile", field="version")
+            d.deliveries[delivery.id] = replace(copy.deepcopy(delivery), version=expected_version + 1)
+        self.write(change)
+
+    def for_webhook(self, webhook_id: str, page: PageRequest) -> Page[Delivery]:
+        seqs = self.uow.store.delivery_seqs
+        return paginate([(seqs[k], d) for k, d in self.data.deliveries.items() if d.webhook_id == webhook_id], page)
+
+
+class FakeWorkflows(_Repo):
+    def add(self, workflow: Workflow) -> None:
+        def change(d: Data) -> None:
+            _claim({(w.namespace, w.name) for w in d.workflows.values()}, (workflow.namespace, workflow.name), "name")
+            d.workflows[workflow.id] = copy.deepcopy(workflow)
+        self.write(change)
+
+    def update(self, workflow: Workflow) -> None:
+        self.write(lambda d: d.workflows.__setitem__(workflow.id, copy.deepcopy(workflow)))
+
+    def get(self, workflow_id: str) -> Workflow | None:
+        return copy.deepcopy(self.data.workflows.get(workflow_id))
+
+    def by_name(self, namespace: str, name: str) -> Workflow | None:
+        return next((copy.deepcopy(w) for w in self.data.workflows.values()
+                     if w.namespace == namespace and w.name == name), None)
+
+    def list(self, namespace: str) -> list[Workflow]:
+        return [w for w in self.data.workflows.values() if w.namespace == namespace]
+
+    def remove(self, workflow: Workflow) -> None:
+        self.write(lambda d: d.workflows.pop(workflow.id, None))
 
 
 class FakeUsageLog(_Repo):
@@ -251,6 +348,10 @@ class FakeUnitOfWork:
         self.state = FakeState(self)
         self.events = FakeEvents(self)
         self.usage = FakeUsageLog(self)
+        self.subscriptions = FakeSubscriptions(self)
+        self.webhooks = FakeWebhooks(self)
+        self.deliveries = FakeDeliveries(self)
+        self.workflows = FakeWorkflows(self)
         self.outbox = FakeOutbox(self)
         self.after_commit: list[Callable[[], None]] = []
 
@@ -279,6 +380,7 @@ class FakeStore:
     def __init__(self, queue: FakeQueue, usage: FakeUsage, max_writes: int | None = None) -> None:
         self.data = Data()
         self.usage = usage
+        self.delivery_seqs: dict[str, int] = {}
         self.lock = threading.Lock()
         self.queue = queue
         self.max_writes = max_writes
@@ -417,6 +519,10 @@ class FakeRunner:
         self.calls.append((hook, instance.id))
         return self.hooks(instance, hook)
 
+    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        self.calls.append(("step", instance.id))
+        return self.script(instance, steps)
+
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
                          timeout_ms: int) -> list[dict[str, Any]]:
         return list(eval(bundle.code)["configurable_props"])  # noqa: S307
@@ -453,6 +559,22 @@ class FakeBus:
         pass
 
 
+class FakeSender:
+    """Answers each request with the next scripted status (200 when the script runs out)."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.sent: list[tuple[str, str, bytes, dict[str, str]]] = []
+
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
+        return self.request("POST", url, body, headers)
+
+    def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
+        self.sent.append((method, url, body, headers))
+        status = self.statuses.pop(0) if self.statuses else 200
+        return SendResult(status, None if status < 300 else f"answered {status}")
+
+
 class FakeFetcher:
     def fetch_text(self, url: str) -> str:
         raise NotImplementedError("no network in service tests")
@@ -467,16 +589,18 @@ class World:
     scheduler: FakeScheduler
     usage: FakeUsage
     bus: FakeBus
+    sender: FakeSender
 
 
 def world(max_writes: int | None = None, **settings: Any) -> World:
     queue, usage = FakeQueue(), FakeUsage()
     store = FakeStore(queue, usage, max_writes)
-    runner, scheduler, bus = FakeRunner(), FakeScheduler(), FakeBus()
+    runner, scheduler, bus, sender = FakeRunner(), FakeScheduler(), FakeBus(), FakeSender()
     adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), bundler=FakeBundler(), runner=runner,
-                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, scheduler=scheduler, bus=bus)
+                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, scheduler=scheduler, bus=bus,
+                        sender=sender)
     services = bootstrap(Settings(**settings), adapters)
-    return World(services, store, queue, runner, scheduler, usage, bus)
+    return World(services, store, queue, runner, scheduler, usage, bus, sender)
 
 
 def emits(*items: tuple[Any, dict[str, Any]]) -> list[Emit]:

@@ -1,0 +1,99 @@
+"""Routing on the fakes: fan-out idempotency, webhook retries on the queue's delay, 410, hops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, SyncSchedule
+from headwater.domain.events import Emit
+from headwater.domain.models import Principal
+from headwater.domain.routing import MAX_HOPS
+from headwater.domain.runs import RunResult
+from headwater.ports import Task
+from tests.fakes import World, world
+from tests.services.test_services import deploy, principal, run_task
+
+
+def emitter(w: World) -> tuple[Principal, Any]:
+    w.runner.script = lambda instance, event: RunResult(emits=[Emit(event)])
+    ada = principal(w)
+    source = deploy(w, ada)
+    w.queue.drain(SyncSchedule)
+    return ada, source
+
+
+def test_a_fan_out_delivered_twice_makes_one_delivery() -> None:
+    w = world(webhook_retry_schedule="10,20")
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    [fan_out] = w.queue.of(FanOut)
+    w.queue.drain(FanOut)
+    w.queue.redeliver(Task("again", fan_out))
+    assert len(w.store.data.deliveries) == 1
+    assert len(w.queue.of(DeliverWebhook)) == 1
+
+
+def test_failures_are_retried_until_the_schedule_is_used_up() -> None:
+    w = world(webhook_retry_schedule="0,0")
+    ada, source = emitter(w)
+    hook, secret = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    assert secret.startswith("whsec_") and hook.signing_secret != secret  # stored encrypted
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    w.queue.drain(FanOut)
+    w.sender.statuses = [500, 500, 500]
+    statuses = [result for _, result in w.queue.drain(DeliverWebhook)]
+    assert statuses == ["failed", "failed", "dead"]
+    assert w.queue.pending == []
+    [delivery] = w.store.data.deliveries.values()
+    assert [a.status for a in delivery.attempts] == [500, 500, 500]
+    assert len({h["webhook-id"] for _, _, _, h in w.sender.sent}) == 1
+
+
+def test_retry_delays_come_from_the_schedule() -> None:
+    w = world(webhook_retry_schedule="10,20")
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    w.queue.drain(FanOut)
+    w.sender.statuses = [503]
+    task, _ = w.queue.pending.pop(0)
+    w.services.webhooks.deliver([task])
+    [(retry, delay)] = w.queue.pending
+    assert isinstance(retry.command, DeliverWebhook) and 10 <= delay <= 11
+
+
+def test_410_gone_disables_the_webhook() -> None:
+    w = world()
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    w.sender.statuses = [410]
+    w.queue.drain()
+    assert w.store.data.webhooks[hook.id].active is False
+    assert [d.status for d in w.store.data.deliveries.values()] == ["dead"]
+
+
+def test_source_listeners_get_the_event_once_and_hops_are_capped() -> None:
+    w = world()
+    ada, first = emitter(w)
+    second = deploy(w, ada, name="second")
+    w.services.subscriptions.subscribe(ada, first.id, second.id, None, None)
+    w.services.runs.run_batch([run_task(first.id, {"n": 1})], lambda t, r: None)
+    [fan_out] = w.queue.of(FanOut)
+    w.queue.drain(FanOut)
+    w.queue.redeliver(Task("again", fan_out))
+    runs = w.queue.of(RunSource)
+    assert len(runs) == 2 and runs[0].route_key == runs[1].route_key and runs[0].hops == 1
+    w.queue.drain(RunSource)
+    assert w.runner.calls.count(("run", second.id)) == 1
+    capped = FanOut(first.id, first.namespace, "", fan_out.event_ids, MAX_HOPS)
+    assert w.queue.redeliver(Task("loop", capped)) == 0
+    with w.store.uow(readonly=True) as uow:
+        [error] = uow.events.newest(first.id, "$errors", 10)
+    assert error.event["error"]["code"] == "HOP_LIMIT"
