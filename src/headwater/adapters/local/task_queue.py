@@ -69,6 +69,7 @@ class LocalTaskQueue:
         self._outcomes: dict[str, asyncio.Future] = {}
         self._stopping = False
         self._watermark = 0
+        self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def handle(self, command: type[Command], handler: TaskHandler) -> None:
@@ -91,6 +92,7 @@ class LocalTaskQueue:
         self._threads.append(thread)
 
     def stop(self) -> None:
+        self._stopped.set()
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -180,11 +182,7 @@ class LocalTaskQueue:
         second server) are picked up within a second; ids become visible in increasing order
         because writers are serialized, so a watermark finds every new one."""
         conn = self.db.connection()
-        while not self._stopping:
-            with self._cond:
-                self._cond.wait(timeout=POLL_S)
-                if self._stopping:
-                    return
+        while not self._stopped.wait(timeout=POLL_S):  # not self._cond: its notify() is the workers'
             rows = conn.execute("SELECT * FROM tasks WHERE id > ? ORDER BY id", (self._watermark,)).fetchall()
             for row in rows:
                 self._watermark = max(self._watermark, int(row["id"]))
