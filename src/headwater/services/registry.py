@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,10 +47,19 @@ class Registry:
         self.components = components
         self.bundler = bundler
 
+    def candidates(self, root: Path) -> list[Path]:
+        return candidate_files(root)
+
+    def publish_files(self, root: Path, files: list[Path]) -> Iterator[PublishResult]:
+        """Each result as it is done: files are bundled and described in parallel, bounded by the
+        cores (each is a Node bundler process and a runner call)."""
+        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+            futures = [pool.submit(self.publish_file, root, path) for path in files]
+            for future in as_completed(futures):
+                yield future.result()
+
     def publish_dir(self, root: Path) -> list[PublishResult]:
-        """Files are bundled and described in parallel (each is a Node subprocess and a runner call)."""
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            return list(pool.map(lambda path: self.publish_file(root, path), candidate_files(root)))
+        return sorted(self.publish_files(root, candidate_files(root)), key=lambda r: r.file)
 
     def publish_file(self, root: Path, path: Path) -> PublishResult:
         rel = str(path.relative_to(root))

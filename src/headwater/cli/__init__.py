@@ -1,0 +1,47 @@
+"""The `headwater` command: run the service, manage its accounts, registry and workflows, and
+drive a running service like Pipedream's `pd` (login, deploy, list, events, logs, update, delete)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from headwater.cli import admin, client
+from headwater.cli.output import handles_errors, json_option
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Headwater: self-hosted event sources."""
+
+
+for command in (*admin.COMMANDS, *client.COMMANDS):
+    cli.add_command(command)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@admin.data_dir_option
+@json_option
+@handles_errors
+def publish(directory: str, data_dir: str | None, as_json: bool) -> None:
+    """Publish a folder of components to the registry (same as `registry publish`)."""
+    admin.publish_with_progress(directory, data_dir, as_json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a request line per call is noise in a CLI
+    try:
+        cli.main(args=argv, prog_name="headwater", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Abort:
+        return 1
+    except SystemExit as e:
+        return int(e.code or 0) if not isinstance(e.code, str) else 1
+    return 0

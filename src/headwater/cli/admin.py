@@ -1,0 +1,248 @@
+"""Commands that act on the service's own data (DECISIONS: accounts and workflows have no HTTP
+routes): they open the store of `--data-dir` or `HEADWATER_DATA_DIR`, the same one `serve` uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from headwater.bootstrap import Services, bootstrap
+from headwater.cli.output import emit, handles_errors, json_option
+from headwater.services.registry import PublishResult
+from headwater.settings import Settings
+
+log = logging.getLogger("headwater")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def data_dir_option(f: F) -> F:
+    return click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+                        help="data directory (default $HEADWATER_DATA_DIR, else ./.headwater)")(f)
+
+
+def settings_for(data_dir: str | None) -> Settings:
+    if data_dir:
+        os.environ["HEADWATER_DATA_DIR"] = str(Path(data_dir).resolve())
+    return Settings()
+
+
+@contextmanager
+def services_for(data_dir: str | None) -> Iterator[Services]:
+    services = bootstrap(settings_for(data_dir))
+    try:
+        yield services
+    finally:
+        services.close()
+
+
+def registry_fingerprint(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def publish_shipped_registry(services: Services) -> None:
+    """Publishes `src/registry` when its files changed since the last start (first start included)."""
+    root = services.settings.registry_dir
+    if not root.is_dir():
+        return
+    marker = services.settings.data_dir / "registry.published"
+    fingerprint = registry_fingerprint(root)
+    if marker.exists() and marker.read_text() == fingerprint:
+        return
+    results = services.registry.publish_dir(root)
+    for r in results:
+        log.info("registry %s: %s %s", r.status, r.file, r.key or r.reason or "")
+    if all(r.status != "failed" for r in results):
+        marker.write_text(fingerprint)
+
+
+@click.command()
+@click.option("--host")
+@click.option("--port", type=int)
+@click.option("--log-level", default="info")
+@data_dir_option
+def serve(host: str | None, port: int | None, log_level: str, data_dir: str | None) -> None:
+    """Run the service."""
+    import uvicorn
+
+    from headwater.api.app import create_app
+
+    settings = settings_for(data_dir)
+    settings.host = host or settings.host
+    settings.port = port or settings.port
+    services = bootstrap(settings)
+    services.start()
+    app = create_app(services)
+    publish_shipped_registry(services)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+    finally:
+        services.close()
+
+
+@click.group()
+def users() -> None:
+    """User accounts."""
+
+
+@users.command("create")
+@click.option("--username", required=True)
+@click.option("--email", required=True)
+@click.option("--tier", type=click.Choice(["free", "paid"]), default="free", show_default=True)
+@data_dir_option
+@json_option
+@handles_errors
+def users_create(username: str, email: str, tier: str, data_dir: str | None, as_json: bool) -> None:
+    """Create a user and print its API key (shown once)."""
+    with services_for(data_dir) as services:
+        user, key = services.accounts.create_user(username, email, tier)  # type: ignore[arg-type]
+    emit(as_json, {"id": user.id, "api_key": key}, f"user {user.id}\napi key {key} (shown once)")
+
+
+@click.group()
+def orgs() -> None:
+    """Organizations."""
+
+
+@orgs.command("create")
+@click.option("--name", required=True)
+@click.option("--owner", required=True, help="u_ id of the owner")
+@data_dir_option
+@json_option
+@handles_errors
+def orgs_create(name: str, owner: str, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        org = services.accounts.create_org(name, owner)
+    emit(as_json, dataclasses.asdict(org), f"org {org.id} ({org.orgname})")
+
+
+@orgs.command("add-member")
+@click.option("--org", required=True)
+@click.option("--user", required=True)
+@data_dir_option
+@json_option
+@handles_errors
+def orgs_add_member(org: str, user: str, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        services.accounts.add_member(org, user)
+    emit(as_json, {"org_id": org, "user_id": user}, f"{user} is a member of {org}")
+
+
+@click.group()
+def keys() -> None:
+    """API keys."""
+
+
+@keys.command("create")
+@click.option("--user", required=True)
+@data_dir_option
+@json_option
+@handles_errors
+def keys_create(user: str, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        key = services.accounts.create_key(user)
+    emit(as_json, {"api_key": key}, f"api key {key} (shown once)")
+
+
+@keys.command("revoke")
+@click.argument("key")
+@data_dir_option
+@json_option
+@handles_errors
+def keys_revoke(key: str, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        services.accounts.revoke_key(key)
+    emit(as_json, {"revoked": True}, "revoked")
+
+
+def publish_with_progress(directory: str, data_dir: str | None, as_json: bool) -> None:
+    """Publishes a folder of components, with a progress bar; exits 1 when one failed."""
+    with services_for(data_dir) as services:
+        files = services.registry.candidates(Path(directory))
+        results: list[PublishResult] = []
+        progressbar: Any = click.progressbar  # its overloads do not type `length=` without items
+        with progressbar(length=len(files), label="publishing", file=sys.stderr,
+                         hidden=as_json) as bar:
+            for result in services.registry.publish_files(Path(directory), files):
+                results.append(result)
+                bar.update(1)
+    rows = [dataclasses.asdict(r) for r in results]
+    counts = {status: sum(1 for r in results if r.status == status) for status in ("published", "skipped", "failed")}
+    lines = [f"{r.status:9} {r.file} {r.key or r.reason or ''}" for r in results if r.status != "published"]
+    summary = f"{counts['published']} published, {counts['skipped']} skipped, {counts['failed']} failed"
+    emit(as_json, {"results": rows, **counts}, "\n".join([*lines, summary]))
+    if counts["failed"] or not results:
+        raise SystemExit(1)
+
+
+@click.group()
+def registry() -> None:
+    """The component registry."""
+
+
+@registry.command("publish")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@data_dir_option
+@json_option
+@handles_errors
+def registry_publish(directory: str, data_dir: str | None, as_json: bool) -> None:
+    """Publish every component under DIRECTORY to the registry."""
+    publish_with_progress(directory, data_dir, as_json)
+
+
+@click.group()
+def workflows() -> None:
+    """Workflows (YAML files of action steps)."""
+
+
+@workflows.command("deploy")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--user", required=True, help="u_ id of the owner")
+@click.option("--org", help="o_ id of the org to deploy it in")
+@data_dir_option
+@json_option
+@handles_errors
+def workflows_deploy(file: str, user: str, org: str | None, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        workflow = services.workflows.deploy(user, org, Path(file))
+    emit(as_json, {"id": workflow.id, "deployment_id": workflow.deployment_id},
+         f"workflow {workflow.id} deployed as {workflow.deployment_id}")
+
+
+@workflows.command("list")
+@click.option("--user", required=True)
+@click.option("--org")
+@data_dir_option
+@json_option
+@handles_errors
+def workflows_list(user: str, org: str | None, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        found = services.workflows.listing(user, org)
+    emit(as_json, {"data": [w.to_api() for w in found]},
+         "\n".join(f"{w.id} {w.name} ({w.deployment_id}, {len(w.steps)} steps)" for w in found))
+
+
+@workflows.command("delete")
+@click.argument("workflow")
+@click.option("--user", required=True)
+@data_dir_option
+@json_option
+@handles_errors
+def workflows_delete(workflow: str, user: str, data_dir: str | None, as_json: bool) -> None:
+    with services_for(data_dir) as services:
+        services.workflows.delete(user, workflow)
+    emit(as_json, {"deleted": workflow}, f"deleted {workflow}")
+
+
+COMMANDS = [serve, users, orgs, keys, registry, workflows]

@@ -1,0 +1,285 @@
+"""Commands that drive a running service over its HTTP API, in the spirit of Pipedream's `pd`:
+`login` once, then deploy, list, follow events and logs, update and delete sources."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+
+from headwater.cli.output import Failure, emit, handles_errors, json_option
+from headwater.domain.events import EventId
+
+COMPONENT_SUFFIXES = (".mjs", ".js", ".cjs", ".ts", ".mts")
+
+
+def config_path() -> Path:
+    """`HEADWATER_CONFIG`, else the user's config folder (XDG)."""
+    if os.environ.get("HEADWATER_CONFIG"):
+        return Path(os.environ["HEADWATER_CONFIG"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "headwater" / "config.json"
+
+
+def load_config() -> dict[str, str]:
+    path = config_path()
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise Failure(f"Not logged in: run `headwater login --url URL --key KEY` first (no {path}).") from None
+    except ValueError:
+        raise Failure(f"{path} is not valid JSON: run `headwater login` again.") from None
+    if not isinstance(data, dict) or not data.get("url") or not data.get("api_key"):
+        raise Failure(f"{path} lacks `url` or `api_key`: run `headwater login` again.")
+    return data
+
+
+def api() -> httpx.Client:
+    config = load_config()
+    return httpx.Client(base_url=config["url"].rstrip("/") + "/v1", timeout=120,
+                        headers={"Authorization": f"Bearer {config['api_key']}"})
+
+
+def checked(response: httpx.Response) -> Any:
+    """The response's JSON, or a Failure carrying the service's error body."""
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        message = body.get("error") if isinstance(body, dict) else None
+        raise Failure(message or f"the service answered {response.status_code}",
+                      body.get("details") if isinstance(body, dict) else None)
+    return response.json() if response.content else None
+
+
+def parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """`--prop k=v`: v is read as JSON when it is JSON (numbers, objects, true), else as a string."""
+    props: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise Failure(f"--prop {pair!r} is not of the form name=value")
+        try:
+            props[name] = json.loads(value)
+        except ValueError:
+            props[name] = value
+    return props
+
+
+def all_sources(client: httpx.Client) -> list[dict[str, Any]]:
+    sources: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = checked(client.get("/users/me/sources", params={"limit": 100, **({"after": after} if after else {})}))
+        sources += page["data"]
+        after = page["page_info"]["end_cursor"]
+        if len(page["data"]) < 100 or not after:
+            return sources
+
+
+def resolve(client: httpx.Client, source: str) -> str:
+    """A source given by id, name or name slug."""
+    if source.startswith("dc_"):
+        return source
+    matches = [s["id"] for s in all_sources(client) if source in (s["name"], s["name_slug"])]
+    if not matches:
+        raise Failure(f"No source named {source!r}.")
+    return matches[0]
+
+
+@click.command()
+@click.option("--url", required=True, help="the service's address, e.g. http://127.0.0.1:8000")
+@click.option("--key", "api_key", required=True, help="your API key (hw_...)")
+@json_option
+@handles_errors
+def login(url: str, api_key: str, as_json: bool) -> None:
+    """Check a key against a service and remember both (in a file only you can read)."""
+    with httpx.Client(base_url=url.rstrip("/") + "/v1", headers={"Authorization": f"Bearer {api_key}"},
+                      timeout=30) as client:
+        try:
+            me = checked(client.get("/users/me"))["data"]
+        except httpx.HTTPError as e:
+            raise Failure(f"Cannot reach {url}: {e}") from None
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as f:
+        json.dump({"url": url, "api_key": api_key}, f)
+    os.chmod(path, 0o600)
+    emit(as_json, {"user": me["id"], "username": me["username"], "config": str(path)},
+         f"logged in to {url} as {me['username']} ({me['id']}); saved to {path}")
+
+
+@click.command()
+@click.argument("component")
+@click.option("--prop", "props", multiple=True, help="a configured prop, name=value (repeatable)")
+@click.option("--name", help="the source's name (default: the component's)")
+@json_option
+@handles_errors
+def deploy(component: str, props: tuple[str, ...], name: str | None, as_json: bool) -> None:
+    """Deploy a source from a component FILE, a registry KEY, or a saved sc_ id."""
+    body: dict[str, Any] = {"configured_props": parse_props(props), **({"name": name} if name else {})}
+    path = Path(component)
+    if path.suffix in COMPONENT_SUFFIXES and path.is_file():
+        body["component_code"] = path.read_text()
+    elif component.startswith("sc_"):
+        body["component_id"] = component
+    else:
+        body["component_key"] = component
+    with api() as client:
+        source = checked(client.post("/sources", json=body))["data"]
+    endpoint = next((v["endpoint_url"] for v in source["configured_props"].values()
+                     if isinstance(v, dict) and "endpoint_url" in v), None)
+    text = f"deployed {source['id']} ({source['name']})" + (f"\nendpoint {endpoint}" if endpoint else "")
+    emit(as_json, source, text)
+
+
+@click.command("list")
+@json_option
+@handles_errors
+def list_sources(as_json: bool) -> None:
+    """Your sources."""
+    with api() as client:
+        sources = all_sources(client)
+    emit(as_json, {"data": sources}, "\n".join(
+        f"{s['id']}  {s['name']:30}  {'active' if s['active'] else 'inactive'}" for s in sources) or "no sources")
+
+
+def _print_event(item: dict[str, Any], as_json: bool, logs: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(item))
+    elif logs:
+        event = item["event"]
+        click.echo(f"{item['id']}  {event.get('level', 'log'):5}  {event.get('message', '')}")
+    else:
+        click.echo(f"{item['id']}  {json.dumps(item['event'])}")
+
+
+def _follow(client: httpx.Client, source_id: str, channel: str, last: str) -> Iterator[dict[str, Any]]:
+    """The source's SSE stream after event `last`, reconnecting with Last-Event-ID when cut."""
+    while True:
+        headers = {"Last-Event-ID": last}
+        try:
+            with client.stream("GET", f"/sources/{source_id}/sse", params={"event_name": channel},
+                               headers=headers, timeout=httpx.Timeout(30, read=60)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    checked(response)
+                data = None
+                for line in response.iter_lines():
+                    if line.startswith("data: "):
+                        data = line[6:]
+                    elif line == "" and data is not None:
+                        item = json.loads(data)
+                        last = item["id"]
+                        yield item
+                        data = None
+        except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ConnectError):
+            continue
+
+
+def _events(source: str, count: int, follow: bool, as_json: bool, channel: str) -> None:
+    logs = channel == "$logs"
+    with api() as client:
+        source_id = resolve(client, source)
+        page = checked(client.get(f"/sources/{source_id}/event_summaries",
+                                  params={"limit": count, "expand": "event", "event_name": channel}))
+        items = page["data"][::-1]  # oldest first, like a log
+        for item in items:
+            _print_event(item, as_json, logs)
+        if follow:
+            # Replay from the newest event printed (or from the start): nothing between the listing
+            # and the stream's start is missed.
+            newest = max((EventId.parse(i["id"]) for i in items), default=EventId(0, 0))
+            click.echo(f"following {source_id} {channel or 'events'} (Ctrl-C to stop)", err=True)
+            try:
+                for item in _follow(client, source_id, channel, str(newest)):
+                    _print_event(item, as_json, logs)
+                    sys.stdout.flush()
+            except KeyboardInterrupt:
+                return
+        elif not as_json and not items:
+            click.echo("no events", err=True)
+
+
+@click.command()
+@click.argument("source")
+@click.option("-n", "count", type=click.IntRange(1, 100), default=10, show_default=True, help="how many")
+@click.option("-f", "--follow", is_flag=True, help="keep printing new events as they arrive")
+@click.option("--channel", default="", help="a channel name ($errors, or your own)")
+@json_option
+@handles_errors
+def events(source: str, count: int, follow: bool, channel: str, as_json: bool) -> None:
+    """A source's newest events (one JSON line each with --json)."""
+    _events(source, count, follow, as_json, channel)
+
+
+@click.command()
+@click.argument("source")
+@click.option("-n", "count", type=click.IntRange(1, 100), default=10, show_default=True)
+@click.option("-f", "--follow", is_flag=True, help="keep printing new log lines")
+@json_option
+@handles_errors
+def logs(source: str, count: int, follow: bool, as_json: bool) -> None:
+    """A source's console output (its $logs channel)."""
+    _events(source, count, follow, as_json, "$logs")
+
+
+@click.command()
+@click.argument("source")
+@click.option("--prop", "props", multiple=True, help="a configured prop, name=value (repeatable)")
+@click.option("--name")
+@click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False), help="new component code")
+@click.option("--active/--inactive", default=None)
+@json_option
+@handles_errors
+def update(source: str, props: tuple[str, ...], name: str | None, code_file: str | None, active: bool | None,
+           as_json: bool) -> None:
+    """Change a source's props, name, code or state (props not given keep their values)."""
+    with api() as client:
+        source_id = resolve(client, source)
+        current = checked(client.get(f"/sources/{source_id}"))["data"]
+        body: dict[str, Any] = {"active": current["active"] if active is None else active}
+        if props:  # else the service keeps every configured value as it is
+            body["configured_props"] = {**request_form(current["configured_props"]), **parse_props(props)}
+        if name:
+            body["name"] = name
+        if code_file:
+            body["component_code"] = Path(code_file).read_text()
+        updated = checked(client.put(f"/sources/{source_id}", json=body))["data"]
+    emit(as_json, updated, f"updated {updated['id']} ({updated['name']})")
+
+
+def request_form(configured: dict[str, Any]) -> dict[str, Any]:
+    """Configured props as a PUT takes them back: no endpoint objects, timers in request form
+    (masked secrets are sent back masked, which the service reads as 'keep')."""
+    out: dict[str, Any] = {}
+    for name, value in configured.items():
+        if isinstance(value, dict) and "endpoint_url" in value:
+            continue
+        if isinstance(value, dict) and "interval_seconds" in value:
+            value = {"cron": value["cron"]} if value.get("cron") else {"intervalSeconds": value["interval_seconds"]}
+        out[name] = value
+    return out
+
+
+@click.command()
+@click.argument("source")
+@json_option
+@handles_errors
+def delete(source: str, as_json: bool) -> None:
+    """Delete a source."""
+    with api() as client:
+        source_id = resolve(client, source)
+        checked(client.delete(f"/sources/{source_id}"))
+    emit(as_json, {"deleted": source_id}, f"deleted {source_id}")
+
+
+COMMANDS = [login, deploy, list_sources, events, logs, update, delete]
