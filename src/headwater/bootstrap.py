@@ -33,7 +33,7 @@ from headwater.services.accounts import Accounts
 from headwater.services.components import Components
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
-from headwater.services.registry import Registry
+from headwater.services.registry import Registry, RegistrySearch
 from headwater.services.routing import Routing
 from headwater.services.runs import Runs
 from headwater.services.sources import Sources
@@ -77,6 +77,7 @@ class Services:
     webhooks: Webhooks
     routing: Routing
     workflows: Workflows
+    registry_search: RegistrySearch
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -164,4 +165,5 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         webhooks=webhooks,
         routing=routing,
         workflows=workflows,
+        registry_search=RegistrySearch(a.uow),
     )

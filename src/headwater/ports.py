@@ -63,6 +63,9 @@ class ComponentRepository(Protocol):
     def publish(self, component: Component) -> None:
         """Adds or replaces the registry entry for the component's key."""
 
+    def registry(self, page: PageRequest) -> Page[Component]:
+        """The published components (one per key), newest first."""
+
 
 class UsageRepository(Protocol):
     """Per user and UTC day (YYYY-MM-DD): runs admitted under the cap, runs done, compute used.

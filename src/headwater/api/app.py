@@ -11,6 +11,7 @@ from headwater.api import (
     errors,
     events,
     health,
+    registry,
     replay,
     sources,
     sse,
@@ -23,8 +24,8 @@ from headwater.api.ingest import IngestApp
 from headwater.api.middleware import RequestGuard
 from headwater.bootstrap import Services
 
-V1_ROUTERS = [users.router, components.router, sources.router, events.router, replay.router, sse.router,
-              subscriptions.router, webhooks.router, workflows.router]
+V1_ROUTERS = [users.router, registry.router, components.router, sources.router, events.router, replay.router,
+              sse.router, subscriptions.router, webhooks.router, workflows.router]
 
 
 def create_app(services: Services) -> ASGIApp:

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from headwater.domain.errors import HeadwaterError
-from headwater.domain.models import REGISTRY_NAMESPACE
-from headwater.ports import Bundler
+from headwater.domain.errors import BadRequest, HeadwaterError
+from headwater.domain.models import REGISTRY_NAMESPACE, Component
+from headwater.domain.pagination import Page, PageRequest
+from headwater.ports import Bundler, UnitOfWorkFactory
 from headwater.services.components import Components
 
 COMPONENT_SUFFIXES = {".mjs", ".js", ".cjs", ".ts", ".mts"}
@@ -72,3 +73,58 @@ class Registry:
             return PublishResult(rel, "skipped", reason="the component has no `key`")
         component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
         return PublishResult(rel, "published", key=component.key, id=component.id)
+
+
+def matches(component: Component, words: list[str], app: str | None, kind: str | None) -> int:
+    """How well a published component answers a search: 0 is no match; the key counts most."""
+    d = component.definition
+    if kind and d.type != kind:
+        return 0
+    key = (d.key or "").lower()
+    if app and not (key.startswith(f"{app.lower()}-") or any(p.get("app") == app for p in d.configurable_props)):
+        return 0
+    if not words:
+        return 1
+    fields = ((key, 3), (d.name.lower(), 2), ((d.description or "").lower(), 1))
+    score = 0
+    for word in words:
+        hits = [weight for text, weight in fields if word in text]
+        if not hits:
+            return 0
+        score += max(hits)
+    return score
+
+
+class RegistrySearch:
+    """GET /components/registry and /components/search (DECISIONS Extensions): what is published,
+    and the keys that answer a query, in the shape existing clients expect."""
+
+    def __init__(self, uow: UnitOfWorkFactory) -> None:
+        self.uow = uow
+
+    def page(self, page: PageRequest) -> Page[Component]:
+        with self.uow(readonly=True) as uow:
+            return uow.components.registry(page)
+
+    def search(self, query: str, app: str | None, kind: str | None, limit: int) -> dict[str, list[str]]:
+        if kind not in (None, "", "source", "action"):
+            raise BadRequest("`type` must be source or action.", {"type": ["must be source or action"]})
+        words = [w for w in query.lower().split() if w]
+        scored: list[tuple[int, int, Component]] = []
+        after: int | None = None
+        while True:
+            with self.uow(readonly=True) as uow:
+                batch = uow.components.registry(PageRequest(limit=100, after=after))
+            for seq, component in zip(batch.seqs, batch.items, strict=True):
+                score = matches(component, words, app or None, kind or None)
+                if score:
+                    scored.append((-score, -seq, component))
+            if len(batch.items) < 100:
+                break
+            after = batch.seqs[-1]
+        scored.sort(key=lambda t: (t[0], t[1]))
+        found = [c for _, _, c in scored]
+        return {
+            "sources": [c.definition.key or "" for c in found if c.definition.type == "source"][:limit],
+            "actions": [c.definition.key or "" for c in found if c.definition.type == "action"][:limit],
+        }

@@ -192,6 +192,10 @@ class SqliteComponents:
         rows, total = page_query(self.conn, "components", "namespace = ?", (namespace,), page)
         return Page(items=[_component(r) for r in rows], seqs=[r["seq"] for r in rows], total_count=total)
 
+    def registry(self, page: PageRequest) -> Page[Component]:
+        rows, total = page_query(self.conn, "components", "id IN (SELECT component_id FROM registry)", (), page)
+        return Page(items=[_component(r) for r in rows], seqs=[r["seq"] for r in rows], total_count=total)
+
     def publish(self, component: Component) -> None:
         self.conn.execute(
             "INSERT INTO registry (key, component_id) VALUES (?, ?) "
