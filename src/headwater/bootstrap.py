@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from headwater.domain.commands import (
     DeleteEvents,
@@ -16,6 +17,7 @@ from headwater.domain.commands import (
     SyncSchedule,
     TimerTick,
 )
+from headwater.metrics import metered_deliveries, metered_runs
 from headwater.ports import (
     Bundler,
     EventBus,
@@ -42,6 +44,9 @@ from headwater.services.timers import Timers
 from headwater.services.webhooks import Webhooks
 from headwater.services.workflows import Workflows
 from headwater.settings import Settings
+
+if TYPE_CHECKING:
+    from headwater.adapters.local.task_queue import LocalTaskQueue
 
 
 @dataclass
@@ -105,6 +110,7 @@ def local_adapters(settings: Settings) -> Adapters:
     queue = LocalTaskQueue(store.db, settings.task_workers)
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)
+    _local_gauges(queue)
     return Adapters(
         uow=store.uow,
         usage=store.usage,
@@ -120,6 +126,27 @@ def local_adapters(settings: Settings) -> Adapters:
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
     )
+
+
+def _local_gauges(queue: LocalTaskQueue) -> None:
+    """/metrics: the task queue's depth and wait, and the runner processes (scraped when read)."""
+    import os
+    import time
+
+    from headwater.metrics import node_descendants, register_gauges
+
+    def read() -> list[tuple[str, str, dict[str, str], float]]:
+        depth, age = queue.stats(time.time())
+        runners = node_descendants(os.getpid())
+        return [
+            ("headwater_queue_depth", "Tasks queued or running", {}, depth),
+            ("headwater_queue_oldest_seconds", "How long the oldest due task has waited", {}, age),
+            ("headwater_runner_processes", "Node runner processes alive", {}, len(runners)),
+            ("headwater_runner_memory_bytes", "Resident memory of the runner processes", {},
+             sum(rss for _, rss in runners)),
+        ]
+
+    register_gauges(read)
 
 
 def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None) -> Services:
@@ -141,13 +168,13 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, a.sender, settings)
     runs.routes = routing.commands_for
-    a.queue.handle(RunSource, runs.run_batch)
+    a.queue.handle(RunSource, metered_runs(runs.run_batch))
     a.queue.handle(TimerTick, timers.tick)
     a.queue.handle(SyncSchedule, timers.sync)
     a.queue.handle(DeleteEvents, events.delete)
     a.queue.handle(PurgeSource, events.purge)
     a.queue.handle(FanOut, routing.fan_out)
-    a.queue.handle(DeliverWebhook, webhooks.deliver)
+    a.queue.handle(DeliverWebhook, metered_deliveries(webhooks.deliver))
     a.queue.handle(RunWorkflow, workflows.run)
     a.queue.handle(SendHttp, workflows.send_http)
     return Services(

@@ -11,6 +11,7 @@ from headwater.api import (
     errors,
     events,
     health,
+    metrics,
     registry,
     replay,
     sources,
@@ -23,14 +24,16 @@ from headwater.api import (
 from headwater.api.ingest import IngestApp
 from headwater.api.middleware import RequestGuard
 from headwater.bootstrap import Services
+from headwater.metrics import MetricsMiddleware
 
 V1_ROUTERS = [users.router, registry.router, components.router, sources.router, events.router, replay.router,
               sse.router, subscriptions.router, webhooks.router, workflows.router]
 
 
 def create_app(services: Services) -> ASGIApp:
-    """The HTTP interface of sources in front of the FastAPI app that serves everything else."""
-    return IngestApp(services.ingest, services.settings.http_max_body_bytes, create_api(services))
+    """The HTTP interface of sources in front of the FastAPI app that serves everything else, and
+    every answer counted for /metrics."""
+    return MetricsMiddleware(IngestApp(services.ingest, services.settings.http_max_body_bytes, create_api(services)))
 
 
 def create_api(services: Services) -> FastAPI:
@@ -45,6 +48,7 @@ def create_api(services: Services) -> FastAPI:
     app.state.services = services
     errors.install(app)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)

@@ -109,6 +109,13 @@ class LocalTaskQueue:
         task_id = await pending.committed
         return Ingested(task_id=task_id, outcome=pending.outcome)
 
+    def stats(self, now: float) -> tuple[int, float]:
+        """(tasks in the table, seconds the oldest due one has waited): what /metrics shows."""
+        row = self.db.connection().execute(
+            "SELECT count(*), min(CASE WHEN run_at <= ? THEN coalesce(created_at, ?) END) FROM tasks", (now, now)
+        ).fetchone()
+        return int(row[0]), max(0.0, now - (row[1] if row[1] is not None else now))
+
     def dispatch(self, tasks: list[Task]) -> None:
         """Committed tasks from a unit of work's outbox (SqliteStore.on_commit)."""
         for task in tasks:
@@ -133,13 +140,14 @@ class LocalTaskQueue:
             batch = [p for p in items if isinstance(p, _Pending)]
             done = [(task_id,) for d in items if isinstance(d, _Done) for task_id in d.task_ids]
             rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command))) for p in batch]
+            now = time.time()
             try:
                 with self.db.write_lock:
                     conn.execute("BEGIN IMMEDIATE")
                     ids = [
                         str(conn.execute(
-                            "INSERT INTO tasks (kind, source_id, payload, run_at, origin) VALUES (?, ?, ?, 0, ?)",
-                            (*row, self.db.origin)
+                            "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) "
+                            "VALUES (?, ?, ?, 0, ?, ?)", (*row, self.db.origin, now)
                         ).lastrowid)
                         for row in rows
                     ]

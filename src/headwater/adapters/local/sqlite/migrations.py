@@ -157,6 +157,7 @@ MIGRATIONS: list[str] = [
     """,
     """
     ALTER TABLE tasks ADD COLUMN origin TEXT;
+    ALTER TABLE tasks ADD COLUMN created_at REAL;
     CREATE TABLE workflows (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         id TEXT NOT NULL UNIQUE,

@@ -575,8 +575,8 @@ class SqliteOutbox:
     def add(self, command: Command, delay_s: float = 0.0) -> None:
         not_before = time.time() + delay_s if delay_s > 0 else 0.0
         cur = self.conn.execute(
-            "INSERT INTO tasks (kind, source_id, payload, run_at, origin) VALUES (?, ?, ?, ?, ?)",
-            (command.name, command.lane, json.dumps(to_message(command)), not_before, self.origin),
+            "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (command.name, command.lane, json.dumps(to_message(command)), not_before, self.origin, time.time()),
         )
         self.added.append(Task(str(cur.lastrowid), command, 0, not_before))
 

@@ -1,0 +1,162 @@
+"""Prometheus metrics of this process (`GET /metrics`, DECISIONS Extensions).
+
+Services stay free of instrumentation: HTTP traffic is counted by an ASGI middleware, runs and
+deliveries by wrapping their task handlers in the composition root, and what adapters know (the
+queue, the runner processes) is read at scrape time through collectors they provide.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from headwater.domain.runs import RunResult
+from headwater.ports import Task, TaskHandler
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+REQUESTS = Counter("headwater_http_requests", "HTTP requests answered, by route template, method and status",
+                   ["route", "method", "status"], registry=REGISTRY)
+REQUEST_SECONDS = Histogram("headwater_http_request_seconds", "Time to answer an HTTP request, by route template",
+                            ["route"], registry=REGISTRY,
+                            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30))
+INGEST = Counter("headwater_ingest_requests", "Requests to source endpoints: accepted (2xx) or refused, by status",
+                 ["outcome", "status"], registry=REGISTRY)
+RUNS = Counter("headwater_runs", "Source runs finished, by outcome (ok or the error code)", ["outcome"],
+               registry=REGISTRY)
+RUN_SECONDS = Histogram("headwater_run_seconds", "Time a source run took in the runner", registry=REGISTRY,
+                        buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60))
+DELIVERIES = Counter("headwater_webhook_deliveries", "Webhook delivery attempts, by the delivery's state after it",
+                     ["outcome"], registry=REGISTRY)
+
+
+def metered_runs(handler: TaskHandler) -> TaskHandler:
+    """Counts each run's outcome and duration as the RunSource handler returns them."""
+
+    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> list[Any]:
+        results = handler(tasks, on_partial)
+        for result in results:
+            if isinstance(result, RunResult):
+                RUNS.labels(result.error_code or "ok").inc()
+                RUN_SECONDS.observe(result.duration_ms / 1000)
+        return results
+
+    return handle
+
+
+def metered_deliveries(handler: TaskHandler) -> TaskHandler:
+    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> list[Any]:
+        results = handler(tasks, on_partial)
+        for result in results:
+            if result is not None:
+                DELIVERIES.labels(str(result)).inc()
+        return results
+
+    return handle
+
+
+class GaugesFrom(Collector):
+    """Gauges read at scrape time from a function of the adapters: [(name, help, labels, value)]."""
+
+    def __init__(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        families: dict[str, GaugeMetricFamily] = {}
+        for name, documentation, labels, value in self.read():
+            family = families.get(name)
+            if family is None:
+                family = families[name] = GaugeMetricFamily(name, documentation, labels=list(labels))
+            family.add_metric(list(labels.values()), value)
+        return list(families.values())
+
+
+def register_gauges(read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
+    REGISTRY.register(GaugesFrom(read))
+
+
+class MetricsMiddleware:
+    """Pure ASGI: counts every answer by the route template that served it (never the raw path,
+    whose ids would make the label set unbounded)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def record_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            route = route_of(scope)
+            REQUESTS.labels(route, scope["method"], str(status)).inc()
+            REQUEST_SECONDS.labels(route).observe(time.perf_counter() - started)
+            if route == "/http/{endpoint_id}":
+                INGEST.labels("accepted" if 200 <= status < 300 else "refused", str(status)).inc()
+
+
+def route_of(scope: Scope) -> str:
+    if scope["path"].startswith("/http/"):
+        return "/http/{endpoint_id}"
+    path = getattr(scope.get("route"), "path", None)
+    if not isinstance(path, str):
+        return "unmatched"
+    # An included router's routes keep their own path; the /v1 prefix is the app's.
+    return "/v1" + path if scope["path"].startswith("/v1/") and not path.startswith("/v1") else path
+
+
+def node_descendants(root_pid: int) -> list[tuple[int, int]]:
+    """(pid, RSS bytes) of every `node` process below `root_pid`: the runner processes, however the
+    sandbox nests them (read from /proc, so no adapter has to report them)."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in _proc_entries():
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        names[entry] = name
+        children.setdefault(ppid, []).append(entry)
+    found: list[tuple[int, int]] = []
+    stack = list(children.get(root_pid, []))
+    while stack:
+        pid = stack.pop()
+        stack += children.get(pid, [])
+        if names.get(pid) == "node":
+            found.append((pid, _rss(pid)))
+    return found
+
+
+def _proc_entries() -> list[int]:
+    import os
+    return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
