@@ -12,6 +12,7 @@ from headwater.api import (
     events,
     health,
     metrics,
+    props,
     registry,
     replay,
     sources,
@@ -26,8 +27,10 @@ from headwater.api.middleware import RequestGuard
 from headwater.bootstrap import Services
 from headwater.metrics import MetricsMiddleware
 
-V1_ROUTERS = [users.router, registry.router, components.router, sources.router, events.router, replay.router,
-              sse.router, subscriptions.router, webhooks.router, workflows.router]
+V1_ROUTERS = [
+    users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
+    sse.router, subscriptions.router, webhooks.router, workflows.router,
+]
 
 
 def create_app(services: Services) -> ASGIApp:

@@ -18,6 +18,17 @@ from headwater.services.events import parse_event_id, parse_limit
 router = Router(tags=["workflows"])
 
 
+@router.get("/users/me/workflows")
+def my_workflows(svc: ServicesDep, caller: PrincipalDep) -> dict[str, Any]:
+    """Read-only (SPEC: workflows are managed with the CLI): what the console lists."""
+    return {"data": [w.to_api() for w in svc.workflows.listing(caller.user.id, None)]}
+
+
+@router.get("/orgs/{org_id}/workflows")
+def org_workflows(org_id: str, svc: ServicesDep, caller: PrincipalDep) -> dict[str, Any]:
+    return {"data": [w.to_api() for w in svc.workflows.listing(caller.user.id, org_id)]}
+
+
 @router.get("/workflows/{workflow_id}/event_summaries")
 def workflow_event_summaries(workflow_id: str, svc: ServicesDep, caller: PrincipalDep,
                              limit: str | None = Query(None), expand: str | None = Query(None),

@@ -6,6 +6,8 @@ a component that does not load is refused with the loader's message before anyth
 
 from __future__ import annotations
 
+from typing import Any
+
 from headwater.domain import ids
 from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
@@ -102,7 +104,8 @@ class Components:
         with self.uow(readonly=True) as uow:
             if ids.has_prefix(key_or_id, "component"):
                 found = uow.components.get(key_or_id)
-                if found and principal.can_see(found.namespace):
+                # Published components are everyone's to read and deploy, by id as by key.
+                if found and (principal.can_see(found.namespace) or found.namespace == REGISTRY_NAMESPACE):
                     return found
             else:
                 namespace = self.accounts.namespace(principal, org_id)
@@ -110,6 +113,22 @@ class Components:
                 if found:
                     return found
         raise NotFound(f"No component {key_or_id!r} in your namespace.")
+
+    def options(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any], page: int,
+                prev_context: Any, query: str | None) -> dict[str, Any]:
+        """A prop's async `options()` (one page of them), run in the runner for a deploy form."""
+        component = self.get(principal, key_or_id) if not key_or_id.startswith("registry:") else \
+            self.get_registry(key_or_id.removeprefix("registry:"))
+        if not any(p.get("name") == prop for p in component.definition.configurable_props):
+            raise NotFound(f"Component {component.id} has no prop {prop!r}.")
+        bundle = self.bundler.bundle(component.code)
+        try:
+            return self.runner.options(bundle, f"options:{principal.user.id}", prop, configured, page, prev_context,
+                                       query, self.settings.describe_timeout_ms)
+        except RunnerError as e:
+            if e.code in _USER_FAULTS:
+                raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None
+            raise Unavailable(f"The runner failed: {e.message}") from None
 
     def by_id(self, component_id: str) -> Component:
         """For services that already checked access to what refers to the component."""

@@ -1,0 +1,32 @@
+"""A prop's async options, for forms that deploy a component (the console's): the component's
+own `options({page, prevContext, query})`, run in the runner (DECISIONS Extensions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
+from starlette.concurrency import run_in_threadpool
+
+from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.routing import Router
+
+router = Router(tags=["components"])
+
+
+class OptionsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    configured_props: dict[str, Any] = {}
+    page: StrictInt = 0
+    prev_context: Any = None
+    query: StrictStr | None = None
+
+
+@router.post("/components/{key_or_id}/props/{prop}/options")
+async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: ServicesDep,
+                       caller: PrincipalDep) -> dict[str, Any]:
+    """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component."""
+    result = await run_in_threadpool(svc.components.options, caller, key_or_id, prop, body.configured_props,
+                                     body.page, body.prev_context, body.query)
+    return {"data": result}
