@@ -19,10 +19,18 @@ $(RUNNER)/node_modules/.installed: $(RUNNER)/package.json $(RUNNER)/package-lock
 	cd $(RUNNER) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The console's browser test drives Debian's Chromium (Playwright's own browser download is not
+# used: it cannot be fetched here, and the distribution's build is the one users have).
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	else echo "make test needs Debian's chromium for the console test: sudo apt-get install chromium" >&2; exit 1; fi
+
 run: setup
 	$(VENV)/bin/headwater serve
 
-test: setup
+test: setup $(CHROMIUM)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q

@@ -8,6 +8,7 @@ from starlette.types import ASGIApp
 from headwater import __version__
 from headwater.api import (
     components,
+    console,
     errors,
     events,
     health,
@@ -52,6 +53,7 @@ def create_api(services: Services) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    console.install(app)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
