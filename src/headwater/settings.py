@@ -9,6 +9,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def default_data_dir() -> Path:
+    """One place per user, wherever a command is run from: the server and every `headwater`
+    command agree on it unless HEADWATER_DATA_DIR says otherwise (XDG base directories)."""
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "headwater"
+
+
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"HEADWATER_{name}", default)
 
@@ -26,7 +32,7 @@ class Settings:
     backend: str = field(default_factory=lambda: _env("BACKEND", "local"))
     host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
     port: int = field(default_factory=lambda: _int("PORT", 8000))
-    data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", "./.headwater")).resolve())
+    data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", str(default_data_dir()))).resolve())
     public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
     runner_dir: Path = field(default_factory=lambda: Path(_env("RUNNER_DIR", str(REPO_ROOT / "layers" / "runner"))))
     registry_dir: Path = field(default_factory=lambda: Path(_env("REGISTRY_DIR", str(REPO_ROOT / "src" / "registry"))))

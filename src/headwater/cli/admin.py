@@ -26,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def data_dir_option(f: F) -> F:
     return click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-                        help="data directory (default $HEADWATER_DATA_DIR, else ./.headwater)")(f)
+                        help="data directory (default $HEADWATER_DATA_DIR, else ~/.local/share/headwater)")(f)
 
 
 def settings_for(data_dir: str | None) -> Settings:
@@ -107,7 +107,8 @@ def users_create(username: str, email: str, tier: str, data_dir: str | None, as_
     """Create a user and print its API key (shown once)."""
     with services_for(data_dir) as services:
         user, key = services.accounts.create_user(username, email, tier)  # type: ignore[arg-type]
-    emit(as_json, {"id": user.id, "api_key": key}, f"user {user.id}\napi key {key} (shown once)")
+    emit(as_json, {"id": user.id, "api_key": key},
+         f"user {user.id}\napi key {key} (shown once)\nin {services.settings.data_dir}")
 
 
 @click.group()

@@ -12,7 +12,7 @@ export default {
   key: "headwater-http",
   name: "New Requests",
   description: "Get a URL and emit the full HTTP event (method, path, query, headers and body) for every request. Each request is answered `200 {\"success\": true}` at once.",
-  version: "0.1.0",
+  version: "0.1.1",
   type: "source",
   props: {
     http: {
@@ -32,9 +32,11 @@ export default {
     },
   },
   async run(event) {
+    // A manual run (POST /sources/{id}/run) with no body has no request: emit an empty one.
+    event = event ?? {};
     this.$emit(event, {
       id: this.requestId(event.headers),
-      summary: `${event.method} ${event.path}`,
+      summary: event.method ? `${event.method} ${event.path}` : "manual run",
       ts: Date.now(),
     });
   },
