@@ -575,6 +575,26 @@ class FakeSender:
         return SendResult(status, None if status < 300 else f"answered {status}")
 
 
+class FakeMailer:
+    def __init__(self) -> None:
+        self.configured = True
+        self.sent: list[tuple[str, str, str | None, str | None]] = []
+
+    def send(self, to: str, subject: str, text: str | None, html: str | None) -> SendResult:
+        self.sent.append((to, subject, text, html))
+        return SendResult(200)
+
+
+class FakeObjects:
+    def __init__(self) -> None:
+        self.configured = True
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    def put(self, bucket: str, key: str, body: bytes, content_type: str) -> SendResult:
+        self.objects[(bucket, key)] = body
+        return SendResult(200)
+
+
 class FakeFetcher:
     def fetch_text(self, url: str) -> str:
         raise NotImplementedError("no network in service tests")
@@ -598,7 +618,7 @@ def world(max_writes: int | None = None, **settings: Any) -> World:
     runner, scheduler, bus, sender = FakeRunner(), FakeScheduler(), FakeBus(), FakeSender()
     adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), bundler=FakeBundler(), runner=runner,
                         fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, scheduler=scheduler, bus=bus,
-                        sender=sender)
+                        sender=sender, mailer=FakeMailer(), objects=FakeObjects())
     services = bootstrap(Settings(**settings), adapters)
     return World(services, store, queue, runner, scheduler, usage, bus, sender)
 

@@ -13,7 +13,7 @@ from headwater.domain.commands import (
     PurgeSource,
     RunSource,
     RunWorkflow,
-    SendHttp,
+    Send,
     SyncSchedule,
     TimerTick,
 )
@@ -21,6 +21,8 @@ from headwater.metrics import metered_deliveries, metered_runs
 from headwater.ports import (
     Bundler,
     EventBus,
+    Mailer,
+    ObjectStore,
     Runner,
     Scheduler,
     Secrets,
@@ -33,6 +35,7 @@ from headwater.ports import (
 )
 from headwater.services.accounts import Accounts
 from headwater.services.components import Components
+from headwater.services.destinations import Destinations
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
 from headwater.services.registry import Registry, RegistrySearch
@@ -62,6 +65,8 @@ class Adapters:
     scheduler: Scheduler
     bus: EventBus
     sender: WebhookSender
+    mailer: Mailer
+    objects: ObjectStore
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
 
@@ -96,6 +101,7 @@ class Services:
 
 
 def local_adapters(settings: Settings) -> Adapters:
+    from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
     from headwater.adapters.local.bundler import LocalBundler
     from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.local.node_runner import NodeRunnerPool
@@ -123,6 +129,8 @@ def local_adapters(settings: Settings) -> Adapters:
         scheduler=scheduler,
         bus=LocalEventBus(),
         sender=HttpWebhookSender(settings),
+        mailer=SmtpMailer(settings),
+        objects=S3ObjectStore(settings),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
     )
@@ -166,7 +174,9 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     subscriptions = Subscriptions(a.uow, accounts)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
-    workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, a.sender, settings)
+    destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
+    workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
+                          settings)
     runs.routes = routing.commands_for
     a.queue.handle(RunSource, metered_runs(runs.run_batch))
     a.queue.handle(TimerTick, timers.tick)
@@ -176,7 +186,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     a.queue.handle(FanOut, routing.fan_out)
     a.queue.handle(DeliverWebhook, metered_deliveries(webhooks.deliver))
     a.queue.handle(RunWorkflow, workflows.run)
-    a.queue.handle(SendHttp, workflows.send_http)
+    a.queue.handle(Send, destinations.send)
     return Services(
         settings=settings,
         adapters=a,

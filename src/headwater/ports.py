@@ -376,6 +376,24 @@ class WebhookSender(Protocol):
         """The same for any method (a workflow's `$.send.http`)."""
 
 
+class Mailer(Protocol):
+    """A workflow's `$.send.email`: SMTP where the operator configured it."""
+
+    @property
+    def configured(self) -> bool: ...
+
+    def send(self, to: str, subject: str, text: str | None, html: str | None) -> SendResult: ...
+
+
+class ObjectStore(Protocol):
+    """A workflow's `$.send.s3`: S3 (or any S3-compatible store) where the operator configured it."""
+
+    @property
+    def configured(self) -> bool: ...
+
+    def put(self, bucket: str, key: str, body: bytes, content_type: str) -> SendResult: ...
+
+
 class UrlFetcher(Protocol):
     def fetch_text(self, url: str) -> str:
         """GETs a URL within the size and time limits; raises Invalid when it cannot."""

@@ -54,6 +54,10 @@ class Settings:
     max_event_bytes: int = field(default_factory=lambda: _int("MAX_EVENT_BYTES", 1024 * 1024))
     max_log_bytes: int = field(default_factory=lambda: _int("MAX_LOG_BYTES", 64 * 1024))
     max_channels: int = field(default_factory=lambda: _int("MAX_CHANNELS", 100))
+    smtp_url: str = field(default_factory=lambda: _env("SMTP_URL", ""))  # smtp[s]://user:password@host:port
+    email_from: str = field(default_factory=lambda: _env("EMAIL_FROM", "headwater@localhost"))
+    s3_enabled: bool = field(default_factory=lambda: _bool("S3_ENABLED", False))
+    s3_endpoint_url: str = field(default_factory=lambda: _env("S3_ENDPOINT_URL", ""))
     webhook_retry_schedule: str = field(
         default_factory=lambda: _env("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"))
     task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))

@@ -111,11 +111,12 @@ class RunWorkflow(Command):
 
 
 @dataclass(frozen=True)
-class SendHttp(Command):
-    """A workflow's `$.send.http(config)`: one request, retried like a webhook delivery."""
+class Send(Command):
+    """A workflow's `$.send.http`, `.email` or `.s3`: one attempt, retried like a webhook delivery."""
 
-    name: ClassVar[str] = "send_http"
+    name: ClassVar[str] = "send"
     workflow_id: str
+    kind: str  # http | email | s3
     config: dict[str, Any]
     key: str  # the same across retries
     attempt: int = 0
@@ -127,7 +128,7 @@ class SendHttp(Command):
 
 COMMANDS: dict[str, type[Command]] = {
     c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource, FanOut, DeliverWebhook,
-                        RunWorkflow, SendHttp)
+                        RunWorkflow, Send)
 }
 
 

@@ -4,16 +4,15 @@ A run executes the steps in order in the runner with SPEC's action context: each
 `steps.trigger.event` and the earlier steps' `$return_value` and exports; `{{ }}` props are
 evaluated first, in the runner; `$.flow.exit` ends the run; a throw ends it with a `$errors`
 event of SPEC's workflow shape. Its `$.send.emit`s become the workflow's events (routed to its
-subscribers like a source's), `$.send.sse` events on the named channel, `$.send.http` a queued
-request retried like a webhook delivery. Everything a run did commits together, once.
+subscribers like a source's), `$.send.sse` events on the named channel, `$.send.http`, `.email`
+and `.s3` queued sends retried like a webhook delivery (services/destinations.py). Everything a
+run did commits together, once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,18 +21,17 @@ import yaml
 
 from headwater import __version__
 from headwater.domain import ids
-from headwater.domain.commands import Command, PurgeSource, RunWorkflow, SendHttp
+from headwater.domain.commands import Command, PurgeSource, RunWorkflow, Send
 from headwater.domain.errors import Invalid, NotFound
 from headwater.domain.events import Emit
 from headwater.domain.models import Component, Principal
-from headwater.domain.routing import Attempt, outcome_of, parse_retry_after, parse_schedule, retry_delay
 from headwater.domain.runs import Limits, RunContext, RunResult
-from headwater.domain.urls import check_http_url
 from headwater.domain.workflows import Step, Workflow, error_event, evaluator_code, parse_workflow
-from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOfWork, UnitOfWorkFactory, WebhookSender
+from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOfWork, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s, utc_day
 from headwater.services.components import Components
+from headwater.services.destinations import Destinations
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.services.runs import Runs
 from headwater.services.subscriptions import Subscriptions
@@ -47,7 +45,7 @@ COMPONENT_FILES = (".mjs", ".js", ".cjs", ".ts", ".mts")
 class Workflows:
     def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, components: Components,
                  subscriptions: Subscriptions, runs: Runs, bundler: Bundler, runner: Runner,
-                 sender: WebhookSender, settings: Settings) -> None:
+                 destinations: Destinations, settings: Settings) -> None:
         self.uow = uow
         self.accounts = accounts
         self.components = components
@@ -55,9 +53,8 @@ class Workflows:
         self.runs = runs
         self.bundler = bundler
         self.runner = runner
-        self.sender = sender
+        self.destinations = destinations
         self.settings = settings
-        self.schedule = parse_schedule(settings.webhook_retry_schedule)
 
     # managing (the CLI)
 
@@ -220,16 +217,11 @@ class Workflows:
                 if not isinstance(channel, str) or not channel:
                     return {"code": "CONFIGURATION_ERROR", "message": "$.send.sse needs a `channel` string"}
                 emits.append(Emit(config.get("payload"), {"name": channel}))
-            elif kind == "http":
-                problem = check_http_url(str(config.get("url", "")))
-                if problem:
-                    return {"code": "CONFIGURATION_ERROR", "message": f"$.send.http `url` {problem}"}
-                commands.append(SendHttp(workflow.id, config, f"{workflow.id}:{step.name}:{now_ms()}:{i}"))
-            elif kind in ("email", "s3"):
-                return {"code": "CONFIGURATION_ERROR", "message": f"$.send.{kind} is not set up on this service: its "
-                        f"operator has not configured {'SMTP' if kind == 'email' else 'S3'} settings"}
             else:
-                return {"code": "CONFIGURATION_ERROR", "message": f"unknown destination $.send.{kind}"}
+                problem = self.destinations.problem(str(kind), config)
+                if problem:
+                    return {"code": "CONFIGURATION_ERROR", "message": problem}
+                commands.append(Send(workflow.id, str(kind), config, f"{workflow.id}:{step.name}:{now_ms()}:{i}"))
         return None
 
     def _commit(self, workflow: Workflow, command: RunWorkflow, key: str, emits: list[Emit],
@@ -256,42 +248,3 @@ class Workflows:
         )
         self.runs.announce(workflow.id, channels)
         return ending
-
-    # $.send.http
-
-    def send_http(self, tasks: list[Task], _: object = None) -> list[str]:
-        """SendHttp handler: one request; a failure queues the next attempt on the retry schedule."""
-        return [self._send(task.command) for task in tasks]  # type: ignore[arg-type]
-
-    def _send(self, command: SendHttp) -> str:
-        config = command.config
-        method = str(config.get("method") or "POST").upper()
-        data = config.get("data")
-        body = data.encode() if isinstance(data, str) else json.dumps(data).encode() if data is not None else b""
-        headers = {str(k).lower(): str(v) for k, v in (config.get("headers") or {}).items()}
-        if data is not None and not isinstance(data, str):
-            headers.setdefault("content-type", "application/json")
-        auth = config.get("auth")
-        if isinstance(auth, dict) and "username" in auth:
-            import base64
-            token = base64.b64encode(f"{auth['username']}:{auth.get('password', '')}".encode()).decode()
-            headers["authorization"] = f"Basic {token}"
-        url = str(config.get("url"))
-        params = config.get("params")
-        if isinstance(params, dict) and params:
-            from urllib.parse import urlencode
-            url += ("&" if "?" in url else "?") + urlencode({str(k): str(v) for k, v in params.items()})
-        result = self.sender.request(method, url, body, headers)
-        attempt = Attempt(now_ms(), result.status, result.error, result.duration_ms)
-        if outcome_of(attempt.status) == "succeeded":
-            return "succeeded"
-        delay = retry_delay(command.attempt + 1, self.schedule, parse_retry_after(result.retry_after, time.time()))
-        if delay is None:
-            log.warning("$.send.http of %s to %s gave up after %d attempts", command.workflow_id, url,
-                        command.attempt + 1)
-            return "dead"
-        with self.uow() as uow:
-            uow.outbox.add(replace(command, attempt=command.attempt + 1), delay_s=delay)
-            uow.commit()
-        return "failed"
-
