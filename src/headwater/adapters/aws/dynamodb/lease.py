@@ -1,0 +1,92 @@
+"""Source leases across machines: a `lock` item (`pk = <source_id>, sk = lock`) put only when
+there is none or it has expired, and deleted by its holder only.
+
+A holder that dies leaves the item behind until `expires_at` passes (the condition compares it
+with the clock, since DynamoDB's TTL deletes expired items only eventually). Holding is
+re-entrant within a thread: the task queue holds a lane's lease while its handler runs, and the
+handler (`Runs.run_batch`) holds the same source's lease again.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from botocore.exceptions import ClientError
+
+from headwater.adapters.aws.dynamodb.codec import key, n, s
+from headwater.adapters.aws.dynamodb.tables import Tables, error_code
+from headwater.ports import Busy
+
+LOCK = "lock"
+_FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.02, 1.0
+
+
+class DynamoLease:
+    def __init__(self, tables: Tables, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.tables = tables
+        self.clock = clock
+        self.sleep = sleep
+        self._held = threading.local()
+
+    @contextmanager
+    def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
+        """The port's hold; `wait_s` (default `ttl_s`, as the port has it) lets a caller that has
+        other work to do give up sooner than the lease would expire (the SQS queue does)."""
+        held: dict[str, int] = self._held.__dict__.setdefault("depth", {})
+        if held.get(source_id):
+            held[source_id] += 1
+            try:
+                yield
+            finally:
+                held[source_id] -= 1
+            return
+        token = self._acquire(source_id, ttl_s, ttl_s if wait_s is None else wait_s)
+        held[source_id] = 1
+        try:
+            yield
+        finally:
+            del held[source_id]
+            self._release(source_id, token)
+
+    def _acquire(self, source_id: str, ttl_s: float, wait_s: float) -> str:
+        token = secrets.token_hex(8)
+        deadline = self.clock() + max(0.0, wait_s)
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            now = self.clock()
+            try:
+                self.tables.client.put_item(
+                    TableName=self.tables.resources,
+                    Item={**key(source_id, LOCK), "owner": s(token), "expires_at": n(math.ceil(now + ttl_s))},
+                    ConditionExpression="attribute_not_exists(pk) OR #e < :now",
+                    ExpressionAttributeNames={"#e": "expires_at"},
+                    ExpressionAttributeValues={":now": n(now)},
+                )
+                return token
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+            left = deadline - self.clock()
+            if left <= 0:
+                raise Busy(f"source {source_id} is busy")
+            self.sleep(min(backoff, left))
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    def _release(self, source_id: str, token: str) -> None:
+        try:
+            self.tables.client.delete_item(
+                TableName=self.tables.resources,
+                Key=key(source_id, LOCK),
+                ConditionExpression="#o = :token",
+                ExpressionAttributeNames={"#o": "owner"},
+                ExpressionAttributeValues={":token": s(token)},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise  # expired and taken by another holder meanwhile: theirs now

@@ -1,0 +1,348 @@
+"""The TaskQueue port over SQS (standard queues): commands as messages, handlers per command type.
+
+A message body is the command's wire form (`domain.commands.to_message`) plus an envelope:
+`task_id` (the outbox item's id, so a task keeps one id however often it is sent; absent for
+ingested runs, whose id is the SQS message id), `not_before` (Unix time) and, for a run done
+inline, `inline`. SQS delays a message by at most 900 s, so a later one arrives early and is sent
+again with the remaining delay. Commands go to the queue of their type (`routes`), the rest to
+`queue_url`.
+
+SQS does not keep a lane's messages in order or apart, so `poll_once` holds the store's lease
+on a lane while that lane's handler runs: a lane busy elsewhere has its messages sent back with
+a short delay rather than made visible again, which would count as a receive towards the
+dead-letter queue's `maxReceiveCount`. A handler that raises has its messages made visible
+again after a backoff; those receives do count, so the dead-letter queue ends a task's retries.
+
+`ingest(respond=True)`: a response cannot come back through SQS, so the run is done inline, in
+this process, and its respond()/result resolve the outcome. For durability the message is still
+sent first, delayed by `inline_fallback_s`: a process that dies mid-run leaves it to run later.
+SQS cannot delete a message before receiving it, so after an inline run succeeded the store
+marks the task done and the delayed message is deleted unrun when it arrives (the run handler
+would also recognise its task id among the source's applied ones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from headwater.domain.commands import Command, RunSource, from_message, to_message
+from headwater.ports import Busy, Ingested, Task, TaskHandler
+
+log = logging.getLogger("headwater.sqs")
+
+MAX_DELAY_S = 900  # SQS's DelaySeconds limit
+BATCH = 10  # SendMessageBatch / DeleteMessageBatch / ReceiveMessage limit
+BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
+RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
+_ENVELOPE = ("task_id", "not_before", "inline")
+
+
+class WaitingLease(Protocol):
+    def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractContextManager[None]: ...
+
+
+class TaskStore(Protocol):
+    """What the queue needs of the store (DynamoStore)."""
+
+    @property
+    def lease(self) -> WaitingLease: ...
+    def outbox_done(self, task_ids: list[str]) -> None: ...
+    def pending_outbox(self, older_than_s: float) -> list[Task]: ...
+    def mark_done(self, task_ids: list[str]) -> None: ...
+    def done_of(self, task_ids: list[str]) -> set[str]: ...
+
+
+@dataclass
+class _Settled:
+    """What became of a batch's messages: `finished` ones go (handled, found done, or sent again
+    with a delay), `kept` ones stay in the queue (retried later, or dead-lettered in the end)."""
+
+    handled: int = 0
+    finished: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SqsTaskQueue:
+    def __init__(
+        self,
+        client: Any,
+        queue_url: str,
+        store: TaskStore,
+        *,
+        routes: Mapping[str, str] | None = None,
+        lease_ttl_s: float = 300.0,
+        lease_wait_s: float = 1.0,
+        inline_wait_s: float = 5.0,
+        busy_retry_s: int = 5,
+        inline_fallback_s: int = MAX_DELAY_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
+        lease is released when its handler returns, or lost that long after a crash."""
+        self.client = client
+        self.queue_url = queue_url
+        self.store = store
+        self.routes = dict(routes or {})
+        self.lease_ttl_s = lease_ttl_s
+        self.lease_wait_s = lease_wait_s
+        self.inline_wait_s = inline_wait_s
+        self.busy_retry_s = busy_retry_s
+        self.inline_fallback_s = inline_fallback_s
+        self.clock = clock
+        self.handlers: dict[str, TaskHandler] = {}
+        self._inline: set[asyncio.Future[None]] = set()
+
+    def handle(self, command: type[Command], handler: TaskHandler) -> None:
+        self.handlers[command.name] = handler
+
+    # sending
+
+    def send(self, tasks: list[Task]) -> None:
+        """Committed tasks (DynamoStore.on_commit): sent, then their outbox items deleted. A task
+        SQS refused stays in the outbox for `recover`."""
+        sent: list[str] = []
+        for url, group in self._by_queue(tasks).items():
+            entries = [(t.id, _body(t.command, t.id, t.not_before), self._delay(t.not_before)) for t in group]
+            sent += self._send_batch(url, entries)
+        if sent:
+            self.store.outbox_done(sent)
+
+    def recover(self, older_than_s: float = 60.0) -> int:
+        """Sends the outbox items a crash left behind (run it now and then); how many it found."""
+        tasks = self.store.pending_outbox(older_than_s)
+        if tasks:
+            self.send(tasks)
+        return len(tasks)
+
+    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
+        """Durable once SQS accepted the message; the task id is its message id."""
+        if not respond:
+            message_id = await asyncio.to_thread(self._send_one, command, 0, False)
+            return Ingested(task_id=message_id)
+        loop = asyncio.get_running_loop()
+        message_id = await asyncio.to_thread(self._send_one, command, self.inline_fallback_s, True)
+        outcome: asyncio.Future[Any] = loop.create_future()
+        running = loop.run_in_executor(None, self._run_inline, Task(message_id, command), loop, outcome)
+        self._inline.add(running)
+        running.add_done_callback(self._inline.discard)
+        return Ingested(task_id=message_id, outcome=outcome)
+
+    async def drain(self) -> None:
+        """Waits for inline runs still finishing their bookkeeping (before a Lambda invocation
+        returns and its process is frozen; in tests)."""
+        while self._inline:
+            await asyncio.gather(*list(self._inline), return_exceptions=True)
+
+    # receiving
+
+    def poll_once(self, max_messages: int = BATCH, wait_s: int = 0) -> int:
+        """Receives one batch and handles it (a worker's loop, tests); returns how many tasks were
+        handled or found done already. Messages not yet due go back with the rest of their delay."""
+        response = self.client.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=max(1, min(BATCH, max_messages)), WaitTimeSeconds=wait_s,
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )
+        settled = self._process(response.get("Messages", []))
+        self._delete(settled.finished)
+        return settled.handled
+
+    def handle_records(self, records: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+        """The same for a Lambda SQS event (`ReportBatchItemFailures`): Lambda deletes the
+        messages not reported as failures, so this deletes nothing itself."""
+        messages = [{"MessageId": r["messageId"], "ReceiptHandle": r["receiptHandle"], "Body": r["body"],
+                     "Attributes": r.get("attributes") or {}} for r in records]
+        settled = self._process(messages)
+        return {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in settled.kept]}
+
+    def _process(self, messages: list[dict[str, Any]]) -> _Settled:
+        settled = _Settled()
+        now = self.clock()
+        due: list[tuple[Task, dict[str, Any]]] = []
+        early: list[tuple[Task, dict[str, Any]]] = []
+        inline: list[str] = []
+        for message in messages:
+            try:
+                task, is_inline = _decode(message)
+            except (ValueError, TypeError, KeyError):
+                log.exception("message %s is not a command; left for the dead-letter queue", message.get("MessageId"))
+                settled.kept.append(message)
+                continue
+            (early if task.not_before > now else due).append((task, message))
+            if is_inline:
+                inline.append(task.id)
+        if early:
+            self._send_back(early, None, settled)
+        done = self.store.done_of(inline) if inline else set()
+        for task, message in due:
+            if task.id in done:
+                settled.finished.append(message)
+                settled.handled += 1
+        for group in _groups([(t, m) for t, m in due if t.id not in done]):
+            self._run_group(group, settled)
+        return settled
+
+    def _run_group(self, group: list[tuple[Task, dict[str, Any]]], settled: _Settled) -> None:
+        tasks = [t for t, _ in group]
+        handler = self.handlers.get(tasks[0].command.name)
+        if handler is None:
+            log.error("no handler for %r here; %d messages left for the dead-letter queue", tasks[0].command.name,
+                      len(tasks))
+            settled.kept += [m for _, m in group]
+            return
+        try:
+            with self._holding(tasks[0], self.lease_wait_s):
+                handler(tasks, lambda task, response: None)
+        except Busy:
+            self._send_back(group, self.busy_retry_s, settled)
+            return
+        except Exception:
+            log.exception("%d %s tasks failed (first %s, attempt %d)", len(tasks), tasks[0].command.name,
+                          tasks[0].id, tasks[0].attempts + 1)
+            self._retry_later(group)
+            settled.kept += [m for _, m in group]
+            return
+        settled.finished += [m for _, m in group]
+        settled.handled += len(tasks)
+
+    def _run_inline(self, task: Task, loop: asyncio.AbstractEventLoop, outcome: asyncio.Future[Any]) -> None:
+        def partial(_: Task, response: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(_resolve, outcome, ("respond", response))
+
+        handler = self.handlers.get(task.command.name)
+        try:
+            if handler is None:
+                raise LookupError(f"no handler for {task.command.name!r}")
+            with self._holding(task, self.inline_wait_s):
+                results = handler([task], partial)
+        except Exception:
+            log.exception("inline run %s failed; its queued message runs it again later", task.id)
+            loop.call_soon_threadsafe(_resolve, outcome, ("failed", None))
+            return
+        loop.call_soon_threadsafe(_resolve, outcome, ("done", results[0] if results else None))
+        try:
+            self.store.mark_done([task.id])
+        except Exception:  # noqa: BLE001 - the run handler still recognises the task id when it comes
+            log.exception("could not mark inline run %s done", task.id)
+
+    @contextmanager
+    def _holding(self, task: Task, wait_s: float) -> Iterator[None]:
+        lane = task.command.lane
+        if lane is None:
+            yield
+            return
+        with self.store.lease.hold(lane, self.lease_ttl_s, wait_s=wait_s):
+            yield
+
+    # SQS calls
+
+    def _by_queue(self, tasks: list[Task]) -> dict[str, list[Task]]:
+        out: dict[str, list[Task]] = {}
+        for task in tasks:
+            out.setdefault(self.routes.get(task.command.name, self.queue_url), []).append(task)
+        return out
+
+    def _delay(self, not_before: float) -> int:
+        return max(0, min(MAX_DELAY_S, math.ceil(not_before - self.clock())))
+
+    def _send_one(self, command: Command, delay_s: int, inline: bool) -> str:
+        body = json.loads(_body(command, None, 0.0))
+        if inline:
+            body["inline"] = True
+        url = self.routes.get(command.name, self.queue_url)
+        response = self.client.send_message(QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay_s)
+        return str(response["MessageId"])
+
+    def _send_batch(self, url: str, entries: list[tuple[str, str, int]]) -> list[str]:
+        """(key, body, delay) entries in batches of ten and 256 KB; returns the keys SQS accepted."""
+        accepted: list[str] = []
+        for chunk in _chunks(entries):
+            request = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay}
+                       for i, (_, body, delay) in enumerate(chunk)]
+            response = self.client.send_message_batch(QueueUrl=url, Entries=request)
+            accepted += [chunk[int(ok["Id"])][0] for ok in response.get("Successful", [])]
+            for failed in response.get("Failed", []):
+                log.error("SQS refused task %s: %s", chunk[int(failed["Id"])][0], failed.get("Message"))
+        return accepted
+
+    def _send_back(self, group: list[tuple[Task, dict[str, Any]]], delay_s: int | None, settled: _Settled) -> None:
+        """Sends received messages again (with their task id): the originals SQS took again are
+        finished, the others kept (redelivered as they are)."""
+        entries = []
+        for task, message in group:
+            body = json.loads(message["Body"])
+            body["task_id"] = task.id
+            entries.append((message["ReceiptHandle"], json.dumps(body),
+                            self._delay(task.not_before) if delay_s is None else delay_s))
+        accepted = set(self._send_batch(self.queue_url, entries))
+        for _, message in group:
+            (settled.finished if message["ReceiptHandle"] in accepted else settled.kept).append(message)
+
+    def _delete(self, messages: list[dict[str, Any]]) -> None:
+        for start in range(0, len(messages), BATCH):
+            chunk = messages[start:start + BATCH]
+            response = self.client.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
+            for failed in response.get("Failed", []):
+                log.error("could not delete message %s: %s", chunk[int(failed["Id"])].get("MessageId"),
+                          failed.get("Message"))
+
+    def _retry_later(self, group: list[tuple[Task, dict[str, Any]]]) -> None:
+        for start in range(0, len(group), BATCH):
+            chunk = group[start:start + BATCH]
+            self.client.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"],
+                 "VisibilityTimeout": RETRY_DELAYS_S[min(t.attempts, len(RETRY_DELAYS_S) - 1)]}
+                for i, (t, m) in enumerate(chunk)])
+
+
+def _body(command: Command, task_id: str | None, not_before: float) -> str:
+    body: dict[str, Any] = {**to_message(command), "not_before": not_before}
+    if task_id is not None:
+        body["task_id"] = task_id
+    return json.dumps(body, separators=(",", ":"))
+
+
+def _decode(message: dict[str, Any]) -> tuple[Task, bool]:
+    data = json.loads(message["Body"])
+    envelope = {name: data.pop(name, None) for name in _ENVELOPE}
+    received = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+    task = Task(str(envelope["task_id"] or message["MessageId"]), from_message(data), max(0, received - 1),
+                float(envelope["not_before"] or 0.0))
+    return task, bool(envelope["inline"])
+
+
+def _groups(due: list[tuple[Task, dict[str, Any]]]) -> list[list[tuple[Task, dict[str, Any]]]]:
+    """By (command type, lane), in the order received; a task without a lane is a group of one."""
+    groups: dict[tuple[str, str], list[tuple[Task, dict[str, Any]]]] = {}
+    for task, message in due:
+        lane = task.command.lane or f"task:{task.id}"
+        groups.setdefault((task.command.name, lane), []).append((task, message))
+    return list(groups.values())
+
+
+def _chunks(entries: list[tuple[str, str, int]]) -> Iterator[list[tuple[str, str, int]]]:
+    chunk: list[tuple[str, str, int]] = []
+    size = 0
+    for entry in entries:
+        length = len(entry[1].encode())
+        if chunk and (len(chunk) == BATCH or size + length > BATCH_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += length
+    if chunk:
+        yield chunk
+
+
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)

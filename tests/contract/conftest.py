@@ -1,0 +1,95 @@
+"""The storage contract's fixtures: the same tests against the SQLite store and the DynamoDB one.
+
+DynamoDB runs under moto. moto applies a request in several steps without a lock (a transaction
+copies the table, checks, writes, and restores the copy on failure), so two threads could
+interleave inside one request, which real DynamoDB never does: `Serialized` makes each request
+atomic, as it is on AWS, and leaves the interleaving of requests (what the adapter must handle)
+as it is."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
+from headwater.ports import SourceLease, Task, UnitOfWorkFactory, UsageRepository
+
+REGION = "us-east-1"
+RESOURCES = "headwater-resources"
+EVENTS = "headwater-events"
+
+
+class Serialized:
+    """A boto3 client whose calls run one at a time; `calls` records (operation, parameters)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.calls.append((name, kwargs))
+                return attr(*args, **kwargs)
+
+        return call
+
+
+@dataclass
+class Backend:
+    """What the contract tests use of a store, whichever it is."""
+
+    name: str
+    uow: UnitOfWorkFactory
+    usage: UsageRepository
+    lease: SourceLease
+    raw: Any
+    committed: list[Task] = field(default_factory=list)
+
+
+def backend(name: str, store: Any) -> Backend:
+    b = Backend(name, store.uow, store.usage, store.lease, store)
+    store.on_commit(b.committed.extend)
+    return b
+
+
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def aws_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Any]]:
+    """moto for the test's duration; yields a factory of serialized boto3 clients."""
+    aws_env(monkeypatch)
+    with mock_aws():
+        yield lambda service: Serialized(boto3.client(service, region_name=REGION))
+
+
+@pytest.fixture
+def dynamo(aws_clients: Callable[[str], Any]) -> DynamoStore:
+    client = aws_clients("dynamodb")
+    create_tables(client, RESOURCES, EVENTS)
+    return DynamoStore(client, RESOURCES, EVENTS)
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "sqlite":
+        from headwater.adapters.local.sqlite.store import SqliteStore
+
+        return backend("sqlite", SqliteStore(tmp_path / "headwater.db"))
+    return backend("dynamodb", request.getfixturevalue("dynamo"))

@@ -1,0 +1,155 @@
+"""What only the DynamoDB store has: its table schema, its transaction limits, compressed items,
+the outbox left by a crash, and leases that expire."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from headwater.adapters.aws.dynamodb import DynamoStore
+from headwater.adapters.aws.dynamodb.lease import DynamoLease
+from headwater.adapters.aws.dynamodb.uow import MAX_WRITES, TRANSACTION_BYTES, ReadOnlyUnitOfWork
+from headwater.domain.commands import SyncSchedule
+from headwater.domain.errors import Conflict, PayloadTooLarge
+from headwater.domain.models import SourceState, StoredEvent, User
+from headwater.ports import Busy
+from tests.contract.conftest import EVENTS, RESOURCES
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+def client(store: DynamoStore) -> Any:
+    return store.tables.client
+
+
+def test_the_tables_match_the_template(dynamo: DynamoStore) -> None:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # !Ref, !GetAtt, !Sub
+    resources = yaml.load(TEMPLATE.read_text(), Loader=Loader)["Resources"]  # noqa: S506 - SafeLoader
+    for logical, name in (("ResourcesTable", RESOURCES), ("EventsTable", EVENTS)):
+        declared = resources[logical]["Properties"]
+        table = client(dynamo).describe_table(TableName=name)["Table"]
+        assert sorted(table["AttributeDefinitions"], key=str) == sorted(declared["AttributeDefinitions"], key=str)
+        assert table["KeySchema"] == declared["KeySchema"]
+        indexes = {i["IndexName"]: (i["KeySchema"], i["Projection"]) for i in table.get("GlobalSecondaryIndexes", [])}
+        assert indexes == {i["IndexName"]: (i["KeySchema"], i["Projection"])
+                           for i in declared.get("GlobalSecondaryIndexes", [])}
+        ttl = client(dynamo).describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        assert ttl["AttributeName"] == declared["TimeToLiveSpecification"]["AttributeName"] == "expires_at"
+
+
+def test_a_read_only_unit_of_work_refuses_writes(dynamo: DynamoStore) -> None:
+    with dynamo.uow(readonly=True) as uow:
+        with pytest.raises(ReadOnlyUnitOfWork):
+            uow.users.add(User("u_1", "alice", "a@example.com", "free", 1))
+        with pytest.raises(ReadOnlyUnitOfWork):
+            uow.events.delete_range("dc_1", None, None, None)
+        with pytest.raises(ReadOnlyUnitOfWork):
+            uow.outbox.add(SyncSchedule("dc_1"))
+
+
+def test_a_commit_takes_at_most_max_writes_items(dynamo: DynamoStore) -> None:
+    with dynamo.uow() as uow:
+        assert uow.max_writes == MAX_WRITES == 100
+        for i in range(MAX_WRITES + 1):
+            uow.events.put("dc_1", StoredEvent(f"1-{i}", 1, {}, {}))
+        with pytest.raises(ValueError, match="at most 100"):
+            uow.commit()
+
+
+def test_the_first_failed_condition_names_the_conflict(dynamo: DynamoStore) -> None:
+    with dynamo.uow() as uow:
+        uow.users.add(User("u_1", "alice", "a@example.com", "free", 1))
+        uow.commit()
+    with pytest.raises(Conflict) as caught, dynamo.uow() as uow:
+        uow.state.save("dc_1", SourceState(), 0)
+        uow.users.add(User("u_2", "alice", "a@example.com", "free", 1))
+        uow.commit()
+    assert caught.value.field == "username"
+    with dynamo.uow(readonly=True) as uow:
+        assert uow.state.get("dc_1").version == 0  # cancelled with the rest
+
+
+def noise(size: int) -> str:
+    """Text that hardly compresses."""
+    return base64.b64encode(os.urandom(size * 3 // 4)).decode()
+
+
+def test_large_events_are_compressed_and_too_large_ones_refused(dynamo: DynamoStore) -> None:
+    big = {"text": "all work and no play " * 50_000}  # ~1 MB that compresses well
+    with dynamo.uow() as uow:
+        uow.events.put("dc_1", StoredEvent("1-1", 1, big, {"id": 1}))
+        uow.commit()
+    item = client(dynamo).get_item(TableName=EVENTS, Key={"pk": {"S": "dc_1#"}, "sk": {"S": "0000000000000001-"
+                                                                                          "000000000001"}})["Item"]
+    assert "body_z" in item and "body" not in item
+    with dynamo.uow(readonly=True) as uow:
+        assert uow.events.get("dc_1", "", "1-1") == StoredEvent("1-1", 1, big, {"id": 1})
+
+    with dynamo.uow() as uow, pytest.raises(PayloadTooLarge):
+        uow.events.put("dc_1", StoredEvent("1-2", 1, {"text": noise(600_000)}, {}))
+    with dynamo.uow() as uow, pytest.raises(PayloadTooLarge):
+        uow.state.save("dc_1", SourceState(db={"blob": noise(600_000)}), 0)
+
+
+def test_events_beyond_the_transaction_size_follow_right_after_it(dynamo: DynamoStore) -> None:
+    events = [StoredEvent(f"1-{i}", 1, {"blob": noise(300_000)}, {}) for i in range(20)]  # ~4.5 MB compressed
+    with dynamo.uow() as uow:
+        uow.state.save("dc_1", SourceState(last_seq=20), 0)
+        for e in events:
+            uow.events.put("dc_1", e)
+        uow.commit()
+    transactions = [params for name, params in client(dynamo).calls if name == "transact_write_items"]
+    assert len(transactions) == 1
+    items = [next(iter(write.values())).get("Item", {}) for write in transactions[0]["TransactItems"]]
+    bodies = sum(len(item["body_z"]["B"]) for item in items if "body_z" in item)
+    assert 0 < bodies <= TRANSACTION_BYTES  # DynamoDB takes at most 4 MB of items in one transaction
+    assert len(items) < 21
+    with dynamo.uow(readonly=True) as uow:
+        assert uow.events.count("dc_1", "") == 20
+        assert uow.state.get("dc_1").version == 1
+
+
+def test_outbox_items_stay_until_the_queue_has_them(dynamo: DynamoStore) -> None:
+    handed: list[Any] = []
+    dynamo.on_commit(lambda tasks: (_ for _ in ()).throw(RuntimeError("SQS is down")))  # a failing hand-over
+    dynamo.on_commit(handed.extend)
+    with dynamo.uow() as uow:
+        uow.outbox.add(SyncSchedule("dc_1"))
+        uow.outbox.add(SyncSchedule("dc_2"), delay_s=30)
+        uow.commit()  # the commit stands though the first callback failed
+    assert [t.command for t in handed] == [SyncSchedule("dc_1"), SyncSchedule("dc_2")]
+    assert dynamo.pending_outbox(older_than_s=3600) == []  # not left behind: just written
+    pending = dynamo.pending_outbox(older_than_s=-60)
+    assert pending == sorted(handed, key=lambda t: t.id)
+    dynamo.outbox_done([t.id for t in handed])
+    assert dynamo.pending_outbox(older_than_s=-60) == []
+
+
+def test_done_marks(dynamo: DynamoStore) -> None:
+    assert dynamo.done_of(["m1", "m2"]) == set()
+    dynamo.mark_done(["m1"])
+    assert dynamo.done_of(["m1", "m2"]) == {"m1"}
+
+
+def test_a_lease_is_reentrant_in_its_thread_and_expires_when_its_holder_died(dynamo: DynamoStore) -> None:
+    with dynamo.lease.hold("dc_1", ttl_s=30), dynamo.lease.hold("dc_1", ttl_s=30):
+        pass  # the queue holds a lane, its handler holds the same source
+    now = [1_000_000.0]
+    dead = DynamoLease(dynamo.tables, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    other = DynamoLease(dynamo.tables, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    holding = dead.hold("dc_2", ttl_s=10)
+    holding.__enter__()  # and never leaves: its process died
+    with pytest.raises(Busy), other.hold("dc_2", ttl_s=10, wait_s=5):
+        pass
+    assert now[0] >= 1_000_005.0  # it waited (in fake time) as long as it was told
+    now[0] += 10
+    with other.hold("dc_2", ttl_s=10):
+        pass

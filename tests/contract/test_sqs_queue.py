@@ -1,0 +1,212 @@
+"""The TaskQueue over SQS (moto) with the DynamoDB store: sending committed tasks, delays beyond
+SQS's 900 s, lanes held by leases, retries, and runs done inline for their response.
+
+moto holds delayed messages back for real, so a message sent back with a delay is checked by its
+SendMessageBatch parameters and the queue's delayed count, never by waiting for it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
+from headwater.adapters.aws.sqs_queue import SqsTaskQueue
+from headwater.domain.commands import Command, DeleteEvents, RunSource, SyncSchedule, to_message
+from headwater.ports import Task
+from tests.contract.conftest import EVENTS, RESOURCES
+
+NOW = 1_736_942_400.0
+
+
+@dataclass
+class Setup:
+    queue: SqsTaskQueue
+    store: DynamoStore
+    sqs: Any
+    url: str
+    seen: list[tuple[str, list[Task]]] = field(default_factory=list)  # (handler, batch) in call order
+
+    def counts(self, url: str | None = None) -> tuple[int, int, int]:
+        """(visible, in flight, delayed) messages."""
+        a = self.sqs.get_queue_attributes(QueueUrl=url or self.url, AttributeNames=["All"])["Attributes"]
+        return (int(a["ApproximateNumberOfMessages"]), int(a["ApproximateNumberOfMessagesNotVisible"]),
+                int(a["ApproximateNumberOfMessagesDelayed"]))
+
+    def sent_back(self) -> list[tuple[dict[str, Any], int]]:
+        return [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for name, params in self.sqs.calls
+                if name == "send_message_batch" for e in params["Entries"]]
+
+    def commit(self, *commands: Command, delay_s: float = 0.0) -> None:
+        with self.store.uow() as uow:
+            for command in commands:
+                uow.outbox.add(command, delay_s)
+            uow.commit()
+
+    def record(self, name: str, fail: bool = False,
+               respond: dict[str, Any] | None = None) -> Callable[[list[Task], Any], list[Any]]:
+        def handler(tasks: list[Task], on_partial: Any) -> list[Any]:
+            self.seen.append((name, tasks))
+            if respond is not None:
+                on_partial(tasks[0], respond)
+            if fail:
+                raise RuntimeError("handler failed")
+            return [f"{name}:{t.id}" for t in tasks]
+        return handler
+
+
+@pytest.fixture
+def setup(aws_clients: Callable[[str], Any]) -> Setup:
+    dynamodb, sqs = aws_clients("dynamodb"), aws_clients("sqs")
+    create_tables(dynamodb, RESOURCES, EVENTS)
+    store = DynamoStore(dynamodb, RESOURCES, EVENTS)
+    url = sqs.create_queue(QueueName="runs")["QueueUrl"]
+    queue = SqsTaskQueue(sqs, url, store, lease_wait_s=0, inline_fallback_s=0)
+    store.on_commit(queue.send)
+    return Setup(queue, store, sqs, url)
+
+
+def run(source_id: str, n: int = 0) -> RunSource:
+    return RunSource(source_id, {"n": n}, 1000, "http")
+
+
+def test_committed_tasks_are_sent_and_leave_the_outbox(setup: Setup) -> None:
+    setup.commit(run("dc_a"), DeleteEvents("dc_a", None))
+    messages = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
+    bodies = sorted((json.loads(m["Body"]) for m in messages), key=lambda b: b["type"])
+    assert [b["type"] for b in bodies] == ["delete_events", "run_source"]
+    assert all(b["task_id"] and b["not_before"] == 0.0 for b in bodies)
+    assert setup.store.pending_outbox(older_than_s=-60) == []
+
+
+def test_commands_go_to_the_queue_of_their_type(setup: Setup) -> None:
+    deletions = setup.sqs.create_queue(QueueName="deletions")["QueueUrl"]
+    setup.queue.routes = {"delete_events": deletions, "purge_source": deletions}
+    setup.commit(run("dc_a"), DeleteEvents("dc_a", None))
+    assert setup.counts()[0] == 1 and setup.counts(deletions)[0] == 1
+
+
+def test_a_poll_runs_tasks_grouped_by_type_and_lane_in_order(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    setup.queue.handle(SyncSchedule, setup.record("sync"))
+    for command in (run("dc_a", 1), run("dc_b"), SyncSchedule("dc_a"), run("dc_a", 2)):
+        setup.commit(command)
+    assert setup.queue.poll_once() == 4
+    batches = {(name, tasks[0].command.lane): [t.command for t in tasks] for name, tasks in setup.seen}
+    assert batches == {("runs", "dc_a"): [run("dc_a", 1), run("dc_a", 2)], ("runs", "dc_b"): [run("dc_b")],
+                       ("sync", "dc_a"): [SyncSchedule("dc_a")]}
+    assert all(t.attempts == 0 and len(t.id) > 20 for _, tasks in setup.seen for t in tasks)
+    assert setup.counts() == (0, 0, 0)
+
+
+def test_a_message_not_yet_due_goes_back_with_the_rest_of_its_delay(setup: Setup) -> None:
+    setup.queue.clock = lambda: NOW
+    setup.queue.handle(SyncSchedule, setup.record("sync"))
+    for task_id, not_before in (("far", NOW + 2000), ("near", NOW + 30)):
+        body = {**to_message(SyncSchedule("dc_a")), "task_id": task_id, "not_before": not_before}
+        setup.sqs.send_message(QueueUrl=setup.url, MessageBody=json.dumps(body))
+    assert setup.queue.poll_once() == 0
+    assert setup.seen == []
+    delays = {body["task_id"]: delay for body, delay in setup.sent_back()}
+    assert delays == {"far": 900, "near": 30}  # SQS delays at most 900 s: "far" comes early and goes back again
+    assert setup.counts() == (0, 0, 2)
+
+
+def test_a_failed_handler_has_its_messages_retried_later(setup: Setup) -> None:
+    setup.queue.handle(SyncSchedule, setup.record("sync", fail=True))
+    setup.commit(SyncSchedule("dc_a"))
+    assert setup.queue.poll_once() == 0
+    assert len(setup.seen) == 1
+    assert setup.counts() == (0, 1, 0)  # not deleted: visible again after the backoff
+    changes = [p for name, p in setup.sqs.calls if name == "change_message_visibility_batch"]
+    assert [e["VisibilityTimeout"] for e in changes[0]["Entries"]] == [1]
+
+
+def test_a_lane_busy_elsewhere_is_sent_back_shortly(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    setup.commit(run("dc_a"))
+    later = str(int(time.time()) + 600)
+    setup.store.tables.client.put_item(TableName=RESOURCES, Item={  # another worker holds dc_a
+        "pk": {"S": "dc_a"}, "sk": {"S": "lock"}, "owner": {"S": "other"}, "expires_at": {"N": later}})
+    assert setup.queue.poll_once() == 0
+    assert setup.seen == []
+    assert [(body["type"], delay) for body, delay in setup.sent_back()][-1] == ("run_source", 5)
+    assert setup.counts() == (0, 0, 1)
+
+
+def test_a_message_that_is_not_a_command_is_left_for_the_dead_letter_queue(setup: Setup) -> None:
+    setup.sqs.send_message(QueueUrl=setup.url, MessageBody='{"type": "nonsense"}')
+    assert setup.queue.poll_once() == 0
+    assert setup.counts() == (0, 1, 0)
+
+
+def test_an_ingested_run_is_queued_under_its_message_id(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    ingested = asyncio.run(setup.queue.ingest(run("dc_a")))
+    assert ingested.outcome is None
+    assert setup.queue.poll_once() == 1
+    assert [t.id for _, tasks in setup.seen for t in tasks] == [ingested.task_id]
+
+
+def respond_inline(setup: Setup, command: RunSource) -> tuple[str, Any]:
+    async def main() -> tuple[str, Any]:
+        ingested = await setup.queue.ingest(command, respond=True)
+        outcome = await ingested.outcome
+        await setup.queue.drain()
+        return ingested.task_id, outcome
+    return asyncio.run(main())
+
+
+def test_a_run_that_must_respond_runs_inline_and_its_message_is_dropped(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs", respond={"status": 201}))
+    task_id, outcome = respond_inline(setup, run("dc_a"))
+    assert outcome == ("respond", {"status": 201})
+    assert [t.id for _, tasks in setup.seen for t in tasks] == [task_id]
+    assert setup.queue.poll_once() == 1  # its message, found done: deleted unrun
+    assert len(setup.seen) == 1
+    assert setup.counts() == (0, 0, 0)
+
+
+def test_an_inline_run_without_a_response_resolves_with_its_result(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    task_id, outcome = respond_inline(setup, run("dc_a"))
+    assert outcome == ("done", f"runs:{task_id}")
+
+
+def test_a_failed_inline_run_runs_again_from_its_message(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs", fail=True))
+    task_id, outcome = respond_inline(setup, run("dc_a"))
+    assert outcome == ("failed", None)
+    setup.queue.handle(RunSource, setup.record("again"))
+    assert setup.queue.poll_once() == 1
+    assert [(name, tasks[0].id) for name, tasks in setup.seen] == [("runs", task_id), ("again", task_id)]
+
+
+def test_recovery_sends_what_a_crash_left_in_the_outbox(setup: Setup) -> None:
+    crashed = DynamoStore(setup.store.tables.client, RESOURCES, EVENTS)  # committed, never handed over
+    with crashed.uow() as uow:
+        uow.outbox.add(SyncSchedule("dc_a"))
+        uow.commit()
+    assert setup.queue.recover(older_than_s=3600) == 0
+    assert setup.queue.recover(older_than_s=-60) == 1
+    assert setup.counts()[0] == 1
+    assert setup.store.pending_outbox(older_than_s=-60) == []
+
+
+def test_a_lambda_batch_reports_only_its_failures(setup: Setup) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    setup.queue.handle(SyncSchedule, setup.record("sync", fail=True))
+    setup.commit(run("dc_a"), SyncSchedule("dc_b"))
+    received = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10,
+                                         MessageSystemAttributeNames=["All"])["Messages"]
+    records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                "attributes": m["Attributes"], "eventSource": "aws:sqs"} for m in received]
+    failing = next(m["MessageId"] for m in received if json.loads(m["Body"])["type"] == "sync_schedule")
+    assert setup.queue.handle_records(records) == {"batchItemFailures": [{"itemIdentifier": failing}]}
+    assert sorted(name for name, _ in setup.seen) == ["runs", "sync"]
+    assert not [name for name, _ in setup.sqs.calls if name == "delete_message_batch"]  # Lambda deletes the rest
