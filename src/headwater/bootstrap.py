@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from headwater.domain.commands import (
     DeleteEvents,
@@ -136,6 +136,54 @@ def local_adapters(settings: Settings) -> Adapters:
     )
 
 
+def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runner: Runner | None = None,
+                 bundler: Bundler | None = None) -> Adapters:
+    """DynamoDB, SQS and EventBridge Scheduler behind the same ports (docs/aws.md). `clients` are
+    boto3 clients by service name (built here at first use when not given: a warm Lambda
+    container keeps them). The runner and bundler are the local ones until the runner Lambda is
+    wired (docs/aws.md, Not wired yet)."""
+    import boto3
+
+    from headwater.adapters.aws.config import AwsConfig
+    from headwater.adapters.aws.dynamodb.store import DynamoStore
+    from headwater.adapters.aws.scheduler import EventBridgeScheduler
+    from headwater.adapters.aws.sqs_queue import SqsTaskQueue
+    from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
+    from headwater.adapters.local.bundler import LocalBundler
+    from headwater.adapters.local.event_bus import LocalEventBus
+    from headwater.adapters.local.node_runner import NodeRunnerPool
+    from headwater.adapters.local.secrets import FernetSecrets
+    from headwater.adapters.url_fetcher import HttpUrlFetcher
+    from headwater.adapters.webhook_sender import HttpWebhookSender
+
+    config = AwsConfig()
+    clients = dict(clients or {})
+    for name in ("dynamodb", "sqs", "scheduler"):
+        clients.setdefault(name, boto3.client(name, endpoint_url=config.endpoint_url))
+    store = DynamoStore(clients["dynamodb"], config.resources_table, config.events_table)
+    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes())
+    store.on_commit(queue.send)
+    scheduler = EventBridgeScheduler(
+        clients["scheduler"], clients["sqs"], clients["dynamodb"], group_name=config.schedule_group,
+        queue_arn=config.run_queue_arn, queue_url=config.run_queue_url, role_arn=config.scheduler_role_arn,
+        dead_letter_arn=config.scheduler_dlq_arn or None, table_name=config.resources_table)
+    return Adapters(
+        uow=store.uow,
+        usage=store.usage,
+        lease=store.lease,
+        bundler=bundler or LocalBundler(settings),
+        runner=runner or NodeRunnerPool(settings),
+        fetcher=HttpUrlFetcher(settings),
+        secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
+        queue=queue,
+        scheduler=scheduler,
+        bus=LocalEventBus(),
+        sender=HttpWebhookSender(settings),
+        mailer=SmtpMailer(settings),
+        objects=S3ObjectStore(settings),
+    )
+
+
 def _local_gauges(queue: LocalTaskQueue) -> None:
     """/metrics: the task queue's depth and wait, and the runner processes (scraped when read)."""
     import os
@@ -160,9 +208,12 @@ def _local_gauges(queue: LocalTaskQueue) -> None:
 def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None) -> Services:
     settings = settings or Settings()
     if adapters is None:
-        if settings.backend != "local":
-            raise ValueError(f"HEADWATER_BACKEND={settings.backend!r} has no adapters in this build; use 'local'.")
-        adapters = local_adapters(settings)
+        if settings.backend == "local":
+            adapters = local_adapters(settings)
+        elif settings.backend == "aws":
+            adapters = aws_adapters(settings)
+        else:
+            raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local' or 'aws'.")
     a = adapters
     accounts = Accounts(a.uow, a.usage, settings)
     components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings)

@@ -143,14 +143,19 @@ class SqsTaskQueue:
 
     # receiving
 
-    def poll_once(self, max_messages: int = BATCH, wait_s: int = 0) -> int:
-        """Receives one batch and handles it (a worker's loop, tests); returns how many tasks were
-        handled or found done already. Messages not yet due go back with the rest of their delay."""
+    def poll_once(self, max_messages: int = BATCH, wait_s: int = 0, queue_url: str | None = None) -> int:
+        """Receives one batch of `queue_url` (default: the main queue) and handles it (a worker's
+        loop, tests); returns how many tasks were handled or found done already. Messages not yet
+        due go back with the rest of their delay."""
+        url = queue_url or self.queue_url
         response = self.client.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=max(1, min(BATCH, max_messages)), WaitTimeSeconds=wait_s,
+            QueueUrl=url, MaxNumberOfMessages=max(1, min(BATCH, max_messages)), WaitTimeSeconds=wait_s,
             MessageSystemAttributeNames=["ApproximateReceiveCount"],
         )
-        settled = self._process(response.get("Messages", []))
+        messages = response.get("Messages", [])
+        for message in messages:
+            message["QueueUrl"] = url  # deletes and visibility changes go back to where it came from
+        settled = self._process(messages)
         self._delete(settled.finished)
         return settled.handled
 
@@ -275,33 +280,52 @@ class SqsTaskQueue:
     def _send_back(self, group: list[tuple[Task, dict[str, Any]]], delay_s: int | None, settled: _Settled) -> None:
         """Sends received messages again (with their task id): the originals SQS took again are
         finished, the others kept (redelivered as they are)."""
-        entries = []
+        by_queue: dict[str, list[tuple[str, str, int]]] = {}
         for task, message in group:
             body = json.loads(message["Body"])
             body["task_id"] = task.id
-            entries.append((message["ReceiptHandle"], json.dumps(body),
-                            self._delay(task.not_before) if delay_s is None else delay_s))
-        accepted = set(self._send_batch(self.queue_url, entries))
+            delay = self._delay(task.not_before) if delay_s is None else delay_s
+            by_queue.setdefault(self.routes.get(task.command.name, self.queue_url), []).append(
+                (message["ReceiptHandle"], json.dumps(body), delay))
+        accepted: set[str] = set()
+        for url, entries in by_queue.items():
+            accepted |= set(self._send_batch(url, entries))
         for _, message in group:
             (settled.finished if message["ReceiptHandle"] in accepted else settled.kept).append(message)
 
     def _delete(self, messages: list[dict[str, Any]]) -> None:
+        for url, of_queue in _by_queue(messages, self.queue_url):
+            self._delete_from(url, of_queue)
+
+    def _delete_from(self, url: str, messages: list[dict[str, Any]]) -> None:
         for start in range(0, len(messages), BATCH):
             chunk = messages[start:start + BATCH]
             response = self.client.delete_message_batch(
-                QueueUrl=self.queue_url,
+                QueueUrl=url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
             for failed in response.get("Failed", []):
                 log.error("could not delete message %s: %s", chunk[int(failed["Id"])].get("MessageId"),
                           failed.get("Message"))
 
     def _retry_later(self, group: list[tuple[Task, dict[str, Any]]]) -> None:
+        urls = {m.get("QueueUrl", self.queue_url) for _, m in group}
+        for url in urls:
+            self._retry_later_in(url, [(t, m) for t, m in group if m.get("QueueUrl", self.queue_url) == url])
+
+    def _retry_later_in(self, url: str, group: list[tuple[Task, dict[str, Any]]]) -> None:
         for start in range(0, len(group), BATCH):
             chunk = group[start:start + BATCH]
-            self.client.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=[
+            self.client.change_message_visibility_batch(QueueUrl=url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"],
                  "VisibilityTimeout": RETRY_DELAYS_S[min(t.attempts, len(RETRY_DELAYS_S) - 1)]}
                 for i, (t, m) in enumerate(chunk)])
+
+
+def _by_queue(messages: list[dict[str, Any]], default: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for message in messages:
+        grouped.setdefault(message.get("QueueUrl", default), []).append(message)
+    return list(grouped.items())
 
 
 def _body(command: Command, task_id: str | None, not_before: float) -> str:

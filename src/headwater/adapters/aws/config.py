@@ -1,0 +1,36 @@
+"""Where the AWS adapters find their resources: the names `template.yaml` passes to every function
+as environment variables (one place, so the composition root and the emulator agree)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(f"HEADWATER_{name}", default)
+
+
+@dataclass(frozen=True)
+class AwsConfig:
+    resources_table: str = field(default_factory=lambda: _env("RESOURCES_TABLE", "headwater-resources"))
+    events_table: str = field(default_factory=lambda: _env("EVENTS_TABLE", "headwater-events"))
+    run_queue_url: str = field(default_factory=lambda: _env("RUN_QUEUE_URL"))
+    run_queue_arn: str = field(default_factory=lambda: _env("RUN_QUEUE_ARN"))
+    webhook_queue_url: str = field(default_factory=lambda: _env("WEBHOOK_QUEUE_URL"))
+    event_deletion_queue_url: str = field(default_factory=lambda: _env("EVENT_DELETION_QUEUE_URL"))
+    schedule_group: str = field(default_factory=lambda: _env("SCHEDULE_GROUP", "headwater-timers"))
+    scheduler_role_arn: str = field(default_factory=lambda: _env("SCHEDULER_ROLE_ARN"))
+    scheduler_dlq_arn: str = field(default_factory=lambda: _env("SCHEDULER_DLQ_ARN"))
+    endpoint_url: str | None = field(default_factory=lambda: _env("AWS_ENDPOINT_URL") or None)
+
+    def routes(self) -> dict[str, str]:
+        """Which queue carries which command type (the rest go to the run queue)."""
+        routes = {}
+        if self.webhook_queue_url:
+            routes["deliver_webhook"] = self.webhook_queue_url
+            routes["send"] = self.webhook_queue_url
+        if self.event_deletion_queue_url:
+            routes["delete_events"] = self.event_deletion_queue_url
+            routes["purge_source"] = self.event_deletion_queue_url
+        return routes

@@ -1,0 +1,74 @@
+"""One service layer, two adapter sets: the composition root's AWS set (DynamoDB, SQS, EventBridge
+Scheduler under moto) carries the same use cases as the local one. The runner is the fake one:
+what runs where is the runner's business, not the store's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.adapters.aws.dynamodb import create_tables
+from headwater.bootstrap import aws_adapters, bootstrap
+from headwater.domain.events import Emit
+from headwater.domain.models import Principal
+from headwater.domain.runs import RunResult
+from headwater.services.sources import SourceRequest
+from headwater.settings import Settings
+from tests.contract.conftest import EVENTS, RESOURCES
+from tests.fakes import FakeBundler, FakeRunner
+from tests.services.test_services import HTTP, TIMER, component_code
+
+
+def test_deploy_ingest_run_read_timers_and_delete_on_aws(aws_clients: Callable[[str], Any],
+                                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    dynamodb, sqs, scheduler = aws_clients("dynamodb"), aws_clients("sqs"), aws_clients("scheduler")
+    create_tables(dynamodb, RESOURCES, EVENTS)
+    queues = {name: sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("runs", "webhooks", "deletions")}
+    attributes = sqs.get_queue_attributes(QueueUrl=queues["runs"], AttributeNames=["QueueArn"])["Attributes"]
+    run_arn = attributes["QueueArn"]
+    scheduler.create_schedule_group(Name="timers")
+    for name, value in {"RESOURCES_TABLE": RESOURCES, "EVENTS_TABLE": EVENTS, "RUN_QUEUE_URL": queues["runs"],
+                        "RUN_QUEUE_ARN": run_arn, "WEBHOOK_QUEUE_URL": queues["webhooks"],
+                        "EVENT_DELETION_QUEUE_URL": queues["deletions"], "SCHEDULE_GROUP": "timers",
+                        "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler"}.items():
+        monkeypatch.setenv(f"HEADWATER_{name}", value)
+    runner = FakeRunner()
+    runner.script = lambda instance, event: RunResult(emits=[Emit(event, {"id": event["n"]})],
+                                                      db_writes={"n": event["n"]})
+    settings = Settings(data_dir=tmp_path, backend="aws")
+    adapters = aws_adapters(settings, {"dynamodb": dynamodb, "sqs": sqs, "scheduler": scheduler}, runner,
+                            FakeBundler())
+    services = bootstrap(settings, adapters)
+    queue: Any = adapters.queue
+
+    user, key = services.accounts.create_user("ada", "ada@example.com", "paid")
+    ada = services.accounts.authenticate(key)
+    assert ada.user.id == user.id
+    req = SourceRequest(component_code=component_code(configurable_props=HTTP, dedupe="unique"), name="orders")
+    source = services.sources.create(ada, req, None)
+    again = services.sources.create(ada, req, None)
+    assert (source.name_slug, again.name_slug) == ("orders", "orders-1")
+
+    asyncio.run(services.ingest.receive(source.endpoint_id or "", {"n": 1}))
+    asyncio.run(services.ingest.receive(source.endpoint_id or "", {"n": 1}))  # deduped by id
+    while queue.poll_once():
+        pass
+    page = services.events.summaries(ada, source.id, 10, True, "")
+    assert [item["event"] for item in page["data"]] == [{"n": 1}]
+
+    timed = services.sources.create(ada, SourceRequest(component_code=component_code(configurable_props=TIMER),
+                                                       configured_props={"timer": {"intervalSeconds": 300}}), None)
+    while queue.poll_once():
+        pass
+    schedule = scheduler.get_schedule(Name=timed.id, GroupName="timers")
+    assert schedule["ScheduleExpression"] == "rate(5 minutes)"
+
+    services.sources.delete(ada, source.id)
+    while queue.poll_once(queue_url=queues["deletions"]):
+        pass
+    assert services.events.newer_than(source.id, "", None) == []
+    assert Principal(user).user.id == user.id
