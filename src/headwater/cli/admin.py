@@ -86,7 +86,9 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     app = create_app(services)
     publish_shipped_registry(services)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+        # Open streams (SSE) would hold a graceful shutdown forever: they get a few seconds, then end.
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
+                    timeout_graceful_shutdown=3)
     finally:
         services.close()
 
