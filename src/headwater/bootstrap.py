@@ -101,16 +101,11 @@ class Services:
 
 
 def local_adapters(settings: Settings) -> Adapters:
-    from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
     from headwater.adapters.local.bundler import LocalBundler
-    from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.local.node_runner import NodeRunnerPool
     from headwater.adapters.local.scheduler import LocalScheduler
-    from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
-    from headwater.adapters.url_fetcher import HttpUrlFetcher
-    from headwater.adapters.webhook_sender import HttpWebhookSender
 
     store = SqliteStore(settings.database_path)
     queue = LocalTaskQueue(store.db, settings.task_workers)
@@ -123,17 +118,30 @@ def local_adapters(settings: Settings) -> Adapters:
         lease=store.lease,
         bundler=LocalBundler(settings),
         runner=NodeRunnerPool(settings),
-        fetcher=HttpUrlFetcher(settings),
-        secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         queue=queue,
         scheduler=scheduler,
-        bus=LocalEventBus(),
-        sender=HttpWebhookSender(settings),
-        mailer=SmtpMailer(settings),
-        objects=S3ObjectStore(settings),
+        **_outside(settings),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
     )
+
+
+def _outside(settings: Settings) -> dict[str, Any]:
+    """The adapters both sets share: what reaches outside the store (URLs, mail, S3, secrets)."""
+    from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
+    from headwater.adapters.local.event_bus import LocalEventBus
+    from headwater.adapters.local.secrets import FernetSecrets
+    from headwater.adapters.url_fetcher import HttpUrlFetcher
+    from headwater.adapters.webhook_sender import HttpWebhookSender
+
+    return {
+        "fetcher": HttpUrlFetcher(settings),
+        "secrets": FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
+        "bus": LocalEventBus(),
+        "sender": HttpWebhookSender(settings),
+        "mailer": SmtpMailer(settings),
+        "objects": S3ObjectStore(settings),
+    }
 
 
 def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runner: Runner | None = None,
@@ -148,13 +156,8 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.dynamodb.store import DynamoStore
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import SqsTaskQueue
-    from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
     from headwater.adapters.local.bundler import LocalBundler
-    from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.local.node_runner import NodeRunnerPool
-    from headwater.adapters.local.secrets import FernetSecrets
-    from headwater.adapters.url_fetcher import HttpUrlFetcher
-    from headwater.adapters.webhook_sender import HttpWebhookSender
 
     config = AwsConfig()
     clients = dict(clients or {})
@@ -173,14 +176,9 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         lease=store.lease,
         bundler=bundler or LocalBundler(settings),
         runner=runner or NodeRunnerPool(settings),
-        fetcher=HttpUrlFetcher(settings),
-        secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         queue=queue,
         scheduler=scheduler,
-        bus=LocalEventBus(),
-        sender=HttpWebhookSender(settings),
-        mailer=SmtpMailer(settings),
-        objects=S3ObjectStore(settings),
+        **_outside(settings),
     )
 
 

@@ -59,16 +59,8 @@ class LocalScheduler:
     # firing
 
     def _write(self, sql: str, params: tuple) -> int:
-        conn = self.db.connection()
-        with self.db.write_lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                count = conn.execute(sql, params).rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return count
+        with self.db.writing() as conn:
+            return conn.execute(sql, params).rowcount
 
     def _loop(self) -> None:
         while not self._stopping:

@@ -277,15 +277,8 @@ class LocalTaskQueue:
         self._inbox.put(_Done(task_ids))
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
-        conn = self.db.connection()
-        with self.db.write_lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(sql, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self.db.writing() as conn:
+            conn.executemany(sql, rows)
 
 
 def _resolve(future: asyncio.Future, value: Any) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from headwater.adapters.local.sqlite.migrations import migrate
@@ -21,6 +23,19 @@ class Database:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         migrate(self.connection())
+
+    @contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction of its own on this thread's connection, one writer at a time."""
+        conn = self.connection()
+        with self.write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

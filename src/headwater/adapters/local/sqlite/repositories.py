@@ -224,17 +224,9 @@ class SqliteUsage:
         self.db = db
 
     def _write(self, sql: str, params: tuple) -> int:
-        conn = self.db.connection()
-        with self.db.write_lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("INSERT OR IGNORE INTO usage (user_id, day) VALUES (?, ?)", params[-2:])
-                count = conn.execute(sql, params).rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return count
+        with self.db.writing() as conn:
+            conn.execute("INSERT OR IGNORE INTO usage (user_id, day) VALUES (?, ?)", params[-2:])
+            return conn.execute(sql, params).rowcount
 
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
         self._write("UPDATE usage SET invocations = invocations + ?, compute_ms = compute_ms + ? "
