@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
@@ -25,7 +28,7 @@ from headwater.api import (
     workflows,
 )
 from headwater.api.ingest import IngestApp
-from headwater.api.middleware import RequestGuard
+from headwater.api.middleware import ContainFaults, RequestGuard
 from headwater.bootstrap import Services
 from headwater.metrics import MetricsMiddleware
 
@@ -36,9 +39,10 @@ V1_ROUTERS = [
 
 
 def create_app(services: Services) -> ASGIApp:
-    """The HTTP interface of sources in front of the FastAPI app that serves everything else, and
-    every answer counted for /metrics."""
-    return MetricsMiddleware(IngestApp(services.ingest, services.settings.http_max_body_bytes, create_api(services)))
+    """The HTTP interface of sources in front of the FastAPI app that serves everything else, every
+    answer counted for /metrics, and any fault that escapes them all answered 500, not dropped."""
+    ingest = IngestApp(services.ingest, services.settings.http_max_body_bytes, create_api(services))
+    return ContainFaults(MetricsMiddleware(ingest))
 
 
 def create_api(services: Services) -> FastAPI:
@@ -59,31 +63,107 @@ def create_api(services: Services) -> FastAPI:
     for router in V1_ROUTERS:
         app.include_router(router, prefix="/v1")
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
-    _document_http_interface(app)
+    _finish_openapi(app)
     return app
 
 
-def _document_http_interface(app: FastAPI) -> None:
-    """The HTTP interface of sources is served by IngestApp, outside FastAPI; documented here."""
+def _finish_openapi(app: FastAPI) -> None:
+    """What FastAPI cannot infer: the HTTP interface (served by IngestApp, outside FastAPI), the
+    error statuses every /v1 route can answer, with the error body (DECISIONS: HTTP basics)."""
     default_openapi = app.openapi
 
-    def openapi() -> dict:
+    def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = default_openapi()
-            operation = {
-                "tags": ["http interface"],
-                "summary": "Send a request to an HTTP source",
-                "description": "Any method and sub-path. 200 {\"success\": true} once the event is durably "
-                "queued, or the source's own response when it uses customResponse.",
-                "parameters": [{"name": "endpoint_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "accepted"}, "404": {"description": "no active source"},
-                              "413": {"description": "body too large"}, "429": {"description": "quota used up"}},
-            }
-            schema["paths"]["/http/{endpoint_id}"] = {
-                method: {**operation, "operationId": f"http_interface_{method}"}
-                for method in ("get", "post", "put", "patch", "delete")
-            }
+            _document_http_interface(schema)
+            _document_errors(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _document_http_interface(schema: dict[str, Any]) -> None:
+    operation = {
+        "tags": ["http interface"],
+        "summary": "Send a request to an HTTP source",
+        "description": "Any method and sub-path, no auth. 200 `{\"success\": true}` once the event is durably "
+        "queued. A source with `customResponse` answers with what its `this.http.respond()` gives (any status "
+        "200-599 and its own headers: the `default` response), 502 when it cannot be sent as HTTP or the run "
+        "ends without responding, 504 when the run runs out of time.",
+        "parameters": [{"name": "endpoint_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {
+            "200": {"description": "Queued: `{\"success\": true}`.",
+                    "content": {"application/json": {"schema": {"type": "object"}}}},
+            **_error_responses(404, 413, 429, 502, 504),
+            "default": {"description": "A customResponse source's own answer."},
+        },
+    }
+    body = {"required": False, "content": {"application/json": {"schema": {}},
+                                           "text/plain": {"schema": {"type": "string"}}}}
+    schema["paths"]["/http/{endpoint_id}"] = {
+        method: {**operation, "operationId": f"http_interface_{method}",
+                 **({"requestBody": body} if method in ("post", "put", "patch") else {})}
+        for method in ("get", "post", "put", "patch", "delete")
+    }
+
+
+def _document_errors(schema: dict[str, Any]) -> None:
+    """Adds to each /v1 operation the errors it can answer (routes declare their own 409/422/503):
+    400 where it takes input, 401 always, 403 where it takes an org, 404 where its path names a
+    resource, 413/415 where it takes a body. FastAPI's 422 goes: validation errors are 400 here."""
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas["Error"] = errors.ERROR_SCHEMA
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    for path, operations in schema["paths"].items():
+        for method, op in operations.items():
+            responses = op.setdefault("responses", {})
+            if "HTTPValidationError" in json.dumps(responses.get("422", {})):
+                del responses["422"]
+            params = op.get("parameters", [])
+            for param in params:
+                _drop_null(param)
+            if not path.startswith("/v1/"):
+                continue
+            writes = method in ("post", "put", "patch")
+            statuses = {401}
+            if writes or any(p["name"] not in _FREE_TEXT for p in params):
+                statuses.add(400)
+            if any(p["in"] == "path" for p in params):
+                statuses.add(404)
+            body_org = method == "post" and "org_id" in _body_fields(schema, op)  # PUT keeps the source's org
+            if body_org or any(p["name"] == "org_id" for p in params):
+                statuses.add(403)
+            if writes:
+                statuses |= {413, 415}
+            for status, response in _error_responses(*sorted(statuses)).items():
+                responses.setdefault(status, response)
+            op["responses"] = dict(sorted(responses.items()))
+            op["security"] = [{"bearer": []}]
+
+
+_FREE_TEXT = {"include", "exclude"}  # parameters no value of which is malformed
+
+
+def _error_responses(*statuses: int) -> dict[str, Any]:
+    return {str(status): response for status, response in errors.error_responses(*statuses).items()}
+
+
+def _drop_null(param: dict[str, Any]) -> None:
+    """A query parameter is absent or a string: `anyOf [X, null]` (FastAPI's Optional) is just X."""
+    options = param.get("schema", {}).get("anyOf")
+    if param.get("in") == "query" and isinstance(options, list):
+        rest = [o for o in options if o.get("type") != "null"]
+        if len(rest) == 1:
+            extra = {k: v for k, v in param["schema"].items() if k != "anyOf"}
+            param["schema"] = {**rest[0], **extra}
+
+
+def _body_fields(schema: dict[str, Any], op: dict[str, Any]) -> set[str]:
+    body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    ref = body.get("$ref", "")
+    if ref.startswith("#/components/schemas/"):
+        body = schema["components"]["schemas"].get(ref.rsplit("/", 1)[1], {})
+    return set(body.get("properties", {}))

@@ -8,6 +8,7 @@ from fastapi import Query
 from pydantic import BaseModel, ConfigDict, StrictStr
 
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 
 router = Router(tags=["components"])
@@ -23,7 +24,7 @@ class ComponentCreate(BaseModel):
     exclude: StrictStr | None = None
 
 
-@router.post("/components")
+@router.post("/components", responses=error_responses(422, 503))
 def create_component(
     body: ComponentCreate,
     svc: ServicesDep,

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Query, Request, Security
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BeforeValidator, Field
 
 from headwater.bootstrap import Services
+from headwater.domain.events import RETAINED_PER_CHANNEL
 from headwater.domain.models import Principal
-from headwater.domain.pagination import Page, PageRequest, page_request
+from headwater.domain.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest, page_request
 
 
 def services(request: Request) -> Services:
     return request.app.state.services
 
 
-def principal(request: Request, svc: Annotated[Services, Depends(services)]) -> Principal:
+BEARER = HTTPBearer(scheme_name="bearer", auto_error=False,
+                    description="An API key (`hw_...`): `Authorization: Bearer <key>`.")
+
+
+def principal(request: Request, svc: Annotated[Services, Depends(services)],
+              bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]) -> Principal:
+    """The caller. The key is read here, not by BEARER (which only declares the scheme in OpenAPI),
+    so that a missing or malformed header is the same 401 with `WWW-Authenticate: Bearer`."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     caller = svc.accounts.authenticate(key.strip() if scheme.lower() == "bearer" else None)
@@ -23,8 +35,21 @@ def principal(request: Request, svc: Annotated[Services, Depends(services)]) -> 
     return caller
 
 
+def _blank_is_none(value: Any) -> Any:
+    return None if value == "" else value
+
+
+PageLimit = Annotated[Annotated[int, Field(ge=1, le=MAX_LIMIT)] | None, BeforeValidator(_blank_is_none),
+                     Query(description=f"1..{MAX_LIMIT}, default {DEFAULT_LIMIT}")]
+"""`limit` of lists: an integer, or absent (`?limit=` too, as it always was)."""
+
+SummaryLimit = Annotated[Annotated[int, Field(ge=1, le=RETAINED_PER_CHANNEL)] | None, BeforeValidator(_blank_is_none),
+                         Query(description=f"1..{RETAINED_PER_CHANNEL}, default {RETAINED_PER_CHANNEL}")]
+"""`limit` of event summaries (DECISIONS Events): default and maximum are the retained count."""
+
+
 def paging(
-    limit: Annotated[str | None, Query()] = None,
+    limit: PageLimit = None,
     after: Annotated[str | None, Query()] = None,
     before: Annotated[str | None, Query()] = None,
 ) -> PageRequest:
@@ -60,6 +85,15 @@ class Shape:
 
     def page(self, page: Page, items: list[dict[str, Any]]) -> dict[str, Any]:
         return {"page_info": page.page_info(), "data": [self.one(i) for i in items]}
+
+
+class EventsJSON(JSONResponse):
+    """For answers that carry events. Events are component output, which the API's input checks do
+    not bound: rendered by the stdlib encoder (about 1000 levels deep, where pydantic stops at 255)
+    and ASCII-escaped (a JavaScript string may hold a lone surrogate, which UTF-8 cannot encode)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 def _fields(value: str | None) -> set[str]:

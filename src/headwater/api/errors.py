@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,11 +21,53 @@ _STATUS_SENTENCES = {
 }
 
 
+class ErrorJSON(JSONResponse):
+    """Rendered ASCII-only: an error sentence may quote client input, which must never make the
+    error itself fail to encode."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
 def error_response(status: int, message: str, details: dict | None = None, headers: dict | None = None) -> JSONResponse:
     body: dict = {"error": message}
     if details:
         body["details"] = details
-    return JSONResponse(body, status_code=status, headers=headers)
+    return ErrorJSON(body, status_code=status, headers=headers)
+
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string", "description": "One human sentence."},
+        "details": {"type": "object", "description": "The fields at fault and their problems.",
+                    "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    },
+}
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+STATUS_MEANINGS = {
+    400: "Malformed request: bad JSON, a missing or mistyped parameter, a bad cursor.",
+    401: "Missing or invalid API key.",
+    403: "An org the caller is not a member of.",
+    404: "No such resource (or one the caller may not see).",
+    409: "Conflict: a name that is taken, or a resource in the wrong state.",
+    413: "The body is too large.",
+    415: "The body is not `application/json`.",
+    422: "Well-formed but invalid: code that does not load, props that fail validation.",
+    429: "Quota or rate limit exceeded (see Retry-After).",
+    502: "The source's own response could not be given.",
+    503: "A dependency (the runner, the bundler) failed.",
+    504: "The source did not respond in time.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, each with the error body schema."""
+    return {status: {"description": STATUS_MEANINGS[status], "content": {"application/json": {"schema": ERROR_REF}}}
+            for status in statuses}
 
 
 def _field(loc: tuple) -> str:

@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Query, Response
 
-from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.deps import EventsJSON, PrincipalDep, ServicesDep, SummaryLimit
 from headwater.api.routing import Router
-from headwater.services.events import parse_limit
+from headwater.domain.events import RETAINED_PER_CHANNEL
 
 router = Router(tags=["events"])
 
 
-@router.get("/sources/{source_id}/event_summaries")
+@router.get("/sources/{source_id}/event_summaries", response_class=EventsJSON)
 def source_event_summaries(
     source_id: str,
     svc: ServicesDep,
     caller: PrincipalDep,
-    limit: str | None = Query(None),
+    limit: SummaryLimit = None,
     expand: str | None = Query(None),
     event_name: str = Query(""),
-) -> dict[str, Any]:
-    return svc.events.summaries(caller, source_id, parse_limit(limit), expand == "event", event_name)
+) -> EventsJSON:
+    return EventsJSON(svc.events.summaries(caller, source_id, limit or RETAINED_PER_CHANNEL, expand == "event",
+                                           event_name))
 
 
 @router.delete("/sources/{source_id}/events", status_code=202)

@@ -15,6 +15,8 @@ from headwater.domain.errors import HeadwaterError, PayloadTooLarge, QuotaExceed
 from headwater.services.ingest import HttpAnswer, Ingest, http_event
 
 PREFIX = "/http/"
+_NO_BODY = (204, 304)  # statuses that end at their headers: a body would be read as the next response
+_FRAMING = ("content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "trailer", "te")
 
 
 class IngestApp:
@@ -40,14 +42,12 @@ class IngestApp:
             )
             answer = await self.ingest.receive(endpoint_id, event)
         except HeadwaterError as e:
-            answer = HttpAnswer.json(e.status, {"error": e.message})
+            answer = HttpAnswer.json(e.status, {"error": e.message, **({"details": e.details} if e.details else {})})
             if isinstance(e, QuotaExceeded):
                 answer.headers["retry-after"] = str(e.retry_after)
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()
-                   if k not in ("content-length", "transfer-encoding")]
-        headers += [(b"content-length", str(len(answer.body)).encode()), (b"x-request-id", request_id.encode())]
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": answer.body if scope["method"] != "HEAD" else b""})
+        await send({"type": "http.response.start", "status": answer.status, "headers": _headers(answer, request_id)})
+        bodyless = scope["method"] == "HEAD" or answer.status in _NO_BODY
+        await send({"type": "http.response.body", "body": b"" if bodyless else answer.body})
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self.max_body_bytes
@@ -66,3 +66,15 @@ class IngestApp:
             chunks.append(chunk)
             more = message.get("more_body", False)
         return b"".join(chunks)
+
+
+def _headers(answer: HttpAnswer, request_id: str) -> list[tuple[bytes, bytes]]:
+    """The answer's headers as sent: framing and connection headers are the server's own (a source
+    that sets them would desynchronise the connection); a list value is sent once per item."""
+    headers = [(name.encode("latin-1"), item.encode("latin-1"))
+               for name, value in answer.headers.items() if name not in _FRAMING
+               for item in (value if isinstance(value, list) else [value])]
+    if answer.status not in _NO_BODY:
+        headers.append((b"content-length", str(len(answer.body)).encode()))
+    headers.append((b"x-request-id", request_id.encode()))
+    return headers

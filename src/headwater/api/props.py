@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 
 router = Router(tags=["components"])
@@ -23,7 +24,7 @@ class OptionsRequest(BaseModel):
     query: StrictStr | None = None
 
 
-@router.post("/components/{key_or_id}/props/{prop}/options")
+@router.post("/components/{key_or_id}/props/{prop}/options", responses=error_responses(422, 503))
 async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: ServicesDep,
                        caller: PrincipalDep) -> dict[str, Any]:
     """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component."""

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 from headwater.domain.errors import BadRequest
 from headwater.services.sources import SourceRequest
@@ -42,7 +43,7 @@ class SourceBody(BaseModel):
         )
 
 
-@router.post("/sources/")
+@router.post("/sources/", responses=error_responses(404, 409, 422, 503))
 def create_source(
     body: SourceBody, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, org_id: str | None = Query(None)
 ) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def create_source(
     return shape.with_body(body).data(svc.sources.to_api(source))
 
 
-@router.put("/sources/{source_id}")
+@router.put("/sources/{source_id}", responses=error_responses(409, 422, 503))
 def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: PrincipalDep,
                   shape: ShapeDep) -> dict[str, Any]:
     source = svc.sources.update(caller, source_id, body.request())
@@ -81,7 +82,7 @@ def list_org_sources(org_id: str, svc: ServicesDep, caller: PrincipalDep, paging
     return shape.page(page, [svc.sources.to_api(s) for s in page.items])
 
 
-@router.post("/sources/{source_id}/run", status_code=202)
+@router.post("/sources/{source_id}/run", status_code=202, responses=error_responses(409))
 async def run_source(source_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep) -> Response:
     raw = await request.body()
     try:

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import Query, Request, Response
 
 from headwater.api.deps import PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 from headwater.domain.errors import BadRequest
 
@@ -35,7 +36,7 @@ async def _params(request: Request, names: tuple[str, ...]) -> dict[str, str | N
     return values
 
 
-@router.post("/subscriptions")
+@router.post("/subscriptions", responses=error_responses(404))
 async def subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
                     emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
                     event_name: str | None = Query(None), org_id: str | None = Query(None)) -> dict[str, Any]:
@@ -44,7 +45,7 @@ async def subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, sh
     return shape.data(sub.to_api())
 
 
-@router.post("/auto_subscriptions")
+@router.post("/auto_subscriptions", responses=error_responses(404))
 async def auto_subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
                          event_name: str | None = Query(None), listener_id: str | None = Query(None),
                          org_id: str | None = Query(None)) -> dict[str, Any]:
@@ -53,7 +54,7 @@ async def auto_subscribe(request: Request, svc: ServicesDep, caller: PrincipalDe
     return shape.data(sub.to_api())
 
 
-@router.delete("/subscriptions", status_code=204)
+@router.delete("/subscriptions", status_code=204, responses=error_responses(404))
 async def unsubscribe(request: Request, svc: ServicesDep, caller: PrincipalDep,
                       emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
                       event_name: str | None = Query(None), org_id: str | None = Query(None)) -> Response:

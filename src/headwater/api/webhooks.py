@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import Query, Response
 
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
+from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 
 router = Router(tags=["webhooks"])
@@ -40,7 +41,8 @@ def webhook_deliveries(webhook_id: str, svc: ServicesDep, caller: PrincipalDep, 
     return shape.page(page, [d.to_api() for d in page.items])
 
 
-@router.post("/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202)
+@router.post("/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202,
+             responses=error_responses(409))
 def retry_delivery(webhook_id: str, delivery_id: str, svc: ServicesDep, caller: PrincipalDep,
                    shape: ShapeDep) -> dict[str, Any]:
     """One more attempt, queued now (202); it shows in the delivery's attempts once made."""

@@ -8,12 +8,12 @@ from typing import Any
 from fastapi import Query, Request
 from fastapi.responses import StreamingResponse
 
-from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.deps import EventsJSON, PrincipalDep, ServicesDep, SummaryLimit
 from headwater.api.routing import Router
 from headwater.api.sse import stream
 from headwater.domain.errors import NotFound
-from headwater.domain.events import EventId
-from headwater.services.events import parse_event_id, parse_limit
+from headwater.domain.events import RETAINED_PER_CHANNEL, EventId
+from headwater.services.events import parse_event_id
 
 router = Router(tags=["workflows"])
 
@@ -29,20 +29,22 @@ def org_workflows(org_id: str, svc: ServicesDep, caller: PrincipalDep) -> dict[s
     return {"data": [w.to_api() for w in svc.workflows.listing(caller.user.id, org_id)]}
 
 
-@router.get("/workflows/{workflow_id}/event_summaries")
+@router.get("/workflows/{workflow_id}/event_summaries", response_class=EventsJSON)
 def workflow_event_summaries(workflow_id: str, svc: ServicesDep, caller: PrincipalDep,
-                             limit: str | None = Query(None), expand: str | None = Query(None),
-                             event_name: str = Query("")) -> dict[str, Any]:
-    return svc.events.summaries(caller, workflow_id, parse_limit(limit), expand == "event", event_name)
+                             limit: SummaryLimit = None, expand: str | None = Query(None),
+                             event_name: str = Query("")) -> EventsJSON:
+    return EventsJSON(svc.events.summaries(caller, workflow_id, limit or RETAINED_PER_CHANNEL, expand == "event",
+                                           event_name))
 
 
-@router.get("/workflows/{workflow_id}/{channel}/event_summaries")
+@router.get("/workflows/{workflow_id}/{channel}/event_summaries", response_class=EventsJSON)
 def workflow_error_summaries(workflow_id: str, channel: str, svc: ServicesDep, caller: PrincipalDep,
-                             limit: str | None = Query(None), expand: str | None = Query(None)) -> dict[str, Any]:
+                             limit: SummaryLimit = None, expand: str | None = Query(None)) -> EventsJSON:
     """`/$errors/event_summaries` (a route key cannot hold `$errors` literally on API Gateway)."""
     if channel != "$errors":
         raise NotFound(f"No route /workflows/{workflow_id}/{channel}/event_summaries.")
-    return svc.events.summaries(caller, workflow_id, parse_limit(limit), expand == "event", "$errors")
+    return EventsJSON(svc.events.summaries(caller, workflow_id, limit or RETAINED_PER_CHANNEL, expand == "event",
+                                           "$errors"))
 
 
 @router.get("/workflows/{workflow_id}/sse")

@@ -17,6 +17,8 @@ T = TypeVar("T")
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
+MAX_SEQ = 2**63 - 1  # SQLite's INTEGER (int64); DynamoDB numbers hold more, so this bounds both stores
+MAX_CURSOR_CHARS = 64  # encode_cursor(MAX_SEQ) is 34 characters
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,18 @@ def encode_cursor(seq: int) -> str:
 
 
 def decode_cursor(cursor: str, field: str) -> int:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = json.loads(base64.urlsafe_b64decode(padded.encode()))["s"]
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    except (ValueError, KeyError, TypeError):
-        pass
+    """The seq a cursor wraps. A cursor is client input: anything this service could not have issued
+    (not base64 JSON, not {"s": n}, n negative or past SQLite's int64, nested or oversized) is a 400,
+    never a value that reaches the store."""
+    if len(cursor) <= MAX_CURSOR_CHARS:
+        try:
+            padded = cursor + "=" * (-len(cursor) % 4)
+            decoded = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+            value = decoded["s"] if isinstance(decoded, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEQ:
+                return value
+        except (ValueError, KeyError, TypeError, RecursionError):
+            pass
     raise BadRequest(f"`{field}` is not a cursor this service issued.", {field: ["invalid cursor"]})
 
 
