@@ -9,7 +9,16 @@ RUNNER := layers/runner
 
 WEB := web
 
-setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed
+setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed bubblewrap
+
+# Users' code runs only inside a bubblewrap sandbox (docs/security.md): installed here as root,
+# else the command to install it is printed (the service refuses to start without it).
+.PHONY: bubblewrap
+bubblewrap:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; \
+	else echo "Headwater runs users' code in a bubblewrap sandbox: install it with 'sudo apt-get install bubblewrap'" \
+	  "(or set HEADWATER_UNSAFE_NO_SANDBOX=1 to run without one, only for code you trust)" >&2; fi
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -36,7 +36,13 @@ class Settings:
     public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
     runner_dir: Path = field(default_factory=lambda: Path(_env("RUNNER_DIR", str(REPO_ROOT / "layers" / "runner"))))
     registry_dir: Path = field(default_factory=lambda: Path(_env("REGISTRY_DIR", str(REPO_ROOT / "src" / "registry"))))
-    runner_processes: int = field(default_factory=lambda: _int("RUNNER_PROCESSES", 2))
+    # Live runner processes: one per account (plus one shared by describe calls), least recently
+    # used ones stopped past this many; each in its own sandbox (docs/security.md).
+    runner_processes: int = field(default_factory=lambda: _int("RUNNER_PROCESSES", 8))
+    runner_memory_mb: int = field(default_factory=lambda: _int("RUNNER_MEMORY_MB", 1024))  # per runner process
+    runner_max_tasks: int = field(default_factory=lambda: _int("RUNNER_MAX_TASKS", 512))  # threads+processes
+    runner_idle_s: int = field(default_factory=lambda: _int("RUNNER_IDLE_S", 600))  # idle runners are stopped
+    unsafe_no_sandbox: bool = field(default_factory=lambda: _bool("UNSAFE_NO_SANDBOX", False))
     max_body_bytes: int = field(default_factory=lambda: _int("MAX_BODY_BYTES", 1024 * 1024))
     max_code_bytes: int = field(default_factory=lambda: _int("MAX_CODE_BYTES", 512 * 1024))
     describe_timeout_ms: int = field(default_factory=lambda: _int("DESCRIBE_TIMEOUT_MS", 10_000))

@@ -48,6 +48,39 @@ function builtinName(spec) {
   return isBuiltin(spec) ? spec : null
 }
 
+// Imports that could put files of the machine into a bundle are refused, whatever their kind
+// (import, require, dynamic import, and `with { type: 'text' | 'bytes' | 'json' | 'file' }`):
+// absolute paths, URLs other than node: and data:, package subpaths with `..`, versions that are
+// not registry versions (file:, link:, git...), and, in a one-file component (`entry`), relative
+// paths. What resolves is checked again afterwards (`insideRoots`), symlinks followed.
+export function importRefusal(spec, entry) {
+  const no = (why) => `import "${spec}" is not allowed: ${why}`
+  if (spec.startsWith('/') || spec.startsWith('\\')) return no('absolute paths cannot be imported (only npm packages and node builtins)')
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(spec)
+  if (scheme && !['node', 'data'].includes(scheme[1].toLowerCase())) return no('only npm packages and node builtins can be imported')
+  if (spec.startsWith('.')) return entry ? no('a component is one file: only npm packages and node builtins can be imported') : null
+  const p = parseSpecifier(spec)
+  if (p && p.subpath.split('/').includes('..')) return no('it leaves its package')
+  if (p && p.version && /[:/\\]|^\./.test(p.version)) return no('only versions from the npm registry can be installed')
+  return null
+}
+
+// Whether an importer is the entry itself (esbuild names stdin `<resolveDir>/<sourcefile>`).
+function isEntry(importer, stdin) {
+  return importer === '' || importer === '<stdin>' || importer === path.join(stdin.resolveDir, stdin.sourcefile)
+}
+
+function insideRoots(file, roots) {
+  const real = (() => {
+    try {
+      return fs.realpathSync(file)
+    } catch {
+      return path.resolve(file)
+    }
+  })()
+  return roots.some((root) => real === root || real.startsWith(root + path.sep))
+}
+
 // Pass 1: parse the entry (trying JS, then TypeScript) and list the npm packages it imports.
 async function scan(stdin) {
   const found = new Map() // name -> version|null
@@ -58,6 +91,8 @@ async function scan(stdin) {
         if (args.kind === 'entry-point') return undefined
         const s = args.path
         if (builtinName(s)) return { path: s, external: true }
+        const refused = importRefusal(s, stdin.single && isEntry(args.importer, stdin))
+        if (refused) return { errors: [{ text: refused }] }
         if (!isBare(s)) return undefined // relative files are followed (entry_file mode)
         const p = parseSpecifier(s)
         if (!p) return { errors: [{ text: `invalid import "${s}"` }] }
@@ -161,8 +196,20 @@ async function install(packages, workDir, npmCache) {
   return versions
 }
 
-// Pass 2: the real bundle.
-function resolvePlugin(workDir) {
+// Pass 2: the real bundle. Every import is resolved here and must land in the component's
+// installed packages or the runner's platform module (and its packages), nowhere else.
+function resolvePlugin(workDir, stdin) {
+  const single = Boolean(stdin.single)
+  const ownDir = stdin.resolveDir
+  const platformDir = path.join(RUNNER_DIR, 'platform')
+  const own = single ? [] : [ownDir] // an entry_file's neighbours (the operator's files)
+  const roots = [path.join(workDir, 'node_modules'), platformDir, path.join(RUNNER_DIR, 'node_modules'), ...own].map((r) => {
+    try {
+      return fs.realpathSync(r)
+    } catch {
+      return r
+    }
+  })
   const inUserCode = (importer) => importer === '' || importer === '<stdin>' || !importer.split(path.sep).includes('node_modules')
   return {
     name: 'headwater',
@@ -171,11 +218,20 @@ function resolvePlugin(workDir) {
         if (args.kind === 'entry-point' || (args.pluginData && args.pluginData.inner)) return undefined
         const s = args.path
         if (builtinName(s)) return { path: s, external: true }
+        const refused = importRefusal(s, single && isEntry(args.importer, stdin))
+        if (refused) return { errors: [{ text: refused }] }
         const p = isBare(s) ? parseSpecifier(s) : null
         if (p && isPipedream(p.name)) return { path: p.name === '@pipedream/types' ? TYPES : PLATFORM }
-        if (!p || !inUserCode(args.importer) || args.importer.startsWith(path.join(RUNNER_DIR, 'platform'))) return undefined
-        const r = await build.resolve(p.name + p.subpath, { kind: args.kind, resolveDir: workDir, pluginData: { inner: true } })
-        if (r.errors.length) return { errors: r.errors }
+        const userPackage = p && inUserCode(args.importer) && !args.importer.startsWith(platformDir)
+        const r = await build.resolve(userPackage ? p.name + p.subpath : s, {
+          kind: args.kind, importer: args.importer, resolveDir: userPackage ? workDir : args.resolveDir, pluginData: { inner: true },
+        })
+        // unresolved: the component's own import is an error; a package's is left to esbuild, which
+        // lets `try { require('optional') } catch {}` pass
+        if (r.errors.length) return userPackage ? { errors: r.errors } : undefined
+        if (!r.external && r.namespace === 'file' && !insideRoots(r.path, roots)) {
+          return { errors: [{ text: `import "${s}" is not allowed: it resolves outside the component's packages` }] }
+        }
         return { path: r.path, external: r.external, sideEffects: r.sideEffects, namespace: r.namespace }
       })
     },
@@ -188,8 +244,11 @@ function sourcePlugin() {
     setup(build) {
       build.onResolve({ filter: /.*/ }, (args) => {
         if (args.kind === 'entry-point') return undefined
-        if (builtinName(args.path) || isBare(args.path)) return { path: args.path, external: true }
-        return undefined
+        if (builtinName(args.path)) return { path: args.path, external: true }
+        const refused = importRefusal(args.path, false)
+        if (refused) return { errors: [{ text: refused }] }
+        if (isBare(args.path)) return { path: args.path, external: true }
+        return undefined // the operator's own files, next to the entry (registry publish, workflows)
       })
     },
   }
@@ -207,7 +266,7 @@ async function bundle(req) {
   fs.mkdirSync(workDir, { recursive: true })
   let stdin
   if (typeof req.entry_code === 'string') {
-    stdin = { contents: req.entry_code, resolveDir: workDir, sourcefile: 'component.js', loaders: ['js', 'ts'] }
+    stdin = { contents: req.entry_code, resolveDir: workDir, sourcefile: 'component.js', loaders: ['js', 'ts'], single: true }
   } else {
     const file = path.resolve(req.entry_file)
     const ts = /\.(ts|mts|cts)$/.test(file)
@@ -220,7 +279,7 @@ async function bundle(req) {
     res = await esbuild.build({
       stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile: stdin.sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(workDir)],
+      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(workDir, stdin)],
     })
   } catch (e) {
     if (!e.errors) throw e

@@ -1,11 +1,16 @@
 // The Node runner: `handle(request, onPartial?) -> response` (docs/runner-protocol.md).
 // Each component instance runs in its own worker thread, kept warm in an LRU; bundles are kept
-// in an LRU by hash. Timeouts terminate the worker; so does running out of memory.
+// in an LRU by hash. Timeouts terminate the worker; so does running out of memory (the heap by
+// V8's resourceLimits, Buffers and other memory outside the heap by a watchdog), and so does a
+// call that leaves work behind (worker.mjs reports it as `dirty`).
 import { Worker } from 'node:worker_threads'
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
+import { cleanStack } from './stacks.mjs'
 
 const WORKER_FILE = new URL('./worker.mjs', import.meta.url)
+const EGRESS_DIR = process.env.HEADWATER_EGRESS_DIR || null // the runner's egress directory (egress.mjs)
+const MEMORY_CHECK_MS = 50 // how often a running call's memory outside the heap is measured
 const MAX_WORKERS = intEnv('HEADWATER_RUNNER_MAX_WORKERS', 64)
 const IDLE_MS = intEnv('HEADWATER_RUNNER_IDLE_MS', 10 * 60 * 1000)
 const MAX_BUNDLES = intEnv('HEADWATER_RUNNER_MAX_BUNDLES', 256)
@@ -84,7 +89,7 @@ class Slot {
     this.pending = 0
     this.lastUsed = Date.now()
     this.worker = new Worker(WORKER_FILE, {
-      workerData: { code, hash },
+      workerData: { code, hash, egress: EGRESS_DIR },
       env,
       execArgv: [...process.execArgv.filter((a) => a !== '--no-warnings'), '--no-warnings'],
       stdout: true,
@@ -134,7 +139,7 @@ class Slot {
     if (this.dead) return
     this.kill()
     const call = this.current
-    if (call) call.settle({ t: 'killed', code, message: code === 'OUT_OF_MEMORY' ? `the component ran out of memory (limit ${this.memoryMb} MB)` : String(err && err.message), stack: err && err.stack })
+    if (call) call.settle({ t: 'killed', code, message: code === 'OUT_OF_MEMORY' ? `the component ran out of memory (limit ${this.memoryMb} MB)` : String(err && err.message), stack: cleanStack(err && err.stack) })
   }
 
   kill() {
@@ -201,6 +206,7 @@ function dispatch(s, op, req, timeoutMs, reqId, onPartial) {
   const started = performance.now()
   return new Promise((resolve) => {
     let timer = null
+    let watch = null
     const call = {
       callId, reqId, onPartial,
       emits: [], logs: [], db_writes: {}, exports: {}, sends: [], response: null,
@@ -208,6 +214,8 @@ function dispatch(s, op, req, timeoutMs, reqId, onPartial) {
         if (s.current !== call) return
         s.current = null
         if (timer) clearTimeout(timer)
+        if (watch) clearTimeout(watch)
+        if (m.dirty) s.kill() // the call left timers, sockets or handles running: a fresh worker next time
         m.state = call
         m.duration_ms = Math.round((performance.now() - started) * 1000) / 1000
         resolve(m)
@@ -218,6 +226,18 @@ function dispatch(s, op, req, timeoutMs, reqId, onPartial) {
       s.kill()
       call.settle({ t: 'killed', code: 'TIMEOUT', message: `the component did not finish within ${timeoutMs} ms`, stack: null })
     }, timeoutMs)
+    // V8's limit covers the heap only; Buffers and ArrayBuffers count here (and the runner's
+    // cgroup bounds the whole process whatever happens between two checks).
+    const limit = s.memoryMb * 1024 * 1024
+    const check = () => {
+      watch = null
+      s.worker.getHeapStatistics().then((h) => {
+        if (s.current !== call) return
+        if (h.used_heap_size + h.external_memory > limit) s.onDeath('OUT_OF_MEMORY', null)
+        else watch = setTimeout(check, MEMORY_CHECK_MS)
+      }, () => {})
+    }
+    watch = setTimeout(check, MEMORY_CHECK_MS)
     s.worker.postMessage({ t: 'call', c: callId, op, req })
   })
 }
@@ -248,7 +268,7 @@ async function runOp(req, onPartial) {
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
   const st = m.state
   let error = null
-  if (m.t === 'killed') error = { code: m.code, name: m.code === 'TIMEOUT' ? 'TimeoutError' : m.code === 'OUT_OF_MEMORY' ? 'OutOfMemoryError' : 'Error', message: m.message, stack: m.stack ?? null }
+  if (m.t === 'killed') error = { code: m.code, name: m.code === 'TIMEOUT' ? 'TimeoutError' : m.code === 'OUT_OF_MEMORY' ? 'OutOfMemoryError' : 'Error', message: m.message, stack: cleanStack(m.stack) }
   else error = m.error ?? null
   const result = {
     emits: st.emits,
@@ -273,7 +293,7 @@ async function metaOp(req) {
   const m = await callWorker(`describe:${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, null)
   if (m.t === 'done') return m.result
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
-  throw Object.assign(new RunnerError(m.code, m.message), { stack: m.stack ?? undefined, fromWorker: true })
+  throw Object.assign(new RunnerError(m.code, m.message), { stack: cleanStack(m.stack) ?? undefined, fromWorker: true })
 }
 
 const OPS = {
@@ -299,8 +319,9 @@ export async function handle(request, onPartial) {
   } catch (e) {
     const code = e instanceof RunnerError ? e.code : 'RUNTIME_ERROR'
     const error = { code, message: e instanceof Error ? e.message : String(e) }
-    if (e && e.fromWorker && typeof e.stack === 'string') error.stack = e.stack
-    else if (!(e instanceof RunnerError) && e && typeof e.stack === 'string') error.stack = e.stack
+    // Stacks keep the component's frames only: nothing of the runner or the host (stacks.mjs).
+    if (e && e.fromWorker && typeof e.stack === 'string') error.stack = cleanStack(e.stack)
+    else if (!(e instanceof RunnerError) && e && typeof e.stack === 'string') error.stack = cleanStack(e.stack)
     return { id, ok: false, error }
   }
 }

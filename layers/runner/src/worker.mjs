@@ -1,17 +1,30 @@
 // One component instance per worker thread. The bundle is evaluated once, when the worker
 // starts; each call then builds `this` and runs. Emits, logs, db writes, exports, sends and the
 // HTTP response are posted to the main thread as they happen, so a run killed for a timeout or
-// for running out of memory still reports what it did.
+// for running out of memory still reports what it did. Before the bundle is evaluated, the
+// worker is confined (confine.mjs, egress.mjs, stacks.mjs): no nested workers, network only
+// through the egress proxy, no listening, stacks without runner frames; when a call ends, what
+// it started is ended too.
 import { parentPort, workerData } from 'node:worker_threads'
 import { createRequire, isBuiltin } from 'node:module'
 import vm from 'node:vm'
 import util from 'node:util'
 import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
+import { installEgress, closeSockets } from './egress.mjs'
+import { denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
+import { installStackFilter, cleanStack } from './stacks.mjs'
+
+const egressSockets = workerData.egress ? installEgress(workerData.egress) : new Set()
+denyWorkers()
+const realTimers = trackTimers()
+publish()
+installStackFilter()
 
 const nodeRequire = createRequire(import.meta.url)
 const post = (m) => parentPort.postMessage(m)
 const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
-let cur = null // id of the call in progress (for console output)
+const IDLE = -1 // `cur` between calls: output then belongs to no call (the main thread drops it)
+let cur = null // id of the call in progress (for console output); null while the bundle loads
 
 // ---- console capture -------------------------------------------------------------------------
 const levelOf = { log: 'log', info: 'info', warn: 'warn', error: 'error', debug: 'debug' }
@@ -19,7 +32,7 @@ for (const [method, level] of Object.entries(levelOf)) {
   console[method] = (...args) => post({ t: 'log', c: cur, level, message: util.format(...args), ts: Date.now() })
 }
 console.trace = (...args) => {
-  const stack = (new Error().stack || '').split('\n').slice(2).join('\n')
+  const stack = (new Error().stack || '').split('\n').slice(1).join('\n') // component frames only (stacks.mjs)
   post({ t: 'log', c: cur, level: 'debug', message: `Trace: ${util.format(...args)}\n${stack}`, ts: Date.now() })
 }
 console.dir = (obj, opts) => post({ t: 'log', c: cur, level: 'log', message: util.inspect(obj, { customInspect: false, ...opts }), ts: Date.now() })
@@ -49,29 +62,31 @@ let loadError = null
 
 function errInfo(e) {
   if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
-    return { name: String(e.name || 'Error'), message: String(e.message), stack: typeof e.stack === 'string' ? e.stack : null }
+    return { name: String(e.name || 'Error'), message: String(e.message), stack: typeof e.stack === 'string' ? cleanStack(e.stack) : null }
   }
   return { name: 'Error', message: String(e), stack: null }
 }
 
-try {
-  const { code } = workerData
-  const filename = '/component.js'
-  const mod = { exports: {}, id: '.', filename, loaded: false, children: [], paths: [] }
-  safeRequire.main = mod
-  const fn = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], {
-    filename,
-    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
-  })
-  fn.call(mod.exports, mod.exports, safeRequire, mod, filename, '/')
-  mod.loaded = true
-  const v = validateComponent(pickComponent(mod.exports))
-  C = v.component
-  PROPS = v.props
-  TYPE = v.type
-} catch (e) {
-  const i = errInfo(e)
-  loadError = { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack }
+function load() {
+  try {
+    const { code } = workerData
+    const filename = '/component.js'
+    const mod = { exports: {}, id: '.', filename, loaded: false, children: [], paths: [] }
+    safeRequire.main = mod
+    const fn = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], {
+      filename,
+      importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+    })
+    fn.call(mod.exports, mod.exports, safeRequire, mod, filename, '/')
+    mod.loaded = true
+    const v = validateComponent(pickComponent(mod.exports))
+    C = v.component
+    PROPS = v.props
+    TYPE = v.type
+  } catch (e) {
+    const i = errInfo(e)
+    loadError = { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack }
+  }
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -354,11 +369,20 @@ const OPS = { run: runOp, hook: runOp, describe: describeOp, additional_props: a
 async function onCall(m) {
   cur = m.c
   let finished = false
+  // The call's last message goes once what it started is ended; `dirty` lists what could not be
+  // (the main thread then replaces this worker).
+  const conclude = (msg, left) => {
+    if (left.length) msg.dirty = left
+    cur = IDLE
+    post(msg)
+  }
   const finish = (msg) => {
     if (finished) return
     finished = true
     if (active && active.c === m.c) active = null
-    post(msg)
+    const left = endCall(realTimers, baseline, closeSockets(egressSockets))
+    if (Array.isArray(left)) conclude(msg, left)
+    else left.then((l) => conclude(msg, l), () => conclude(msg, ['unknown']))
   }
   active = { c: m.c, op: m.op, finish }
   if (loadError) return finish({ t: 'fail', c: m.c, error: loadError })
@@ -387,3 +411,5 @@ process.on('unhandledRejection', crash)
 parentPort.on('message', (m) => {
   if (m && m.t === 'call') onCall(m)
 })
+const baseline = snapshot() // what a clean worker has active; then the component's code loads
+load()

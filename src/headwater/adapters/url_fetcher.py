@@ -1,15 +1,27 @@
-"""Fetching component code from a URL, within a size and time limit, never from a private address."""
+"""Fetching component code from a URL, within a size and time limit, never from a refused address.
+
+The host is resolved once, every address it resolves to is checked by the URL policy
+(`domain.urls`), and the request goes to the checked address with the original Host header and
+TLS server name: a DNS answer that changes between the check and the connection (rebinding) cannot
+steer the fetch to a private address, and odd spellings of an address (`0177.0.0.1`) are refused
+as a 422 rather than reaching the HTTP client.
+"""
 
 from __future__ import annotations
 
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from headwater.domain.errors import Invalid
-from headwater.domain.urls import address_allowed, check_http_url
+from headwater.domain.urls import Refused, allowed_addresses, check_http_url
 from headwater.settings import Settings
+
+
+def resolve(host: str) -> list[str]:
+    """Every address `host` resolves to for TCP (the policy checks them all)."""
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)]
 
 
 class HttpUrlFetcher:
@@ -19,26 +31,31 @@ class HttpUrlFetcher:
     def _refuse(self, url: str, problem: str) -> Invalid:
         return Invalid(f"Could not fetch component_url {url}: {problem}.", {"component_url": [problem]})
 
-    def _check_address(self, url: str) -> None:
-        host = urlsplit(url).hostname or ""
+    def _address(self, url: str, host: str) -> str:
+        """The checked address to connect to."""
         try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except socket.gaierror:
-            raise self._refuse(url, "the host name does not resolve") from None
-        allow = (self.settings.allow_loopback_urls, self.settings.allow_private_urls)
-        for info in infos:
-            if not address_allowed(str(info[4][0]), *allow):
-                raise self._refuse(url, "the host resolves to a private or reserved address")
+            return allowed_addresses(host, resolve, self.settings.allow_loopback_urls,
+                                     self.settings.allow_private_urls)[0]
+        except Refused as e:
+            raise self._refuse(url, str(e)) from None
 
     def fetch_text(self, url: str) -> str:
         problem = check_http_url(url)
         if problem:
             raise Invalid(f"component_url {problem}.", {"component_url": [problem]})
-        self._check_address(url)
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        address = self._address(url, host)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        netloc = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+        host_header = host if parts.port is None else f"{host}:{parts.port}"
         limit = self.settings.url_fetch_max_bytes
         try:
-            with httpx.Client(timeout=self.settings.url_fetch_timeout_s, follow_redirects=False) as client, \
-                    client.stream("GET", url) as response:
+            with httpx.Client(timeout=self.settings.url_fetch_timeout_s, follow_redirects=False,
+                              trust_env=False) as client, \
+                    client.stream("GET", target, headers={"host": host_header},
+                                  extensions={"sni_hostname": host}) as response:
                 if response.status_code != 200:
                     raise self._refuse(url, f"the server answered {response.status_code}")
                 body = bytearray()

@@ -1,8 +1,12 @@
-"""A pool of long-lived Node runner processes speaking JSON lines (docs/runner-protocol.md).
+"""Node runner processes speaking JSON lines (docs/runner-protocol.md), one per account.
 
-Each process multiplexes many calls; a call goes to the process picked by its instance (or
-bundle hash), so that process keeps the instance's worker and bundle warm. A process that dies
-fails its pending calls and is started again on the next call.
+Each account's code runs in its own runner process, in its own sandbox (docs/security.md): a
+crash, a leak or a memory blow-up of one account's code fails only that account's in-flight
+calls. Calls without an instance (describe, additional_props, options) share one more process,
+"describe". At most `HEADWATER_RUNNER_PROCESSES` processes live at once: past that the least
+recently used idle one is stopped, and idle ones are stopped after `HEADWATER_RUNNER_IDLE_S`. A
+process multiplexes many calls, keeps each instance's worker and each bundle warm, and is
+started again on the next call after it dies.
 """
 
 from __future__ import annotations
@@ -11,15 +15,22 @@ import ctypes
 import itertools
 import json
 import logging
+import os
 import signal
 import subprocess
 import threading
-import zlib
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from headwater.adapters.local.cgroups import CgroupRoot, CgroupUnavailable, RunnerCgroup
+from headwater.adapters.local.egress import EgressProxy
+from headwater.adapters.local.sandbox import EGRESS, RUNNER, TMP, Bind, Sandbox, sandbox_for
 from headwater.domain.events import Emit
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
@@ -29,8 +40,10 @@ from headwater.settings import Settings
 log = logging.getLogger("headwater.runner")
 
 PartialHandler = Callable[[dict[str, Any]], None]
+DESCRIBE = "describe"  # the process shared by calls that have no account
 _GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
+_EXTRA_CA = "/etc/headwater-extra-ca.pem"
 
 
 def _die_with_parent() -> None:
@@ -42,63 +55,116 @@ def _die_with_parent() -> None:
         pass
 
 
-class RunnerProcess:
-    def __init__(self, settings: Settings, index: int) -> None:
+@dataclass
+class Launched:
+    """One start of a runner process: what to clean up once it has exited."""
+
+    proc: subprocess.Popen
+    name: str
+    cgroup: RunnerCgroup | None
+    pending: dict[int, tuple[Future, PartialHandler | None]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+
+class Launcher:
+    """How a runner process starts: inside its sandbox (or, unsafe, directly), in its own cgroup,
+    with its own egress directory and private /tmp."""
+
+    def __init__(self, settings: Settings, sandbox: Sandbox | None, cgroups: CgroupRoot | None,
+                 egress: EgressProxy) -> None:
         self.settings = settings
-        self.index = index
+        self.sandbox = sandbox
+        self.cgroups = cgroups
+        self.egress = egress
+        self._names = itertools.count(1)
+
+    def _node_args(self, runner: str, tmp: str) -> list[str]:
+        node = f"{runner}/{self.settings.node.relative_to(self.settings.runner_dir)}"
+        return [node, "--permission", "--allow-worker", f"--allow-fs-read={runner}", f"--allow-fs-read={tmp}",
+                f"--allow-fs-write={tmp}", "--disable-warning=SecurityWarning", f"{runner}/src/stdio.mjs"]
+
+    def start(self, account: str) -> Launched:
+        name = f"r{next(self._names)}"
+        egress_dir = self.egress.open(name)
+        cgroup = (self.cgroups.runner(self.settings.runner_memory_mb, self.settings.runner_max_tasks)
+                  if self.cgroups else None)
+        if self.sandbox is not None:
+            env = {"PATH": "/usr/bin:/bin", "TMPDIR": TMP, "HOME": TMP, "HEADWATER_EGRESS_DIR": EGRESS}
+            extra = []
+            ca = os.environ.get("NODE_EXTRA_CA_CERTS", "")
+            if ca and Path(ca).is_file():  # the operator's extra CA (a TLS-inspecting proxy) holds inside too
+                extra.append(Bind(Path(ca), _EXTRA_CA))
+                env["NODE_EXTRA_CA_CERTS"] = _EXTRA_CA
+            command = self.sandbox.runner(self.settings.runner_dir, egress_dir, self.settings.runner_memory_mb << 20,
+                                          self._node_args(RUNNER, TMP), env, extra)
+            cwd, popen_env = self.settings.runner_dir, None
+        else:
+            tmp = self.settings.data_dir / "tmp" / f"runner-{name}"
+            tmp.mkdir(parents=True, exist_ok=True)
+            command = self._node_args(str(self.settings.runner_dir), str(tmp))
+            cwd, popen_env = tmp, {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), "HEADWATER_EGRESS_DIR": str(egress_dir)}
+
+        def prepare() -> None:
+            if cgroup is not None:
+                cgroup.enter()
+            _die_with_parent()
+
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    cwd=cwd, env=popen_env, preexec_fn=prepare)
+        except OSError:
+            self.stopped(name, cgroup)
+            raise
+        log.debug("runner %s started for %s (pid %d)", name, account, proc.pid)
+        return Launched(proc, name, cgroup)
+
+    def stopped(self, name: str, cgroup: RunnerCgroup | None) -> None:
+        """After a runner process exited: its egress directory and cgroup go."""
+        self.egress.close_runner(name)
+        if cgroup is not None:
+            cgroup.kill_all()
+            cgroup.remove()
+
+
+class RunnerProcess:
+    """One account's runner process (started on first use, and again after it died)."""
+
+    def __init__(self, account: str, launcher: Launcher) -> None:
+        self.account = account
+        self.launcher = launcher
         self.known_hashes: set[str] = set()
+        self.busy = 0  # calls in flight (the pool only stops idle processes)
+        self.last_used = time.monotonic()
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[Future, PartialHandler | None]] = {}
         self._write_lock = threading.Lock()
         self._start_lock = threading.Lock()
-        self.proc: subprocess.Popen | None = None
-
-    def _start(self) -> None:
-        runner_dir = self.settings.runner_dir
-        tmp = self.settings.data_dir / "tmp" / f"runner-{self.index}"
-        tmp.mkdir(parents=True, exist_ok=True)
-        command = [
-            str(self.settings.node),
-            "--permission",
-            "--allow-worker",
-            f"--allow-fs-read={runner_dir}",
-            f"--allow-fs-write={tmp}",
-            "--disable-warning=SecurityWarning",
-            str(runner_dir / "src" / "stdio.mjs"),
-        ]
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=tmp,
-            env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp)},
-            preexec_fn=_die_with_parent,
-        )
-        self.known_hashes = set()
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True, name=f"runner-{self.index}").start()
-        threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True).start()
+        self.live: Launched | None = None
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.live is not None and self.live.proc.poll() is None
 
-    def _ensure_started(self) -> subprocess.Popen:
+    def _ensure_started(self) -> Launched:
         with self._start_lock:
             if not self.alive:
-                self._start()
-            assert self.proc is not None
-            return self.proc
+                self.live = self.launcher.start(self.account)
+                self.known_hashes = set()
+                threading.Thread(target=self._read, args=(self.live,), daemon=True,
+                                 name=f"runner-{self.live.name}").start()
+                threading.Thread(target=self._drain_stderr, args=(self.live,), daemon=True).start()
+            assert self.live is not None
+            return self.live
 
-    def _read(self, proc: subprocess.Popen) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    def _read(self, live: Launched) -> None:
+        assert live.proc.stdout is not None
+        for line in live.proc.stdout:
             try:
                 message = json.loads(line)
             except ValueError:
-                log.warning("runner %d wrote a line that is not JSON: %.200r", self.index, line)
+                log.warning("runner %s wrote a line that is not JSON: %.200r", live.name, line)
                 continue
-            entry = self._pending.get(message.get("id"))
+            entry = live.pending.get(message.get("id"))
             if entry is None:
                 continue
             future, on_partial = entry
@@ -106,45 +172,65 @@ class RunnerProcess:
                 if on_partial:
                     on_partial(message)
                 continue
-            self._pending.pop(message["id"], None)
+            live.pending.pop(message["id"], None)
             future.set_result(message)
-        proc.wait()
-        for request_id in list(self._pending):
-            future, _ = self._pending.pop(request_id)
-            future.set_exception(RunnerError("RUNNER_CRASHED", f"runner process exited with {proc.returncode}"))
+        live.proc.wait()
+        error = self._exit_error(live)
+        with live.lock:
+            live.closed = True
+            pending, live.pending = live.pending, {}
+        for future, _ in pending.values():
+            future.set_exception(error)
+        self.launcher.stopped(live.name, live.cgroup)
 
-    def _drain_stderr(self, proc: subprocess.Popen) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.warning("runner %d: %s", self.index, line.decode(errors="replace").rstrip())
+    def _exit_error(self, live: Launched) -> RunnerError:
+        """What the calls in flight get when the process is gone: OUT_OF_MEMORY when the kernel
+        killed it at the runner's memory cap, RUNNER_CRASHED otherwise."""
+        if live.cgroup is not None and live.cgroup.oom_kills() > 0:
+            limit = self.launcher.settings.runner_memory_mb
+            return RunnerError("OUT_OF_MEMORY", f"the account's runner ran out of memory (limit {limit} MB) "
+                               "and was stopped; runs in flight were lost")
+        return RunnerError("RUNNER_CRASHED", f"runner process exited with {live.proc.returncode}")
+
+    def _drain_stderr(self, live: Launched) -> None:
+        assert live.proc.stderr is not None
+        for line in live.proc.stderr:
+            log.warning("runner %s: %s", live.name, line.decode(errors="replace").rstrip())
 
     def request(self, message: dict[str, Any], timeout_s: float, on_partial: PartialHandler | None) -> dict:
-        proc = self._ensure_started()
+        live = self._ensure_started()
         request_id = next(self._ids)
         future: Future = Future()
-        self._pending[request_id] = (future, on_partial)
+        with live.lock:
+            if live.closed:
+                raise RunnerError("RUNNER_CRASHED", "runner process is not accepting requests")
+            live.pending[request_id] = (future, on_partial)
         line = json.dumps({"id": request_id, **message}, separators=(",", ":")) + "\n"
         try:
             with self._write_lock:
-                assert proc.stdin is not None
-                proc.stdin.write(line.encode())
-                proc.stdin.flush()
+                assert live.proc.stdin is not None
+                live.proc.stdin.write(line.encode())
+                live.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            self._pending.pop(request_id, None)
+            live.pending.pop(request_id, None)
             raise RunnerError("RUNNER_CRASHED", "runner process is not accepting requests") from None
         try:
             return future.result(timeout=timeout_s)
         except FutureTimeout:
-            self._pending.pop(request_id, None)
+            live.pending.pop(request_id, None)
             raise RunnerError("TIMEOUT", f"the runner did not answer within {timeout_s:g} s") from None
 
     def close(self) -> None:
-        if self.proc is not None and self.alive:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        live = self.live
+        if live is None or live.proc.poll() is not None:
+            return
+        try:
+            assert live.proc.stdin is not None
+            live.proc.stdin.close()  # the runner finishes and exits when its input ends
+            live.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            live.proc.kill()
+            live.proc.wait(timeout=5)
 
 
 def run_result(data: dict[str, Any]) -> RunResult:
@@ -168,15 +254,72 @@ def instance_request(instance: Instance) -> dict[str, Any]:
             "http": instance.http, "memory_mb": instance.memory_mb}
 
 
+def _cgroups(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | None:
+    if sandbox is None:
+        return None
+    try:
+        return CgroupRoot.create()
+    except CgroupUnavailable as e:
+        log.warning("runner processes run without a cgroup (%s): their memory and threads are bounded only "
+                    "per worker by V8, not per process by the kernel", e)
+        return None
+
+
 class NodeRunnerPool:
-    """The Runner port over the pool: typed requests in, wire dicts only in here."""
+    """The Runner port over per-account processes: typed requests in, wire dicts only in here."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.processes = [RunnerProcess(settings, i) for i in range(max(1, settings.runner_processes))]
+        sandbox = sandbox_for(settings)  # SandboxUnavailable: the service must not start
+        self.egress = EgressProxy(settings.allow_loopback_urls, settings.allow_private_urls)
+        self.cgroups = _cgroups(settings, sandbox)
+        self.launcher = Launcher(settings, sandbox, self.cgroups, self.egress)
+        self.max_processes = max(1, settings.runner_processes)
+        self._processes: OrderedDict[str, RunnerProcess] = OrderedDict()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        threading.Thread(target=self._reap_idle, daemon=True, name="runner-reaper").start()
 
-    def _pick(self, affinity: str) -> RunnerProcess:
-        return self.processes[zlib.crc32(affinity.encode()) % len(self.processes)]
+    # which process
+
+    def _acquire(self, account: str) -> RunnerProcess:
+        """The account's process, marked busy; past the bound, the least recently used idle one is
+        stopped first (or, all busy, this waits for one to finish)."""
+        with self._cond:
+            while True:
+                process = self._processes.get(account)
+                if process is None and len(self._processes) < self.max_processes:
+                    process = self._processes[account] = RunnerProcess(account, self.launcher)
+                if process is not None:
+                    self._processes.move_to_end(account)
+                    process.busy += 1
+                    return process
+                idle = next((p for p in self._processes.values() if p.busy == 0), None)
+                if idle is not None:
+                    self._retire(idle)
+                else:
+                    self._cond.wait(timeout=1.0)
+
+    def _release(self, process: RunnerProcess) -> None:
+        with self._cond:
+            process.busy -= 1
+            process.last_used = time.monotonic()
+            self._cond.notify_all()
+
+    def _retire(self, process: RunnerProcess) -> None:
+        """Forget an idle process and stop it in the background (caller holds the lock)."""
+        del self._processes[process.account]
+        threading.Thread(target=process.close, daemon=True).start()
+
+    def _reap_idle(self) -> None:
+        idle_s = self.settings.runner_idle_s
+        while not self._stop.wait(min(30.0, max(1.0, idle_s / 2))):
+            now = time.monotonic()
+            with self._cond:
+                for process in [p for p in self._processes.values() if p.busy == 0 and now - p.last_used > idle_s]:
+                    self._retire(process)
+
+    # the Runner port
 
     def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
         return ComponentDefinition.from_runner(self.call("describe", {"timeout_ms": timeout_ms}, bundle))
@@ -185,15 +328,15 @@ class NodeRunnerPool:
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
         on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
         request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, on_partial))
+        return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
-        return run_result(self.call("hook", request, bundle))
+        return run_result(self.call("hook", request, bundle, account=_account(instance)))
 
     def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle))
+        return run_result(self.call("run", request, bundle, account=_account(instance)))
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
                          timeout_ms: int) -> list[dict[str, Any]]:
@@ -212,9 +355,17 @@ class NodeRunnerPool:
         request: dict[str, Any],
         bundle: Bundle | None = None,
         on_partial: PartialHandler | None = None,
+        account: str = DESCRIBE,
     ) -> dict[str, Any]:
-        """One runner op on the process that keeps this instance (or bundle) warm."""
-        process = self._pick(request.get("instance") or (bundle.hash if bundle else op))
+        """One runner op on the account's process (which keeps its instances and bundles warm)."""
+        process = self._acquire(account)
+        try:
+            return self._call(process, op, request, bundle, on_partial)
+        finally:
+            self._release(process)
+
+    def _call(self, process: RunnerProcess, op: str, request: dict[str, Any], bundle: Bundle | None,
+              on_partial: PartialHandler | None) -> dict[str, Any]:
         timeout_s = request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
         message: dict[str, Any] = {"op": op, **request}
         if bundle is not None:
@@ -232,5 +383,17 @@ class NodeRunnerPool:
         raise RunnerError(error.get("code", "RUNTIME_ERROR"), error.get("message", ""), error.get("stack"))
 
     def close(self) -> None:
-        for process in self.processes:
+        self._stop.set()
+        with self._cond:
+            processes = list(self._processes.values())
+            self._processes.clear()
+        for process in processes:
             process.close()
+        self.egress.close()
+        if self.cgroups is not None:
+            self.cgroups.close()
+
+
+def _account(instance: Instance) -> str:
+    """Whose process runs an instance: its account (never shared with another account's)."""
+    return f"account:{instance.account}" if instance.account else "account:-"
