@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.openapi_conformance import Conformance
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = Path(__file__).parent / "components"
 HEADWATER = [sys.executable, "-m", "headwater.cli"]
@@ -115,9 +117,21 @@ def new_user(server: Server, tier: str = "free") -> User:
     return User(id=created["id"], api_key=created["api_key"], username=name)
 
 
+_DOCUMENTS: dict[str, Conformance] = {}
+
+
+def conformance(server: Server) -> Conformance:
+    """The server's /openapi.json as a checker of its answers, fetched once per server."""
+    if server.base_url not in _DOCUMENTS:
+        _DOCUMENTS[server.base_url] = Conformance(httpx.get(server.base_url + "/openapi.json", timeout=60).json())
+    return _DOCUMENTS[server.base_url]
+
+
 def client_for(server: Server, api_key: str | None) -> httpx.Client:
+    """An API client whose every answer is checked against the server's own OpenAPI document."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return httpx.Client(base_url=server.base_url + "/v1", headers=headers, timeout=120)
+    return httpx.Client(base_url=server.base_url + "/v1", headers=headers, timeout=120,
+                        event_hooks={"response": [conformance(server).check]})
 
 
 @pytest.fixture
@@ -129,3 +143,9 @@ def user(server: Server) -> User:
 def api(server: Server, user: User) -> Iterator[httpx.Client]:
     with client_for(server, user.api_key) as client:
         yield client
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    checked = sum(c.checked for c in _DOCUMENTS.values())
+    if checked:
+        terminalreporter.write_line(f"openapi: {checked} API answers validated against /openapi.json")

@@ -1,4 +1,5 @@
-"""User code is untrusted: it cannot read the service's files or environment, nor start processes."""
+"""User code is untrusted: it cannot read the service's files or environment, nor start processes
+(the escape suite in tests/security/ tries harder)."""
 
 from __future__ import annotations
 
@@ -43,4 +44,6 @@ def test_component_cannot_reach_service_files_env_or_processes(server: Server, a
     seen = items[0]["event"]
     assert seen["env"] == {"PD_COMPONENT": source["id"]}
     for attempt in ("database", "secretKey", "passwd", "listing", "write", "spawn"):
-        assert seen[attempt] == {"ok": False, "code": "ERR_ACCESS_DENIED"}, (attempt, seen[attempt])
+        # Denied by Node's permission model, or absent: the OS sandbox mounts none of the service's files.
+        assert seen[attempt]["ok"] is False, (attempt, seen[attempt])
+        assert seen[attempt]["code"] in {"ERR_ACCESS_DENIED", "ENOENT"}, (attempt, seen[attempt])

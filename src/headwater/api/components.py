@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, StrictStr
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
+from headwater.api.schemas import Component, Data, Page, answers
 
 router = Router(tags=["components"])
 
@@ -24,7 +25,7 @@ class ComponentCreate(BaseModel):
     exclude: StrictStr | None = None
 
 
-@router.post("/components", responses=error_responses(422, 503))
+@router.post("/components", response_model=None, responses={**answers(Data[Component]), **error_responses(422, 503)})
 def create_component(
     body: ComponentCreate,
     svc: ServicesDep,
@@ -36,25 +37,25 @@ def create_component(
     return shape.with_body(body).data(component.to_api())
 
 
-@router.get("/components/registry/{key}")
+@router.get("/components/registry/{key}", response_model=None, responses=answers(Data[Component]))
 def get_registry_component(key: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     return shape.data(svc.components.get_registry(key).to_api())
 
 
-@router.get("/components/{key_or_id}")
+@router.get("/components/{key_or_id}", response_model=None, responses=answers(Data[Component]))
 def get_component(
     key_or_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, org_id: str | None = Query(None)
 ) -> dict[str, Any]:
     return shape.data(svc.components.get(caller, key_or_id, org_id).to_api())
 
 
-@router.get("/users/me/components")
+@router.get("/users/me/components", response_model=None, responses=answers(Page[Component]))
 def list_my_components(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep) -> dict[str, Any]:
     page = svc.components.list(caller, None, paging)
     return shape.page(page, [c.to_api() for c in page.items])
 
 
-@router.get("/orgs/{org_id}/components")
+@router.get("/orgs/{org_id}/components", response_model=None, responses=answers(Page[Component]))
 def list_org_components(
     org_id: str, svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep
 ) -> dict[str, Any]:

@@ -6,12 +6,13 @@ from fastapi import Query, Response
 
 from headwater.api.deps import EventsJSON, PrincipalDep, ServicesDep, SummaryLimit
 from headwater.api.routing import Router
+from headwater.api.schemas import ACCEPTED_EMPTY, EventSummary, Page, answers
 from headwater.domain.events import RETAINED_PER_CHANNEL
 
 router = Router(tags=["events"])
 
 
-@router.get("/sources/{source_id}/event_summaries", response_class=EventsJSON)
+@router.get("/sources/{source_id}/event_summaries", response_class=EventsJSON, responses=answers(Page[EventSummary]))
 def source_event_summaries(
     source_id: str,
     svc: ServicesDep,
@@ -24,7 +25,7 @@ def source_event_summaries(
                                            event_name))
 
 
-@router.delete("/sources/{source_id}/events", status_code=202)
+@router.delete("/sources/{source_id}/events", status_code=202, response_class=Response, responses=ACCEPTED_EMPTY)
 def delete_source_events(
     source_id: str,
     svc: ServicesDep,

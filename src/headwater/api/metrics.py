@@ -10,6 +10,8 @@ from headwater.metrics import REGISTRY
 router = APIRouter(tags=["health"])
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, responses={
+    200: {"description": "Prometheus text exposition format.",
+          "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}})
 def metrics() -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from headwater.api.deps import PrincipalDep, ServicesDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
+from headwater.api.schemas import Data, PropOptions, answers
 
 router = Router(tags=["components"])
 
@@ -24,7 +25,8 @@ class OptionsRequest(BaseModel):
     query: StrictStr | None = None
 
 
-@router.post("/components/{key_or_id}/props/{prop}/options", responses=error_responses(422, 503))
+@router.post("/components/{key_or_id}/props/{prop}/options", response_model=None,
+             responses={**answers(Data[PropOptions]), **error_responses(422, 503)})
 async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: ServicesDep,
                        caller: PrincipalDep) -> dict[str, Any]:
     """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component."""

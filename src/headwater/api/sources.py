@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
+from headwater.api.schemas import ACCEPTED_EMPTY, Data, Page, Source, answers
 from headwater.domain.errors import BadRequest
 from headwater.services.sources import SourceRequest
 
@@ -43,7 +44,8 @@ class SourceBody(BaseModel):
         )
 
 
-@router.post("/sources/", responses=error_responses(404, 409, 422, 503))
+@router.post("/sources/", response_model=None,
+             responses={**answers(Data[Source]), **error_responses(404, 409, 422, 503)})
 def create_source(
     body: SourceBody, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, org_id: str | None = Query(None)
 ) -> dict[str, Any]:
@@ -51,38 +53,40 @@ def create_source(
     return shape.with_body(body).data(svc.sources.to_api(source))
 
 
-@router.put("/sources/{source_id}", responses=error_responses(409, 422, 503))
+@router.put("/sources/{source_id}", response_model=None,
+            responses={**answers(Data[Source]), **error_responses(409, 422, 503)})
 def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: PrincipalDep,
                   shape: ShapeDep) -> dict[str, Any]:
     source = svc.sources.update(caller, source_id, body.request())
     return shape.with_body(body).data(svc.sources.to_api(source))
 
 
-@router.delete("/sources/{source_id}", status_code=204)
+@router.delete("/sources/{source_id}", status_code=204, response_class=Response)
 def delete_source(source_id: str, svc: ServicesDep, caller: PrincipalDep) -> Response:
     svc.sources.delete(caller, source_id)
     return Response(status_code=204)
 
 
-@router.get("/sources/{source_id}")
+@router.get("/sources/{source_id}", response_model=None, responses=answers(Data[Source]))
 def get_source(source_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     return shape.data(svc.sources.to_api(svc.sources.get(caller, source_id)))
 
 
-@router.get("/users/me/sources/")
+@router.get("/users/me/sources/", response_model=None, responses=answers(Page[Source]))
 def list_my_sources(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep) -> dict[str, Any]:
     page = svc.sources.list(caller, None, paging)
     return shape.page(page, [svc.sources.to_api(s) for s in page.items])
 
 
-@router.get("/orgs/{org_id}/sources")
+@router.get("/orgs/{org_id}/sources", response_model=None, responses=answers(Page[Source]))
 def list_org_sources(org_id: str, svc: ServicesDep, caller: PrincipalDep, paging: PagingDep,
                      shape: ShapeDep) -> dict[str, Any]:
     page = svc.sources.list(caller, org_id, paging)
     return shape.page(page, [svc.sources.to_api(s) for s in page.items])
 
 
-@router.post("/sources/{source_id}/run", status_code=202, responses=error_responses(409))
+@router.post("/sources/{source_id}/run", status_code=202, response_class=Response,
+             responses={**ACCEPTED_EMPTY, **error_responses(409)})
 async def run_source(source_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep) -> Response:
     raw = await request.body()
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import Query, Request
 from fastapi.responses import StreamingResponse
@@ -19,6 +20,7 @@ from headwater.api.deps import PrincipalDep, ServicesDep
 from headwater.api.routing import Router
 from headwater.bootstrap import Services
 from headwater.domain.events import EventId
+from headwater.domain.models import Principal
 from headwater.services.events import parse_event_id
 
 router = Router(tags=["events"])
@@ -50,15 +52,31 @@ async def stream(svc: Services, request: Request, source_id: str, channel: str,
         bus.unlisten(source_id, channel, signal)
 
 
-@router.get("/sources/{source_id}/sse")
-def source_sse(
-    source_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep, event_name: str = Query("")
-) -> StreamingResponse:
-    svc.sources.get(caller, source_id)
+class EventStream(StreamingResponse):
+    media_type = "text/event-stream"
+
+
+STREAM_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Server-sent events, open until the client leaves: `id` the event id, `event` the "
+                         "channel (`emit` for the default one), `data` the event summary as JSON.",
+          "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+}
+
+
+def sse_response(svc: Services, request: Request, caller: Principal, emitter_id: str, channel: str) -> EventStream:
+    """The stream of a source's or a workflow's channel: after `Last-Event-ID`, else from now."""
+    svc.events.check(caller, emitter_id)
     last = parse_event_id(request.headers.get("last-event-id"), "Last-Event-ID")
     if last is None:
         # A new reader starts from now, not from the retained history.
-        newest = svc.events.summaries(caller, source_id, 1, False, event_name)["data"]
+        newest = svc.events.summaries(caller, emitter_id, 1, False, channel)["data"]
         last = EventId.parse(newest[0]["id"]) if newest else EventId(0, 0)
-    return StreamingResponse(stream(svc, request, source_id, event_name, last), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return EventStream(stream(svc, request, emitter_id, channel, last),
+                       headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@router.get("/sources/{source_id}/sse", response_class=EventStream, responses=STREAM_DOC)
+def source_sse(
+    source_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep, event_name: str = Query("")
+) -> EventStream:
+    return sse_response(svc, request, caller, source_id, event_name)

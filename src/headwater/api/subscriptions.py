@@ -10,6 +10,7 @@ from fastapi import Query, Request, Response
 from headwater.api.deps import PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
+from headwater.api.schemas import Data, Subscription, answers
 from headwater.domain.errors import BadRequest
 
 router = Router(tags=["subscriptions"])
@@ -36,7 +37,7 @@ async def _params(request: Request, names: tuple[str, ...]) -> dict[str, str | N
     return values
 
 
-@router.post("/subscriptions", responses=error_responses(404))
+@router.post("/subscriptions", response_model=None, responses={**answers(Data[Subscription]), **error_responses(404)})
 async def subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
                     emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
                     event_name: str | None = Query(None), org_id: str | None = Query(None)) -> dict[str, Any]:
@@ -45,7 +46,8 @@ async def subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, sh
     return shape.data(sub.to_api())
 
 
-@router.post("/auto_subscriptions", responses=error_responses(404))
+@router.post("/auto_subscriptions", response_model=None,
+             responses={**answers(Data[Subscription]), **error_responses(404)})
 async def auto_subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
                          event_name: str | None = Query(None), listener_id: str | None = Query(None),
                          org_id: str | None = Query(None)) -> dict[str, Any]:
@@ -54,7 +56,7 @@ async def auto_subscribe(request: Request, svc: ServicesDep, caller: PrincipalDe
     return shape.data(sub.to_api())
 
 
-@router.delete("/subscriptions", status_code=204, responses=error_responses(404))
+@router.delete("/subscriptions", status_code=204, response_class=Response, responses=error_responses(404))
 async def unsubscribe(request: Request, svc: ServicesDep, caller: PrincipalDep,
                       emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
                       event_name: str | None = Query(None), org_id: str | None = Query(None)) -> Response:
@@ -63,11 +65,11 @@ async def unsubscribe(request: Request, svc: ServicesDep, caller: PrincipalDep,
     return Response(status_code=204)
 
 
-@router.get("/users/me/subscriptions")
+@router.get("/users/me/subscriptions", response_model=None, responses=answers(Data[list[Subscription]]))
 def my_subscriptions(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     return shape.data([s.to_api() for s in svc.subscriptions.listing(caller, None)])
 
 
-@router.get("/orgs/{org_id}/subscriptions")
+@router.get("/orgs/{org_id}/subscriptions", response_model=None, responses=answers(Data[list[Subscription]]))
 def org_subscriptions(org_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     return shape.data([s.to_api() for s in svc.subscriptions.listing(caller, org_id)])

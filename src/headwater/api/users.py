@@ -6,10 +6,11 @@ from typing import Any
 
 from headwater.api.deps import PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.routing import Router
+from headwater.api.schemas import Data, User, answers
 
 router = Router(tags=["users"])
 
 
-@router.get("/users/me")
+@router.get("/users/me", response_model=None, responses=answers(Data[User]))
 def me(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     return shape.data(svc.accounts.profile(caller))

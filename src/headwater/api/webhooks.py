@@ -9,11 +9,12 @@ from fastapi import Query, Response
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
+from headwater.api.schemas import Data, Delivery, Page, Webhook, answers
 
 router = Router(tags=["webhooks"])
 
 
-@router.post("/webhooks")
+@router.post("/webhooks", response_model=None, responses=answers(Data[Webhook]))
 def create_webhook(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, url: str | None = Query(None),
                    name: str | None = Query(None), description: str | None = Query(None),
                    org_id: str | None = Query(None)) -> dict[str, Any]:
@@ -22,27 +23,28 @@ def create_webhook(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, url:
     return shape.data({**webhook.to_api(include_user=True), "signing_secret": secret})
 
 
-@router.get("/users/me/webhooks")
+@router.get("/users/me/webhooks", response_model=None, responses=answers(Page[Webhook]))
 def my_webhooks(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep) -> dict[str, Any]:
     page = svc.webhooks.listing(caller, None, paging)
     return shape.page(page, [w.to_api() for w in page.items])
 
 
-@router.delete("/webhooks/{webhook_id}", status_code=204)
+@router.delete("/webhooks/{webhook_id}", status_code=204, response_class=Response)
 def delete_webhook(webhook_id: str, svc: ServicesDep, caller: PrincipalDep) -> Response:
     svc.webhooks.delete(caller, webhook_id)
     return Response(status_code=204)
 
 
-@router.get("/webhooks/{webhook_id}/deliveries")
+@router.get("/webhooks/{webhook_id}/deliveries", response_model=None, responses=answers(Page[Delivery]))
 def webhook_deliveries(webhook_id: str, svc: ServicesDep, caller: PrincipalDep, paging: PagingDep,
                        shape: ShapeDep) -> dict[str, Any]:
     page = svc.webhooks.deliveries(caller, webhook_id, paging)
     return shape.page(page, [d.to_api() for d in page.items])
 
 
-@router.post("/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202,
-             responses=error_responses(409))
+@router.post("/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202, response_model=None,
+             responses={**answers(Data[Delivery], 202, "Accepted: one more attempt is queued."),
+                        **error_responses(409)})
 def retry_delivery(webhook_id: str, delivery_id: str, svc: ServicesDep, caller: PrincipalDep,
                    shape: ShapeDep) -> dict[str, Any]:
     """One more attempt, queued now (202); it shows in the delivery's attempts once made."""

@@ -6,30 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Query, Request
-from fastapi.responses import StreamingResponse
 
 from headwater.api.deps import EventsJSON, PrincipalDep, ServicesDep, SummaryLimit
 from headwater.api.routing import Router
-from headwater.api.sse import stream
+from headwater.api.schemas import Data, EventSummary, Page, Workflow, answers
+from headwater.api.sse import STREAM_DOC, EventStream, sse_response
 from headwater.domain.errors import NotFound
-from headwater.domain.events import RETAINED_PER_CHANNEL, EventId
-from headwater.services.events import parse_event_id
+from headwater.domain.events import RETAINED_PER_CHANNEL
 
 router = Router(tags=["workflows"])
 
 
-@router.get("/users/me/workflows")
+@router.get("/users/me/workflows", response_model=None, responses=answers(Data[list[Workflow]]))
 def my_workflows(svc: ServicesDep, caller: PrincipalDep) -> dict[str, Any]:
     """Read-only (SPEC: workflows are managed with the CLI): what the console lists."""
     return {"data": [w.to_api() for w in svc.workflows.listing(caller.user.id, None)]}
 
 
-@router.get("/orgs/{org_id}/workflows")
+@router.get("/orgs/{org_id}/workflows", response_model=None, responses=answers(Data[list[Workflow]]))
 def org_workflows(org_id: str, svc: ServicesDep, caller: PrincipalDep) -> dict[str, Any]:
     return {"data": [w.to_api() for w in svc.workflows.listing(caller.user.id, org_id)]}
 
 
-@router.get("/workflows/{workflow_id}/event_summaries", response_class=EventsJSON)
+@router.get("/workflows/{workflow_id}/event_summaries", response_class=EventsJSON,
+            responses=answers(Page[EventSummary]))
 def workflow_event_summaries(workflow_id: str, svc: ServicesDep, caller: PrincipalDep,
                              limit: SummaryLimit = None, expand: str | None = Query(None),
                              event_name: str = Query("")) -> EventsJSON:
@@ -37,7 +37,8 @@ def workflow_event_summaries(workflow_id: str, svc: ServicesDep, caller: Princip
                                            event_name))
 
 
-@router.get("/workflows/{workflow_id}/{channel}/event_summaries", response_class=EventsJSON)
+@router.get("/workflows/{workflow_id}/{channel}/event_summaries", response_class=EventsJSON,
+            responses=answers(Page[EventSummary]))
 def workflow_error_summaries(workflow_id: str, channel: str, svc: ServicesDep, caller: PrincipalDep,
                              limit: SummaryLimit = None, expand: str | None = Query(None)) -> EventsJSON:
     """`/$errors/event_summaries` (a route key cannot hold `$errors` literally on API Gateway)."""
@@ -47,13 +48,7 @@ def workflow_error_summaries(workflow_id: str, channel: str, svc: ServicesDep, c
                                            "$errors"))
 
 
-@router.get("/workflows/{workflow_id}/sse")
+@router.get("/workflows/{workflow_id}/sse", response_class=EventStream, responses=STREAM_DOC)
 def workflow_sse(workflow_id: str, request: Request, svc: ServicesDep, caller: PrincipalDep,
-                 event_name: str = Query("")) -> StreamingResponse:
-    svc.events.check(caller, workflow_id)
-    last = parse_event_id(request.headers.get("last-event-id"), "Last-Event-ID")
-    if last is None:
-        newest = svc.events.summaries(caller, workflow_id, 1, False, event_name)["data"]
-        last = EventId.parse(newest[0]["id"]) if newest else EventId(0, 0)
-    return StreamingResponse(stream(svc, request, workflow_id, event_name, last), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                 event_name: str = Query("")) -> EventStream:
+    return sse_response(svc, request, caller, workflow_id, event_name)

@@ -115,7 +115,8 @@ class Delivery:
 
     def to_api(self) -> dict[str, Any]:
         return {"id": self.id, "webhook_id": self.webhook_id, "emitter_id": self.emitter_id,
-                "event_id": self.event_id, "status": self.status, "next_attempt_at": self.next_at,
+                "event_id": self.event_id, "status": self.status,
+                "next_attempt_at": None if self.next_at is None else int(self.next_at),
                 "created_at_ms": self.created_at_ms,
                 "attempts": [{"at_ms": a.at_ms, "status": a.status, "error": a.error, "duration_ms": a.duration_ms}
                              for a in self.attempts]}

@@ -1,0 +1,84 @@
+"""Every answer the suite gets from the API, checked against the server's own /openapi.json.
+
+`client_for` (tests/conftest.py) hangs `Conformance.check` on each API client as a response hook,
+so a route that answers a status its document does not declare, or a body its response schema
+does not admit, fails the test that made the request. Schemathesis does the matching and the
+schema validation (the same checks as the fuzz run, on the suite's real traffic)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import schemathesis
+from schemathesis.core.failures import FailureGroup
+from schemathesis.core.transport import Response
+
+# Undocumented aliases the router serves (DECISIONS: HTTP basics): checked as their documented form.
+_WORKSPACES = re.compile(r"^/v1/workspaces/")
+
+
+@dataclass
+class Conformance:
+    document: dict[str, Any]
+    checked: int = 0
+    _schema: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._schema = schemathesis.openapi.from_dict(self.document)
+
+    def problems(self, response: httpx.Response) -> list[str]:
+        """What is wrong with this answer by the document; empty when it conforms (or is not an
+        API answer: the HTTP interface and the streams are checked elsewhere)."""
+        request = response.request
+        path = _WORKSPACES.sub("/v1/orgs/", request.url.path)
+        if not path.startswith("/v1/") or path.endswith("/sse"):
+            return []
+        operation = (self._schema.find_operation_by_path(request.method, path)
+                     or self._schema.find_operation_by_path(request.method, _other_slash(path)))
+        label = f"{request.method} {request.url.path} -> {response.status_code}"
+        if operation is None:
+            # A path or method the API does not have is answered 404/405, and only that.
+            return [] if response.status_code in (404, 405) else [f"{label}: the document has no such operation"]
+        if operation.responses.find_by_status_code(response.status_code) is None:
+            return [f"{label}: status not documented for {operation.label}"]
+        try:
+            _ = request.content
+        except httpx.RequestNotRead:
+            return []  # a streamed request body: schemathesis' record of the exchange needs it whole
+        if _chooses_fields(request):
+            return []  # fields chosen by the caller: the schema's `required` does not hold
+        self.checked += 1
+        try:
+            self._schema.validate_response(operation, Response.from_httpx(response, verify=True))
+        except FailureGroup as group:
+            return [f"{label}: {failure.title}: {failure.message}"[:2000] for failure in group.exceptions]
+        except AssertionError as failure:
+            return [f"{label}: {failure}"[:2000]]
+        return []
+
+    def check(self, response: httpx.Response) -> None:
+        """httpx response hook: raises in the test that made a non-conforming request."""
+        if response.request.url.path.endswith("/sse"):
+            return  # a stream: reading it here would wait for its end
+        response.read()
+        if found := self.problems(response):
+            raise AssertionError("The answer does not match /openapi.json:\n" + "\n".join(found))
+
+
+def _chooses_fields(request: httpx.Request) -> bool:
+    """`include`/`exclude` in the query, or in a POST body (SPEC: Common parameters)."""
+    if {"include", "exclude"} & set(request.url.params):
+        return True
+    try:
+        body = json.loads(request.content or b"null")
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(body, dict) and bool({"include", "exclude"} & set(body))
+
+
+def _other_slash(path: str) -> str:
+    return path[:-1] if path.endswith("/") else path + "/"
