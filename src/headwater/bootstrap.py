@@ -155,7 +155,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.config import AwsConfig
     from headwater.adapters.aws.dynamodb.store import DynamoStore
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
-    from headwater.adapters.aws.sqs_queue import SqsTaskQueue
+    from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
     from headwater.adapters.local.bundler import LocalBundler
     from headwater.adapters.local.node_runner import NodeRunnerPool
 
@@ -164,7 +164,11 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     for name in ("dynamodb", "sqs", "scheduler"):
         clients.setdefault(name, boto3.client(name, endpoint_url=config.endpoint_url))
     store = DynamoStore(clients["dynamodb"], config.resources_table, config.events_table)
-    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes())
+    payloads = None
+    if config.payload_bucket:
+        clients.setdefault("s3", boto3.client("s3", endpoint_url=config.endpoint_url))
+        payloads = S3Payloads(clients["s3"], config.payload_bucket)
+    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes(), payloads=payloads)
     store.on_commit(queue.send)
     scheduler = EventBridgeScheduler(
         clients["scheduler"], clients["sqs"], clients["dynamodb"], group_name=config.schedule_group,
