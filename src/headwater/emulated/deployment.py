@@ -27,6 +27,7 @@ _CREDENTIALS = {"AWS_ACCESS_KEY_ID": "emulated", "AWS_SECRET_ACCESS_KEY": "emula
 _OPERATOR = ("HEADWATER_BACKEND", "HEADWATER_PUBLIC_URL", "HEADWATER_LOG_LEVEL", "HEADWATER_WEBHOOK_RETRY_SCHEDULE",
              "HEADWATER_DATA_DIR", "HEADWATER_ALLOW_PRIVATE_URLS", "HEADWATER_ALLOW_LOOPBACK_URLS",
              "HEADWATER_SECRET_KEY")
+_TUNABLE = ("HEADWATER_SSE_MAX_S",)  # template.yaml's value unless the environment has one
 
 
 class _OneDynamoDBRequestAtATime:
@@ -94,7 +95,9 @@ def apply_environment(endpoint: str, environment: dict[str, str]) -> None:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # no EMF lines in the server's log
     os.environ.setdefault("POWERTOOLS_IDEMPOTENCY_DISABLED", "false")
     for name, value in environment.items():
-        if name not in _OPERATOR:
+        if name in _TUNABLE:
+            os.environ.setdefault(name, value)
+        elif name not in _OPERATOR:
             os.environ[name] = value
 
 
