@@ -90,3 +90,9 @@ $(BENCH_PEERS)/n8n/.installed: bench/peers/n8n/package.json bench/peers/n8n/pack
 .PHONY: run-aws
 run-aws: setup
 	HEADWATER_BACKEND=aws-emulated $(VENV)/bin/headwater serve
+
+# Deployable artifacts without Docker (scripts/package_aws.py): python.zip, runner.zip and a
+# template pointing at them under .aws-sam/package/.
+.PHONY: package
+package: setup
+	$(PY) scripts/package_aws.py
