@@ -83,3 +83,16 @@ $(BENCH_PEERS)/n8n/.installed: bench/peers/n8n/package.json bench/peers/n8n/pack
 	cp bench/peers/n8n/package.json bench/peers/n8n/package-lock.json $(BENCH_PEERS)/n8n/
 	$(BENCH_NPM) --prefix $(BENCH_PEERS)/n8n
 	touch $@
+
+# The AWS deployment of template.yaml, emulated on this machine (docs/aws.md): moto in-process,
+# every request through the handler template.yaml routes it to. The CLI reaches it with the same
+# HEADWATER_BACKEND=aws-emulated and data dir.
+.PHONY: run-aws
+run-aws: setup
+	HEADWATER_BACKEND=aws-emulated $(VENV)/bin/headwater serve
+
+# Deployable artifacts without Docker (scripts/package_aws.py): python.zip, runner.zip and a
+# template pointing at them under .aws-sam/package/.
+.PHONY: package
+package: setup
+	$(PY) scripts/package_aws.py

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import Server, User, client_for, new_user
+from tests.conftest import BOTH_MODES, Server, User, client_for, new_user, server_in_mode
 
 SIMPLE = """export default {{
   name: "Simple {n}",
@@ -15,6 +15,11 @@ SIMPLE = """export default {{
   async run(event) {{ this.$emit(event) }},
 }};
 """
+
+
+@pytest.fixture(scope="session", params=BOTH_MODES)
+def server(request: pytest.FixtureRequest) -> Server:
+    return server_in_mode(request)
 
 
 def save(api: httpx.Client, n: int, **params: str) -> dict:

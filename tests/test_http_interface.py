@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user, running_server
+from tests.conftest import BOTH_MODES, Server, client_for, new_user, running_server, server_in_mode
 from tests.test_runs import (
     assert_newest_first,
     component,
@@ -38,6 +38,11 @@ SLOW_FREE = """export default {
   },
 };
 """
+
+
+@pytest.fixture(scope="session", params=BOTH_MODES)
+def server(request: pytest.FixtureRequest) -> Server:
+    return server_in_mode(request)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +80,7 @@ NUMBERED = component("""
 """)
 
 
+@pytest.mark.local_only("a load test; SQS consumers run one message per idempotent record (docs/aws.md)")
 def test_500_concurrent_requests_all_run_and_newest_100_are_kept(paid_api: httpx.Client) -> None:
     sid, url = deploy(paid_api, NUMBERED)
     with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=8)) as http, \
@@ -99,6 +105,7 @@ def test_500_concurrent_requests_all_run_and_newest_100_are_kept(paid_api: httpx
     assert len(set(i["id"] for i in items)) == 100
 
 
+@pytest.mark.local_only("standard SQS queues do not keep a source's requests in order (docs/aws.md)")
 def test_sequential_requests_run_in_send_order(paid_api: httpx.Client) -> None:
     sid, url = deploy(paid_api, NUMBERED)
     with httpx.Client(timeout=60) as http:
@@ -193,6 +200,7 @@ def test_custom_response_throwing_before_responding_is_502(api: httpx.Client) ->
     assert wait_events(api, sid, 1, event_name="$errors")[0]["event"]["error"]["code"] == "RUNTIME_ERROR"
 
 
+@pytest.mark.local_only("a Lambda answers API Gateway when it returns: the response waits for the run's end")
 def test_custom_response_first_respond_wins_and_answers_before_the_run_ends(api: httpx.Client) -> None:
     sid, url = deploy(api, component("""
     await this.http.respond({ status: 200, body: "first" });

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook as Verifier
 
-from tests.conftest import Server, client_for, new_user, running_server
+from tests.conftest import BOTH_MODES, Server, client_for, new_user, running_server
 from tests.test_runs import component, deploy, wait_events, wait_until
 
 EMITTER = component("this.$emit(event.body, {summary: 'hit', name: event.body && event.body.channel})",
@@ -66,9 +66,10 @@ class Receiver:
         self.server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def routing_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("routing"), HEADWATER_WEBHOOK_RETRY_SCHEDULE="0,0,0") as srv:
+@pytest.fixture(scope="module", params=BOTH_MODES)
+def routing_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    mode = {} if request.param == "local" else {"HEADWATER_BACKEND": request.param}
+    with running_server(tmp_path_factory.mktemp("routing"), HEADWATER_WEBHOOK_RETRY_SCHEDULE="0,0,0", **mode) as srv:
         yield srv
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user, running_server
+from tests.conftest import BOTH_MODES, Server, client_for, new_user, running_server
 
 TICKER = """export default {
   name: "Ticker",
@@ -31,9 +31,10 @@ NO_RUN = """export default {
 """
 
 
-@pytest.fixture(scope="module")
-def timer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(Path(tmp_path_factory.mktemp("timers"))) as srv:
+@pytest.fixture(scope="module", params=BOTH_MODES)
+def timer_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    mode = {} if request.param == "local" else {"HEADWATER_BACKEND": request.param}
+    with running_server(Path(tmp_path_factory.mktemp("timers")), **mode) as srv:
         yield srv
 
 
@@ -51,6 +52,7 @@ def wait_for(api: httpx.Client, source_id: str, count: int, timeout: float = 20)
     raise AssertionError(f"{source_id} has {len(events(api, source_id))} events, expected {count}")
 
 
+@pytest.mark.local_only("the emulated deployment's data lives in its moto server, which a restart replaces")
 def test_timer_fires_on_schedule_survives_restart_and_stops(timer_server: Server) -> None:
     owner = new_user(timer_server)
     with client_for(timer_server, owner.api_key) as api:

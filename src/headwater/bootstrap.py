@@ -155,7 +155,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.config import AwsConfig
     from headwater.adapters.aws.dynamodb.store import DynamoStore
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
-    from headwater.adapters.aws.sqs_queue import SqsTaskQueue
+    from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
     from headwater.adapters.local.bundler import LocalBundler
     from headwater.adapters.local.node_runner import NodeRunnerPool
 
@@ -164,11 +164,16 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     for name in ("dynamodb", "sqs", "scheduler"):
         clients.setdefault(name, boto3.client(name, endpoint_url=config.endpoint_url))
     store = DynamoStore(clients["dynamodb"], config.resources_table, config.events_table)
-    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes())
+    payloads = None
+    if config.payload_bucket:
+        clients.setdefault("s3", boto3.client("s3", endpoint_url=config.endpoint_url))
+        payloads = S3Payloads(clients["s3"], config.payload_bucket)
+    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes(), payloads=payloads)
     store.on_commit(queue.send)
     scheduler = EventBridgeScheduler(
         clients["scheduler"], clients["sqs"], clients["dynamodb"], group_name=config.schedule_group,
-        queue_arn=config.run_queue_arn, queue_url=config.run_queue_url, role_arn=config.scheduler_role_arn,
+        queue_arn=config.run_queue_arn, queue_url=config.run_queue_url, target_arn=config.timer_function_arn or None,
+        role_arn=config.scheduler_role_arn,
         dead_letter_arn=config.scheduler_dlq_arn or None, table_name=config.resources_table)
     return Adapters(
         uow=store.uow,
@@ -210,8 +215,13 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
             adapters = local_adapters(settings)
         elif settings.backend == "aws":
             adapters = aws_adapters(settings)
+        elif settings.backend == "aws-emulated":
+            from headwater.emulated.deployment import load_environment
+
+            load_environment(settings.data_dir)  # the emulated deployment `headwater serve` made there
+            adapters = aws_adapters(settings)
         else:
-            raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local' or 'aws'.")
+            raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local', 'aws' or 'aws-emulated'.")
     a = adapters
     accounts = Accounts(a.uow, a.usage, settings)
     components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings)

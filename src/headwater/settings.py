@@ -66,6 +66,9 @@ class Settings:
     s3_endpoint_url: str = field(default_factory=lambda: _env("S3_ENDPOINT_URL", ""))
     webhook_retry_schedule: str = field(
         default_factory=lambda: _env("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"))
+    # > 0 where responses are buffered (API Gateway): an SSE stream ends after this many seconds
+    # and its client reconnects with Last-Event-ID.
+    sse_max_s: float = field(default_factory=lambda: float(_env("SSE_MAX_S", "0")))
     task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))
     free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
     free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))

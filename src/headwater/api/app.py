@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.types import ASGIApp
 
 from headwater import __version__
@@ -45,7 +45,9 @@ def create_app(services: Services) -> ASGIApp:
     return ContainFaults(MetricsMiddleware(ingest))
 
 
-def create_api(services: Services) -> FastAPI:
+def create_api(services: Services, routers: list[APIRouter] | None = None, site: bool = True) -> FastAPI:
+    """The whole API, or (on Lambda, one function per route group) only `routers` under /v1 and,
+    with `site`, the service's own pages (/healthz, /metrics, /console, /docs)."""
     app = FastAPI(
         title="Headwater",
         version=__version__,
@@ -56,11 +58,12 @@ def create_api(services: Services) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
-    app.include_router(health.router)
-    app.include_router(metrics.router)
-    console.install(app)
-    docs.install(app)
-    for router in V1_ROUTERS:
+    if site:
+        app.include_router(health.router)
+        app.include_router(metrics.router)
+        console.install(app)
+        docs.install(app)
+    for router in V1_ROUTERS if routers is None else routers:
         app.include_router(router, prefix="/v1")
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
     _finish_openapi(app)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,18 +37,23 @@ async def stream(svc: Services, request: Request, source_id: str, channel: str,
                  last: EventId | None) -> AsyncIterator[bytes]:
     bus = svc.adapters.bus
     signal = bus.listen(source_id, channel)
+    limit = svc.settings.sse_max_s
+    ends = time.monotonic() + limit if limit > 0 else float("inf")
+    # A bounded stream (one Lambda invocation) hears no other process's events: it looks each second.
+    wait_s = 1.0 if limit > 0 else HEARTBEAT_S
     try:
-        while True:
+        while time.monotonic() < ends:
             for item in await run_in_threadpool(svc.events.newer_than, source_id, channel, last):
                 last = EventId.parse(item["id"])
                 yield frame(item, channel)
             try:
-                await asyncio.wait_for(signal.wait(), timeout=HEARTBEAT_S)
+                await asyncio.wait_for(signal.wait(), timeout=min(wait_s, max(0.05, ends - time.monotonic())))
                 signal.clear()
             except TimeoutError:
                 if await request.is_disconnected():
                     return
-                yield b": heartbeat\n\n"
+                if limit <= 0:
+                    yield b": heartbeat\n\n"
     finally:
         bus.unlisten(source_id, channel, signal)
 

@@ -81,6 +81,11 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     settings = settings_for(data_dir)
     settings.host = host or settings.host
     settings.port = port or settings.port
+    if settings.backend == "aws-emulated":
+        from headwater.emulated.server import serve as serve_emulated
+
+        serve_emulated(settings, log_level)
+        return
     services = bootstrap(settings)
     services.start()
     app = create_app(services)

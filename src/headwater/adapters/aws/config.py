@@ -19,9 +19,14 @@ class AwsConfig:
     run_queue_arn: str = field(default_factory=lambda: _env("RUN_QUEUE_ARN"))
     webhook_queue_url: str = field(default_factory=lambda: _env("WEBHOOK_QUEUE_URL"))
     event_deletion_queue_url: str = field(default_factory=lambda: _env("EVENT_DELETION_QUEUE_URL"))
+    fan_out_queue_url: str = field(default_factory=lambda: _env("FAN_OUT_QUEUE_URL"))
     schedule_group: str = field(default_factory=lambda: _env("SCHEDULE_GROUP", "headwater-timers"))
     scheduler_role_arn: str = field(default_factory=lambda: _env("SCHEDULER_ROLE_ARN"))
     scheduler_dlq_arn: str = field(default_factory=lambda: _env("SCHEDULER_DLQ_ARN"))
+    # The schedules' target: the timer function when deployed (template.yaml), else the run queue.
+    timer_function_arn: str = field(default_factory=lambda: _env("TIMER_FUNCTION_ARN"))
+    payload_bucket: str = field(default_factory=lambda: _env("PAYLOAD_BUCKET"))  # bodies over SQS's 256 KB
+    idempotency_table: str = field(default_factory=lambda: _env("IDEMPOTENCY_TABLE", "headwater-idempotency"))
     endpoint_url: str | None = field(default_factory=lambda: _env("AWS_ENDPOINT_URL") or None)
 
     def routes(self) -> dict[str, str]:
@@ -33,4 +38,6 @@ class AwsConfig:
         if self.event_deletion_queue_url:
             routes["delete_events"] = self.event_deletion_queue_url
             routes["purge_source"] = self.event_deletion_queue_url
+        if self.fan_out_queue_url:
+            routes["fan_out"] = self.fan_out_queue_url
         return routes

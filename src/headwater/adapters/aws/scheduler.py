@@ -1,7 +1,8 @@
 """The Scheduler port on AWS: EventBridge Scheduler schedules, and an SQS chain where they fall short.
 
 Cron timers and whole-minute intervals become schedules in one schedule group whose target is
-the task queue: each firing sends a TimerTick message whose `due_at` EventBridge fills in with
+the timer function (`target_arn`; the task queue when there is none): each firing hands it a
+TimerTick message whose `due_at` EventBridge fills in with
 `<aws.scheduler.scheduled-time>`. A cron that ORs day-of-month and day-of-week needs two
 schedules (`domain.aws_cron`), named `<source>-dom` and `<source>-dow`; the others are named
 after the source.
@@ -55,6 +56,7 @@ class EventBridgeScheduler:
         group_name: str,
         queue_arn: str,
         queue_url: str,
+        target_arn: str | None = None,
         role_arn: str,
         dead_letter_arn: str | None,
         table_name: str,
@@ -66,6 +68,7 @@ class EventBridgeScheduler:
         self.group_name = group_name
         self.queue_arn = queue_arn
         self.queue_url = queue_url
+        self.target_arn = target_arn or queue_arn
         self.role_arn = role_arn
         self.dead_letter_arn = dead_letter_arn
         self.table_name = table_name
@@ -145,7 +148,7 @@ class EventBridgeScheduler:
         # Built by hand around the wire form, so that due_at is the placeholder string
         message = {**to_message(TimerTick(source_id, 0.0)), "due_at": SCHEDULED_TIME}
         target: dict[str, Any] = {
-            "Arn": self.queue_arn,
+            "Arn": self.target_arn,
             "RoleArn": self.role_arn,
             "Input": json.dumps(message),
             "RetryPolicy": dict(RETRY_POLICY),

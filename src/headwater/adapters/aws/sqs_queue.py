@@ -28,6 +28,7 @@ import json
 import logging
 import math
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -39,14 +40,39 @@ from headwater.ports import Busy, Ingested, Task, TaskHandler
 log = logging.getLogger("headwater.sqs")
 
 MAX_DELAY_S = 900  # SQS's DelaySeconds limit
+MAX_MESSAGE_BYTES = 250 * 1024  # SQS takes 256 KB a message; a larger body goes to the payload store
 BATCH = 10  # SendMessageBatch / DeleteMessageBatch / ReceiveMessage limit
 BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
 _ENVELOPE = ("task_id", "not_before", "inline")
+_POINTER = "payload_s3"
 
 
 class WaitingLease(Protocol):
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractContextManager[None]: ...
+
+
+class PayloadStore(Protocol):
+    """Where a message too large for SQS keeps its body (S3), the message carrying its key."""
+
+    def put(self, body: str) -> str: ...
+    def get(self, key: str) -> str: ...
+
+
+class S3Payloads:
+    """Bodies in an S3 bucket under `sqs/<random>` (the bucket's lifecycle rule expires them)."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def put(self, body: str) -> str:
+        key = f"sqs/{uuid.uuid4().hex}"
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=body.encode())
+        return key
+
+    def get(self, key: str) -> str:
+        return str(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode())
 
 
 class TaskStore(Protocol):
@@ -83,6 +109,7 @@ class SqsTaskQueue:
         inline_wait_s: float = 5.0,
         busy_retry_s: int = 5,
         inline_fallback_s: int = MAX_DELAY_S,
+        payloads: PayloadStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
@@ -96,6 +123,7 @@ class SqsTaskQueue:
         self.inline_wait_s = inline_wait_s
         self.busy_retry_s = busy_retry_s
         self.inline_fallback_s = inline_fallback_s
+        self.payloads = payloads
         self.clock = clock
         self.handlers: dict[str, TaskHandler] = {}
         self._inline: set[asyncio.Future[None]] = set()
@@ -110,7 +138,8 @@ class SqsTaskQueue:
         SQS refused stays in the outbox for `recover`."""
         sent: list[str] = []
         for url, group in self._by_queue(tasks).items():
-            entries = [(t.id, _body(t.command, t.id, t.not_before), self._delay(t.not_before)) for t in group]
+            entries = [(t.id, self._fitting(_body(t.command, t.id, t.not_before)), self._delay(t.not_before))
+                       for t in group]
             sent += self._send_batch(url, entries)
         if sent:
             self.store.outbox_done(sent)
@@ -175,7 +204,7 @@ class SqsTaskQueue:
         inline: list[str] = []
         for message in messages:
             try:
-                task, is_inline = _decode(message)
+                task, is_inline = _decode(message, self.payloads)
             except (ValueError, TypeError, KeyError):
                 log.exception("message %s is not a command; left for the dead-letter queue", message.get("MessageId"))
                 settled.kept.append(message)
@@ -248,6 +277,12 @@ class SqsTaskQueue:
 
     # SQS calls
 
+    def _fitting(self, body: str) -> str:
+        """The body, or a pointer to it in the payload store when SQS would refuse it."""
+        if self.payloads is None or len(body.encode()) <= MAX_MESSAGE_BYTES:
+            return body
+        return json.dumps({_POINTER: self.payloads.put(body)})
+
     def _by_queue(self, tasks: list[Task]) -> dict[str, list[Task]]:
         out: dict[str, list[Task]] = {}
         for task in tasks:
@@ -262,7 +297,8 @@ class SqsTaskQueue:
         if inline:
             body["inline"] = True
         url = self.routes.get(command.name, self.queue_url)
-        response = self.client.send_message(QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay_s)
+        response = self.client.send_message(QueueUrl=url, MessageBody=self._fitting(json.dumps(body)),
+                                            DelaySeconds=delay_s)
         return str(response["MessageId"])
 
     def _send_batch(self, url: str, entries: list[tuple[str, str, int]]) -> list[str]:
@@ -335,8 +371,13 @@ def _body(command: Command, task_id: str | None, not_before: float) -> str:
     return json.dumps(body, separators=(",", ":"))
 
 
-def _decode(message: dict[str, Any]) -> tuple[Task, bool]:
+def _decode(message: dict[str, Any], payloads: PayloadStore | None = None) -> tuple[Task, bool]:
     data = json.loads(message["Body"])
+    if _POINTER in data:
+        if payloads is None:
+            raise ValueError("a message whose body is in the payload store, and no payload store")
+        pointer = data
+        data = {**json.loads(payloads.get(pointer.pop(_POINTER))), **pointer}  # the envelope a re-send added
     envelope = {name: data.pop(name, None) for name in _ENVELOPE}
     received = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
     task = Task(str(envelope["task_id"] or message["MessageId"]), from_message(data), max(0, received - 1),

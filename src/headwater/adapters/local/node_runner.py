@@ -22,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +44,7 @@ DESCRIBE = "describe"  # the process shared by calls that have no account
 _GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
 _EXTRA_CA = "/etc/headwater-extra-ca.pem"
+_SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="runner-spawner")
 
 
 def _die_with_parent() -> None:
@@ -111,8 +112,10 @@ class Launcher:
             _die_with_parent()
 
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=cwd, env=popen_env, preexec_fn=prepare)
+            # Started from one long-lived thread: the kernel's parent-death signal follows the
+            # thread that forked, and a request's worker thread may end while the runner lives on.
+            proc = _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=cwd, env=popen_env, preexec_fn=prepare).result()
         except OSError:
             self.stopped(name, cgroup)
             raise

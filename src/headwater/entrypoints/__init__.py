@@ -1,0 +1,1 @@
+"""Entry points of deployments other than `headwater serve`: the Lambda handlers (aws/)."""

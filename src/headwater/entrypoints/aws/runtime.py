@@ -1,0 +1,161 @@
+"""What every handler of a container shares, built at import (module level), so that a warm
+container reuses the services, boto3 clients and runner: Powertools Logger and Metrics, the
+services over the AWS adapters, Mangum for the HTTP functions, batch processing with idempotency
+for the SQS ones."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from headwater.bootstrap import Services, bootstrap
+from headwater.settings import Settings
+
+LambdaHandler = Callable[[dict[str, Any], Any], Any]
+
+logger = Logger(service="headwater")
+metrics = Metrics(namespace="Headwater", service="headwater")
+_metrics_lock = threading.Lock()  # one container runs one invocation at a time; the emulator runs several
+
+
+@cache
+def services() -> Services:
+    """The container's services (HEADWATER_BACKEND=aws: DynamoDB, SQS, EventBridge Scheduler)."""
+    return bootstrap(Settings())
+
+
+@cache
+def idempotency() -> DynamoDBPersistenceLayer:
+    """Powertools' idempotency records in the IdempotencyTable, through the container's client."""
+    import boto3
+
+    from headwater.adapters.aws.config import AwsConfig
+
+    config = AwsConfig()
+    client = boto3.client("dynamodb", endpoint_url=config.endpoint_url)
+    return DynamoDBPersistenceLayer(table_name=config.idempotency_table, boto3_client=client)
+
+
+def idempotency_config(key_path: str) -> IdempotencyConfig:
+    """A day of memory: SQS and Scheduler redeliver within minutes (a message lives 4 days at most,
+    and the services' task ids catch a later repeat too)."""
+    return IdempotencyConfig(event_key_jmespath=key_path, expires_after_seconds=86_400,
+                             raise_on_no_idempotency_key=True)
+
+
+def count(name: str, value: float = 1) -> None:
+    """A CloudWatch metric (EMF), flushed at once: the handler's only one per invocation."""
+    with _metrics_lock:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        metrics.flush_metrics()
+
+
+def http_handler(app: ASGIApp, name: str) -> LambdaHandler:
+    """Mangum over an ASGI app, lifespan off (the services are built at import, not on startup)."""
+    from mangum import Mangum
+
+    mangum = Mangum(app, lifespan="off")  # type: ignore[arg-type]
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        response = mangum(event, context)
+        count(f"{name}Requests")
+        return response
+
+    return handler
+
+
+class Draining:
+    """Waits, after the answer, for the inline runs' bookkeeping (`SqsTaskQueue.drain`): Lambda
+    freezes the container as soon as the handler returns."""
+
+    def __init__(self, app: ASGIApp, svc: Services) -> None:
+        self.app = app
+        self.queue = svc.adapters.queue
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+        drain = getattr(self.queue, "drain", None)
+        if drain is not None:
+            await drain()
+
+
+def api_handler(name: str, routers: list[Any], site: bool = False) -> LambdaHandler:
+    """A route group's function: the FastAPI app with only its routers (and the house errors)."""
+    from headwater.api.app import create_api
+    from headwater.api.middleware import ContainFaults
+
+    return http_handler(ContainFaults(create_api(services(), routers, site=site)), name)
+
+
+class RecordFailed(Exception):
+    """A message the queue left for a later receive (its handler failed, or it is not a command)."""
+
+
+def sqs_handler(name: str) -> LambdaHandler:
+    """An SQS event source mapping's consumer (ReportBatchItemFailures): Powertools batch processing
+    with each message handled once per message id (SQS delivers at least once), by the task queue,
+    which holds the message's lane and sends early or blocked messages back with a delay."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+    queue: Any = services().adapters.queue
+    config = idempotency_config("messageId")
+
+    @idempotent_function(data_keyword_argument="message", persistence_store=idempotency(), config=config)
+    def handle(message: dict[str, Any]) -> bool:
+        failures = queue.handle_records([message])["batchItemFailures"]
+        if failures:
+            raise RecordFailed(message["messageId"])
+        return True
+
+    def record_handler(record: SQSRecord) -> bool:
+        return handle(message=record.raw_event)
+
+    @logger.inject_lambda_context
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        config.register_lambda_context(context)
+        processor = BatchProcessor(event_type=EventType.SQS)  # per invocation: it keeps the batch's outcome
+        response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
+                                            context=context)
+        count(f"{name}Messages", len(event.get("Records", [])))
+        return response
+
+    return handler
+
+
+def timer_handler() -> LambdaHandler:
+    """The EventBridge Scheduler target: the schedule's input is a `timer_tick` message whose
+    `due_at` Scheduler filled in; one tick per (source, time) however often Scheduler delivers it."""
+    from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+    from headwater.domain.commands import TimerTick, from_message
+    from headwater.ports import Task
+
+    timers = services().timers
+    config = idempotency_config("[source_id, due_at]")
+
+    @idempotent_function(data_keyword_argument="tick", persistence_store=idempotency(), config=config)
+    def take(tick: dict[str, Any]) -> bool:
+        command = from_message(tick)
+        if not isinstance(command, TimerTick):
+            raise ValueError(f"not a timer tick: {tick.get('type')!r}")
+        return bool(timers.tick([Task(f"tick:{command.source_id}:{command.due_at}", command)])[0])
+
+    @logger.inject_lambda_context
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        config.register_lambda_context(context)
+        ran = take(tick=event)
+        count("TimerTicks")
+        return {"ticked": ran}
+
+    return handler

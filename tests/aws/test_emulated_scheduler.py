@@ -1,0 +1,69 @@
+"""The emulator's EventBridge Scheduler (moto stores schedules, never fires them): a schedule the
+adapter made fires at its times, its input handed to the timer function with the firing's time."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from headwater.adapters.aws.dynamodb import create_tables
+from headwater.adapters.aws.scheduler import EventBridgeScheduler
+from headwater.domain.commands import TimerTick, from_message
+from headwater.domain.timers import Timer
+from headwater.emulated.pollers import SchedulePoller, next_firing
+
+TIMER_ARN = "arn:aws:lambda:us-east-1:123456789012:function:headwater-TimerTickFunction"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def by_arn(self, arn: str) -> str | None:
+        return "TimerTickFunction" if arn == TIMER_ARN else None
+
+    def invoke(self, name: str, event: Any) -> None:
+        self.events.append(event)
+
+
+def test_a_rate_schedule_fires_each_interval_into_the_timer_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    credentials = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t"}
+    for name, value in credentials.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        scheduler, sqs, dynamodb = (boto3.client(s) for s in ("scheduler", "sqs", "dynamodb"))
+        scheduler.create_schedule_group(Name="timers")
+        create_tables(dynamodb, "t", "events")
+        now = time.time()
+        adapter = EventBridgeScheduler(scheduler, sqs, dynamodb, group_name="timers", queue_arn="arn:q", queue_url="u",
+                                       target_arn=TIMER_ARN, role_arn="arn:role", dead_letter_arn=None,
+                                       table_name="t", clock=lambda: now)
+        adapter.set("dc_1", Timer(interval_seconds=120))
+        recorder = Recorder()
+        poller = SchedulePoller(scheduler, sqs, recorder, "timers", {})  # type: ignore[arg-type]
+        assert poller.fire_due(now + 60) == 0
+        assert poller.fire_due(now + 121) == 1
+        assert poller.fire_due(now + 200) == 0
+        assert poller.fire_due(now + 481) == 3  # three firings were due meanwhile: each fires
+        poller.pool.shutdown(wait=True)
+        ticks = [from_message(e) for e in recorder.events]
+        assert all(isinstance(t, TimerTick) and t.source_id == "dc_1" for t in ticks)
+        assert [round(t.due_at - now) for t in ticks] == [120, 240, 360, 480]
+        adapter.remove("dc_1")
+        assert poller.fire_due(now + 1000) == 0
+
+
+def test_cron_schedules_fire_in_their_time_zone() -> None:
+    schedule = {"ScheduleExpression": "cron(0 9 ? * 2-6 *)", "ScheduleExpressionTimezone": "America/New_York"}
+    monday = datetime(2026, 11, 23, 12, 0, tzinfo=UTC).timestamp()  # 07:00 in New York
+    fires = next_firing(schedule, monday, first=True)
+    assert fires is not None
+    assert datetime.fromtimestamp(fires, UTC) == datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
+    friday_after = datetime(2026, 11, 27, 15, 0, tzinfo=UTC).timestamp()
+    after = next_firing(schedule, friday_after, first=False)
+    assert after is not None and datetime.fromtimestamp(after, UTC) == datetime(2026, 11, 30, 14, 0, tzinfo=UTC)

@@ -1,0 +1,194 @@
+"""template.yaml, offline: cfn-lint clean, and translated by samtranslator (what `sam deploy`
+does first) into resources that match the code: every handler exists, every route of the app
+reaches the function of its route group, every queue has a dead-letter queue and a consumer,
+the schedules' target and role, and each function's policies reach only its own resources."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.emulated.template import Template, load
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+# What each function may reach: the resources its code uses (docs/aws.md, Permissions).
+SCOPE: dict[str, set[str]] = {
+    "UsersFunction": {"ResourcesTable"},
+    "ComponentsFunction": {"ResourcesTable", "RunnerFunction"},
+    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket"},
+    "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "FanOutQueue", "EventDeletionQueue",
+                       "PayloadBucket"},
+    "SubscriptionsFunction": {"ResourcesTable"},
+    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket"},
+    "WorkflowsFunction": {"ResourcesTable", "EventsTable"},
+    "HttpIngestFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
+                           "PayloadBucket"},
+    "HealthFunction": {"ResourcesTable"},
+    "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
+                         "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket"},
+    "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "PayloadBucket"},
+    "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
+                         "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup", "SchedulerRole"},
+    "FanOutFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunQueue", "WebhookDeliveryQueue",
+                       "PayloadBucket"},
+    "WebhookDeliveryFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "WebhookDeliveryQueue",
+                                "PayloadBucket"},
+    "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "PayloadBucket",
+                              "TimerScheduleGroup"},
+    "RunnerFunction": set(),
+}
+CONSUMERS = {"RunQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",
+             "WebhookDeliveryQueue": "WebhookDeliveryFunction", "EventDeletionQueue": "EventDeletionFunction"}
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    return Template.read(TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def translated(monkeypatch_module: pytest.MonkeyPatch) -> dict[str, Any]:
+    from samtranslator.translator.transform import transform
+
+    class NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    body = load(TEMPLATE)
+    for resource in body["Resources"].values():  # what `sam package` does: code uploaded to S3
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
+    return transform(body, {"SecretKey": "x" * 43 + "="}, NoManagedPolicies())  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Any:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_DEFAULT_REGION", "us-east-1")  # a dummy region: nothing is called
+        yield mp
+
+
+def test_cfn_lint_is_clean() -> None:
+    proc = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), str(TEMPLATE)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_handler_exists(template: Template) -> None:
+    for function in template.functions().values():
+        if function.runtime.startswith("nodejs"):
+            module, _, name = function.handler.rpartition(".")
+            code = (ROOT / "layers" / "runner" / f"{module}.mjs").read_text()
+            assert re.search(rf"export const {name}\b", code), function.handler
+            continue
+        module, _, name = function.handler.rpartition(".")
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin, function.handler
+        tree = ast.parse(Path(spec.origin).read_text())
+        assigned = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                    if isinstance(t, ast.Name)}
+        assert name in assigned, f"{function.name}: {function.handler} defines no {name}"
+
+
+def test_every_app_route_reaches_its_route_group(template: Template) -> None:
+    """Each /v1 route of the app (no trailing slash) is a route of the function whose handler
+    module includes its router; nothing but trailing-slash forms and the site falls to $default."""
+    from headwater.api.app import V1_ROUTERS
+
+    routes = template.routes()
+    handlers = {f.name: f.handler for f in template.functions().values()}
+    for router in V1_ROUTERS:
+        for route in router.routes:
+            path = "/v1" + route.path  # type: ignore[attr-defined]
+            if path.endswith("/"):
+                continue
+            sample = re.sub(r"\{[^}]+\}", "x1", path)
+            method = next(iter(route.methods))  # type: ignore[attr-defined]
+            matched = next(r for r in routes if r.path is None or r.match(method, sample) is not None)
+            assert matched.path is not None, f"{path} has no route in template.yaml"
+            module = handlers[matched.function].rpartition(".")[0]
+            spec = importlib.util.find_spec(module)
+            assert spec and spec.origin
+            router_module = route.endpoint.__module__.rsplit(".", 1)[1]  # type: ignore[attr-defined]
+            assert re.search(rf"\b{router_module}\.router\b", Path(spec.origin).read_text()), \
+                f"{path} routes to {matched.function}, whose handler does not serve {router_module}"
+    assert any(r.path == "/http/{endpoint_id}/{proxy+}" and r.function == "HttpIngestFunction" for r in routes)
+
+
+def test_translated_routes_and_event_source_mappings(translated: dict[str, Any]) -> None:
+    resources = translated["Resources"]
+    apis = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Api"]
+    assert len(apis) == 1
+    paths = apis[0]["Properties"]["Body"]["paths"]
+    routed = {r.path or "/$default": r.function for r in Template.read(TEMPLATE).routes()}
+    assert set(paths) == set(routed)
+    for path, operations in paths.items():
+        integration = operations["x-amazon-apigateway-any-method"]["x-amazon-apigateway-integration"]
+        assert integration["payloadFormatVersion"] == "2.0", path
+        assert f"${{{routed[path]}.Arn}}" in json.dumps(integration["uri"]), path
+    assert "/$default" in paths  # the $default route
+    mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"] for m in resources.values()
+                if m["Type"] == "AWS::Lambda::EventSourceMapping"}
+    for queue, function in CONSUMERS.items():
+        assert mappings[function]["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]}
+        assert mappings[function]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_every_queue_has_a_dead_letter_queue_and_a_consumer(template: Template) -> None:
+    queues = template.of_type("AWS::SQS::Queue")
+    dead_letters = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+                    for q in queues.values() if "RedrivePolicy" in q["Properties"]}
+    for name, queue in queues.items():
+        if name in dead_letters:
+            continue
+        assert "RedrivePolicy" in queue["Properties"], f"{name} has no dead-letter queue"
+        assert name in CONSUMERS, f"{name} has no consumer"
+        consumer = template.functions()[CONSUMERS[name]]
+        assert (name, consumer.queues[0][1]) in consumer.queues
+        assert int(queue["Properties"]["VisibilityTimeout"]) >= 6 * consumer.timeout
+
+
+def test_schedules_target_the_timer_function_through_their_own_role(template: Template) -> None:
+    functions = template.functions()
+    for name in ("RunQueueFunction", "EventDeletionFunction"):
+        env = functions[name].environment
+        assert env["HEADWATER_TIMER_FUNCTION_ARN"] == {"Fn::GetAtt": ["TimerTickFunction", "Arn"]}
+        assert env["HEADWATER_SCHEDULE_GROUP"] == {"Ref": "TimerScheduleGroup"}
+    role = template.resources["SchedulerRole"]["Properties"]
+    statements = role["Policies"][0]["PolicyDocument"]["Statement"]
+    invoke = next(s for s in statements if s["Action"] == "lambda:InvokeFunction")
+    assert invoke["Resource"][0] == {"Fn::GetAtt": ["TimerTickFunction", "Arn"]}
+    assert functions["TimerTickFunction"].handler.endswith("workers.timer_tick.handler")
+
+
+def test_each_function_reaches_only_its_own_resources(translated: dict[str, Any]) -> None:
+    resources = translated["Resources"]
+    logical = set(load(TEMPLATE)["Resources"])
+    for function, allowed in SCOPE.items():
+        role_name = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+        policies = json.dumps(resources[role_name]["Properties"].get("Policies", []))
+        reached = {name for name in logical if re.search(rf'"{name}"|\$\{{{name}[}}.]', policies)}
+        assert reached <= allowed, f"{function} reaches {sorted(reached - allowed)}"
+        for statement in _statements(resources[role_name]):
+            assert statement["Resource"] != "*" or statement["Action"] in _ANYWHERE, (function, statement)
+
+
+_ANYWHERE: list[Any] = []  # no action may be on every resource
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for policy in role["Properties"].get("Policies", []):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            out.append(statement)
+    return out
