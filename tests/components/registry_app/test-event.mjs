@@ -1,0 +1,4 @@
+export default {
+  id: 42,
+  name: "A sample event, not a component",
+};
