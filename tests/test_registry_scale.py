@@ -120,7 +120,8 @@ def test_a_lock_installs_the_recorded_version_again(server: Server) -> None:
     machine without the bundle), not what the range would resolve to today."""
     settings = dataclasses.replace(Settings(), data_dir=server.data_dir)  # the session's package store
     bundler = LocalBundler(settings)
-    code = 'import uua from "universal-user-agent@^6.0.0";\nexport default { name: "lock", version: "1", run() { return uua.getUserAgent() } }'
+    code = ('import uua from "universal-user-agent@^6.0.0";\n'
+            'export default { name: "lock", version: "1", run() { return uua.getUserAgent() } }')
     fresh = bundler.bundle(code + "\n// fresh\n")
     locked = bundler.bundle(code + "\n// locked\n", {"universal-user-agent": "6.0.0"})
     assert fresh.packages["universal-user-agent"] != "6.0.0"  # ^6.0.0 resolves to a later 6.x today
