@@ -136,3 +136,25 @@ def test_store_keeps_one_tree_per_package_version(server: Server, published: dic
     trees = sorted(p.name for p in store.iterdir() if not p.name.startswith("."))
     assert [t for t in trees if t.startswith("universal-user-agent@6.0.0")] == ["universal-user-agent@6.0.0"]
     assert not (Path(server.data_dir) / "npm").exists()  # no per-component npm work dirs any more
+
+
+# What components of the public registry import from @pipedream/platform (grepped from real app
+# folders: ConfigurationError, DEFAULT_POLLING_SOURCE_TIMER_INTERVAL, axios, getFileStream,
+# getFileStreamAndMetadata, sqlProxy, sqlProp) and the rest of the package's documented exports.
+PLATFORM_NAMES = ["axios", "ConfigurationError", "DEFAULT_POLLING_SOURCE_TIMER_INTERVAL", "getFileStream",
+                  "getFileStreamAndMetadata", "sqlProxy", "sqlProp", "transformConfigForOauth", "cloneSafe",
+                  "jsonStringifySafe", "PD_OFFICIAL_GMAIL_OAUTH_CLIENT_ID", "HTTP_METHODS", "END_NEEDLE", "$end"]
+
+
+def test_every_platform_name_real_components_import_is_there(other: httpx.Client) -> None:
+    names = ", ".join(PLATFORM_NAMES)
+    code = f"""import platform, {{ {names} }} from "@pipedream/platform";
+    const kinds = {{ {", ".join(f'"{n}": typeof {n}' for n in PLATFORM_NAMES)} }};
+    export default {{ key: "hwtest-platform-names", name: "platform " + JSON.stringify(kinds)
+      + Object.keys(platform).length, version: "1", props: {{}}, run() {{}} }}"""
+    r = other.post("/components", json={"component_code": code})
+    assert r.status_code == 200, r.text
+    name = r.json()["data"]["name"]
+    kinds = json.loads(name[len("platform "):name.rindex("}") + 1])
+    assert all(kinds[n] != "undefined" for n in PLATFORM_NAMES if n != "PD_OFFICIAL_GMAIL_OAUTH_CLIENT_ID"), kinds
+    assert kinds["sqlProxy"] == "object" and kinds["axios"] == "function"

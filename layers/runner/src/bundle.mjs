@@ -194,10 +194,13 @@ function npmFailure(r, what) {
 }
 
 // name@range -> the exact version npm would install (the highest that satisfies, or the tag's).
-async function resolveVersion(name, range, npmCache) {
+async function resolveVersion(name, range, store, npmCache) {
   const semver = await semverLib()
   if (range && semver.valid(range)) return semver.clean(range)
   const spec = `${name}@${range || 'latest'}`
+  const memo = memoFile(store, spec)
+  const known = recentlyResolved(memo)
+  if (known) return known
   const [node, args, opts] = npmArgs(['view', spec, 'version', '--json'], npmCache)
   const r = await run(node, args, { ...opts, cwd: TMP_DIR })
   let found
@@ -217,7 +220,30 @@ async function resolveVersion(name, range, npmCache) {
   const versions = (Array.isArray(found) ? found : [found]).filter((v) => typeof v === 'string' && semver.valid(v))
   const best = range && semver.validRange(range) ? semver.maxSatisfying(versions, range) : versions[versions.length - 1]
   if (!best) throw new BundleError('INSTALL_ERROR', `no version of npm package ${name} matches ${JSON.stringify(range || 'latest')}`)
+  remember(memo, best)
   return best
+}
+
+// A range resolved a moment ago resolves the same: publishing an app folder asks npm once per
+// package and range, not once per component (npm's own metadata cache still revalidates).
+const RESOLVED_TTL_MS = 10 * 60 * 1000
+const memoFile = (store, spec) => path.join(store, '.resolved', encodeURIComponent(spec))
+
+function recentlyResolved(file) {
+  try {
+    if (Date.now() - fs.statSync(file).mtimeMs > RESOLVED_TTL_MS) return null
+    const v = fs.readFileSync(file, 'utf8').trim()
+    return /^\d+\.\d+\.\d+/.test(v) ? v : null
+  } catch {
+    return null
+  }
+}
+
+function remember(file, version) {
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    writeAtomic(file, version)
+  } catch { /* only a shortcut */ }
 }
 
 const TMP_DIR = fs.existsSync('/tmp') ? '/tmp' : process.cwd()
@@ -254,7 +280,7 @@ async function install(packages, store, npmCache, lock) {
   const versions = {}
   await Promise.all([...packages].map(async ([name, range]) => {
     const locked = lock && typeof lock[name] === 'string' ? lock[name] : null
-    const version = locked && (await satisfies(locked, range)) ? locked : await resolveVersion(name, range, npmCache)
+    const version = locked && (await satisfies(locked, range)) ? locked : await resolveVersion(name, range, store, npmCache)
     trees.set(name, await ensureTree(store, name, version, npmCache))
     versions[name] = version
   }))
@@ -303,8 +329,22 @@ function resolvePlugin(trees, stdin) {
         }
         return { path: r.path, external: r.external, sideEffects: r.sideEffects, namespace: r.namespace }
       })
+      // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
+      // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
+      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+        const text = fs.readFileSync(args.path, 'utf8')
+        if (!text.includes('__dirname')) return undefined
+        const fixed = staticDirnameRequires(text)
+        return fixed === text ? undefined : { contents: fixed, loader: 'js', resolveDir: path.dirname(args.path) }
+      })
     },
   }
+}
+
+export function staticDirnameRequires(text) {
+  return text
+    .replace(/require\(\s*__dirname\s*\+\s*(['"])\/([^'"\n]+)\1\s*\)/g, (_, q, rel) => `require(${q}./${rel}${q})`)
+    .replace(/require\(\s*(?:path\.)?(?:join|resolve)\(\s*__dirname\s*,\s*(['"])\.?\/?([^'"\n]+)\1\s*\)\s*\)/g, (_, q, rel) => `require(${q}./${rel}${q})`)
 }
 
 const NATIVE_HELPERS = new Set(['bindings', 'node-gyp-build', 'prebuild-install', 'node-pre-gyp', '@mapbox/node-pre-gyp', 'nan', 'node-addon-api'])
@@ -389,15 +429,21 @@ async function bundle(req) {
   if (!req.store) throw new BundleError('LOAD_ERROR', 'bad bundler request: needs "store"')
   const store = path.resolve(req.store)
   fs.mkdirSync(store, { recursive: true })
-  let stdin
   if (typeof req.entry_code === 'string') {
+    // an empty directory of its own to resolve from: a one-file component has no neighbours
     const dir = fs.mkdtempSync(path.join(TMP_DIR, 'hw-entry-'))
-    stdin = { contents: req.entry_code, resolveDir: dir, sourcefile: 'component.js', loaders: ['js', 'ts'], single: true }
-  } else {
-    const file = path.resolve(req.entry_file)
-    const ts = /\.(ts|mts|cts)$/.test(file)
-    stdin = { contents: fs.readFileSync(file, 'utf8'), resolveDir: path.dirname(file), sourcefile: path.basename(file), loaders: ts ? ['ts'] : ['js', 'ts'] }
+    try {
+      return await bundleFrom({ contents: req.entry_code, resolveDir: dir, sourcefile: 'component.js', loaders: ['js', 'ts'], single: true }, req, store)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   }
+  const file = path.resolve(req.entry_file)
+  const ts = /\.(ts|mts|cts)$/.test(file)
+  return bundleFrom({ contents: fs.readFileSync(file, 'utf8'), resolveDir: path.dirname(file), sourcefile: path.basename(file), loaders: ts ? ['ts'] : ['js', 'ts'] }, req, store)
+}
+
+async function bundleFrom(stdin, req, store) {
   const { loader, packages, esm } = await scan(stdin)
   const { trees, versions } = await install(packages, store, req.npm_cache, req.lock)
   const sourcefile = entryName(stdin.sourcefile, loader, esm)

@@ -119,6 +119,10 @@ export function validateComponent(c) {
   if (!has(c.key) && !has(c.version)) {
     throw new LoadError(`${NOT_A_COMPONENT}: the exported object has neither a key nor a version (a helper module?)`)
   }
+  // a sample event (test-event.mjs) may well have a `version` field, but no code and no props
+  if (typeof c.run !== 'function' && !isObj(c.props) && !isObj(c.methods) && !isObj(c.hooks)) {
+    throw new LoadError(`${NOT_A_COMPONENT}: the exported object has no run, props, methods or hooks (data, not a component)`)
+  }
   if (!has(c.name) || c.name === '') throw new LoadError('the component has no name')
   if (!has(c.version) || c.version === '') throw new LoadError('the component has no version')
   if (has(c.type) && c.type !== 'source' && c.type !== 'action') {

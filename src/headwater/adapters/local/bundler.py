@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +50,19 @@ def npm_env() -> dict[str, str]:
     return env
 
 
+def _sweep_unfinished(tmp_root: Path, older_than_s: float = 3600) -> None:
+    """Installs a killed bundler left half done (a finished tree is renamed out of `.tmp`)."""
+    if not tmp_root.is_dir():
+        return
+    cutoff = time.time() - older_than_s
+    for entry in tmp_root.iterdir():
+        try:
+            if entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def _read_packages(out: Path) -> dict[str, str]:
     try:
         packages = json.loads(out.with_suffix(".json").read_text()).get("packages")
@@ -63,6 +77,7 @@ class LocalBundler:
         self.sandbox = sandbox if sandbox is not None else sandbox_for(settings)
         self.dir = settings.data_dir / "bundles"
         self.dir.mkdir(parents=True, exist_ok=True)
+        _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
