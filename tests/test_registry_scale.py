@@ -158,3 +158,23 @@ def test_every_platform_name_real_components_import_is_there(other: httpx.Client
     kinds = json.loads(name[len("platform "):name.rindex("}") + 1])
     assert all(kinds[n] != "undefined" for n in PLATFORM_NAMES if n != "PD_OFFICIAL_GMAIL_OAUTH_CLIENT_ID"), kinds
     assert kinds["sqlProxy"] == "object" and kinds["axios"] == "function"
+
+
+def test_package_requires_of_files_next_to_them_become_static() -> None:
+    """pg-format does `require(__dirname + '/reserved.js')`: in a bundle there is no such file."""
+    script = """import { staticDirnameRequires, realRequires } from './src/rewrites.mjs'
+    console.log(JSON.stringify([
+      staticDirnameRequires("var m = require(__dirname + '/reserved.js');"),
+      staticDirnameRequires('const x = require(path.join(__dirname, "lib/x.json"))'),
+      staticDirnameRequires("require(__dirname + someVariable)"),
+      realRequires('var a = __require("axios@^1.6.0"); var s = "__require"'),
+    ]))"""
+    settings = Settings()
+    out = subprocess.run([str(settings.node), "--input-type=module", "-e", script], cwd=settings.runner_dir,
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert json.loads(out) == [
+        "var m = require('./reserved.js');",
+        'const x = require("./lib/x.json")',
+        "require(__dirname + someVariable)",
+        'var a = require("axios@^1.6.0"); var s = "__require"',
+    ]

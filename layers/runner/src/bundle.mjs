@@ -14,6 +14,7 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
@@ -341,11 +342,6 @@ function resolvePlugin(trees, stdin) {
   }
 }
 
-export function staticDirnameRequires(text) {
-  return text
-    .replace(/require\(\s*__dirname\s*\+\s*(['"])\/([^'"\n]+)\1\s*\)/g, (_, q, rel) => `require(${q}./${rel}${q})`)
-    .replace(/require\(\s*(?:path\.)?(?:join|resolve)\(\s*__dirname\s*,\s*(['"])\.?\/?([^'"\n]+)\1\s*\)\s*\)/g, (_, q, rel) => `require(${q}./${rel}${q})`)
-}
 
 const NATIVE_HELPERS = new Set(['bindings', 'node-gyp-build', 'prebuild-install', 'node-pre-gyp', '@mapbox/node-pre-gyp', 'nan', 'node-addon-api'])
 
@@ -412,11 +408,6 @@ function sourcePlugin() {
   }
 }
 
-// esbuild writes an external `require("x")` in ES module output as its `__require("x")` shim;
-// the bundle pass must see a real `require` to install and bundle the package.
-export function realRequires(code) {
-  return code.replace(/\b__require\(("(?:[^"\\\n]|\\.)*")\)/g, 'require($1)')
-}
 
 function writeAtomic(file, text) {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
