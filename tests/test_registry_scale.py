@@ -52,7 +52,7 @@ def test_publish_counts_helpers_apart_and_exits_0(published: dict) -> None:
     assert status == {
         "sources/interop/interop.mjs": "published",
         "sources/pinned/pinned.mjs": "published",
-        "sources/http-request/http-request.mjs": "published",
+        "sources/request-prop/request-prop.mjs": "published",
         "test-event.mjs": "helper",
         "sources/events.mjs": "helper",
     }
@@ -97,7 +97,7 @@ def test_an_app_that_reads_auth_still_needs_a_value(other: httpx.Client) -> None
 
 def test_http_request_execute_resolves_to_the_axios_response(server: Server, published: dict,
                                                              other: httpx.Client) -> None:
-    r = other.post("/sources", json={"component_id": ids(published)["hwtest-registry-http-request"],
+    r = other.post("/sources", json={"component_id": ids(published)["hwtest-registry-request-prop"],
                                      "configured_props": {"req": {"url": f"{server.base_url}/healthz"}}})
     assert r.status_code == 200, r.text
     source = r.json()["data"]

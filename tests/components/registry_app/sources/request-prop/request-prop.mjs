@@ -1,7 +1,7 @@
 // http_request.execute() resolves to the axios response, as the registry's http components read it.
 export default {
-  key: "hwtest-registry-http-request",
-  name: "Registry http_request",
+  key: "hwtest-registry-request-prop",
+  name: "Registry request prop",
   version: "0.0.1",
   type: "source",
   props: { req: { type: "http_request", label: "Request" } },
