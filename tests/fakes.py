@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -492,7 +492,7 @@ class FakeScheduler:
 
 
 class FakeBundler:
-    def bundle(self, code: str) -> Bundle:
+    def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
         return Bundle(str(hash(code)), code)
 
     def source_of(self, entry_file: str) -> str:

@@ -10,7 +10,7 @@ may raise `Conflict` at the write or only at `commit()`: callers handle both the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -301,11 +301,13 @@ class Bundle:
 
     hash: str
     code: str
+    packages: dict[str, str] = field(default_factory=dict)  # npm name -> version bundled
 
 
 class Bundler(Protocol):
-    def bundle(self, code: str) -> Bundle:
-        """Raises Invalid when the code does not parse or an npm import cannot be installed."""
+    def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
+        """Raises Invalid when the code does not parse or an npm import cannot be installed. `lock`:
+        versions recorded for this code before (a component's `packages`), installed again."""
 
     def source_of(self, entry_file: str) -> str:
         """One ESM source text for a file and its relative imports (registry publishing)."""

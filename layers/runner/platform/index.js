@@ -7,6 +7,8 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 
 export const DEFAULT_POLLING_SOURCE_TIMER_INTERVAL = 900
+// Pipedream's own Gmail OAuth client has no meaning here: no connected account ever carries it.
+export const PD_OFFICIAL_GMAIL_OAUTH_CLIENT_ID = null
 export const END_NEEDLE = '__pd_end'
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD']
 
@@ -180,7 +182,46 @@ export async function getFileStream(pathOrUrl) {
   return (await getFileStreamAndMetadata(pathOrUrl)).stream
 }
 
+function notImplemented(app, method) {
+  return new ConfigurationError(`${method}() is not implemented by the ${app && app.app ? `"${app.app}" ` : ''}app`)
+}
+
+// Database apps spread `sqlProxy.methods` and `sqlProp.methods` into their own methods and define
+// `executeQuery`, `getClientConfiguration`, `proxyAdapter` and `getSchema` themselves; these are
+// the defaults underneath. There is no query proxy in Headwater: a query "with proxy" is the
+// app's own `executeQuery`, run from the runner with its egress rules.
+export const sqlProxy = {
+  methods: {
+    getClientConfiguration() {
+      throw notImplemented(this, 'getClientConfiguration')
+    },
+    executeQuery() {
+      throw notImplemented(this, 'executeQuery')
+    },
+    proxyAdapter(preparedStatement = {}) {
+      const { sql, query, values, params } = preparedStatement || {}
+      return { query: sql !== undefined ? sql : query, params: values !== undefined ? values : params }
+    },
+    executeQueryWithProxy(preparedStatement) {
+      return this.executeQuery(preparedStatement)
+    },
+  },
+}
+
+// The `sql` prop's helpers: the schema an editor offers for completion.
+export const sqlProp = {
+  methods: {
+    getSchema() {
+      throw notImplemented(this, 'getSchema')
+    },
+    async getSchemaForSqlProp() {
+      return this.getSchema()
+    },
+  },
+}
+
 export default {
   axios, ConfigurationError, DEFAULT_POLLING_SOURCE_TIMER_INTERVAL, END_NEEDLE, HTTP_METHODS,
-  $end, cloneSafe, jsonStringifySafe, transformConfigForOauth, getFileStream, getFileStreamAndMetadata,
+  PD_OFFICIAL_GMAIL_OAUTH_CLIENT_ID, $end, cloneSafe, jsonStringifySafe, transformConfigForOauth,
+  getFileStream, getFileStreamAndMetadata, sqlProxy, sqlProp,
 }

@@ -1,14 +1,20 @@
 // Bundler CLI (docs/runner-protocol.md, "Bundler"). Reads one JSON request on stdin, prints
 // one JSON line on stdout.
-//   {"entry_code", "out", "work_dir", "npm_cache"}     -> CommonJS bundle written to `out`
-//   {"entry_file", "mode": "source"}                  -> one ESM source text (relative imports inlined)
-//   {"entry_file", "out", "work_dir", "npm_cache"}    -> like entry_code, from a file
+//   {"entry_code", "out", "store", "npm_cache", "lock"?} -> CommonJS bundle written to `out`, and
+//        `packages` {name: version} as installed (the lock a later bundle of the code passes back)
+//   {"entry_file", "mode": "source"}                    -> one ESM source text (relative imports
+//        inlined; bare imports carry the range of the nearest package.json: `pkg@^1.2`)
+//   {"entry_file", "out", "store", "npm_cache"}         -> like entry_code, from a file
+// npm packages live in one shared store, a tree per top-level package and exact version
+// (`<store>/<name>@<version>/node_modules/<name>`), so each is downloaded and unpacked once for
+// every bundle that uses it; a tree is installed under a temporary name and renamed into place.
 import * as esbuild from 'esbuild'
 import { isBuiltin } from 'node:module'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
@@ -25,7 +31,7 @@ class BundleError extends Error {
 
 // `name@version/subpath` (scoped too) -> {name, version|null, subpath}
 export function parseSpecifier(spec) {
-  const m = /^((?:@[^/@\s]+\/)?[^/@\s][^/@\s]*)(?:@([^/\s]*))?(\/.*)?$/.exec(spec)
+  const m = /^((?:@[^/@\s]+\/)?[^/@\s][^/@\s]*)(?:@([^/]*))?(\/.*)?$/.exec(spec)
   if (!m) return null
   return { name: m[1], version: m[2] || null, subpath: m[3] || '' }
 }
@@ -81,7 +87,8 @@ function insideRoots(file, roots) {
   return roots.some((root) => real === root || real.startsWith(root + path.sep))
 }
 
-// Pass 1: parse the entry (trying JS, then TypeScript) and list the npm packages it imports.
+// Pass 1: parse the entry (trying JS, then TypeScript) and list the npm packages it imports,
+// and whether the entry is an ES module (then it gets Node's interop: see `entryName`).
 async function scan(stdin) {
   const found = new Map() // name -> version|null
   const plugin = {
@@ -106,12 +113,13 @@ async function scan(stdin) {
   let firstErr = null
   for (const loader of stdin.loaders) {
     try {
-      await esbuild.build({
+      const r = await esbuild.build({
         stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile: stdin.sourcefile, loader },
         bundle: true, write: false, platform: 'node', format: 'esm', target: 'node22', logLevel: 'silent',
-        absWorkingDir: stdin.resolveDir, plugins: [plugin],
+        absWorkingDir: stdin.resolveDir, plugins: [plugin], metafile: true,
       })
-      return { loader, packages: found }
+      const entry = Object.entries(r.metafile.inputs).find(([k]) => k === stdin.sourcefile || k.endsWith(path.sep + stdin.sourcefile))
+      return { loader, packages: found, esm: Boolean(entry && entry[1].format === 'esm') }
     } catch (e) {
       if (!e.errors) throw e
       if (!firstErr || laterError(e.errors[0], firstErr.errors[0])) firstErr = e
@@ -119,6 +127,15 @@ async function scan(stdin) {
     }
   }
   throw new BundleError('LOAD_ERROR', formatErrors(firstErr.errors))
+}
+
+// The name esbuild is told the entry has. An ES module is named `.mjs`/`.mts`, so that a default
+// import of a CommonJS package is its `module.exports`, as in Node, even when the package sets
+// `__esModule` (esbuild's `__toESM(mod, 1)`); CommonJS entries keep `.js`/`.ts`.
+function entryName(sourcefile, loader, esm) {
+  const base = sourcefile.replace(/\.[^.]*$/, '')
+  if (loader === 'ts') return base + (esm ? '.mts' : '.ts')
+  return base + (esm ? '.mjs' : '.js')
 }
 
 // Which parse went further into the file (its error is the more telling one).
@@ -137,10 +154,15 @@ function readJSON(p) {
   }
 }
 
-let semver = null
+let semverModule = null
+async function semverLib() {
+  if (!semverModule) semverModule = (await import(path.join(RUNNER_DIR, 'node_modules', 'npm', 'node_modules', 'semver', 'index.js'))).default
+  return semverModule
+}
+
 async function satisfies(version, range) {
   if (!range || range === 'latest' || range === '*') return true
-  if (!semver) semver = (await import(path.join(RUNNER_DIR, 'node_modules', 'npm', 'node_modules', 'semver', 'index.js'))).default
+  const semver = await semverLib()
   try {
     return semver.satisfies(version, range)
   } catch {
@@ -148,68 +170,140 @@ async function satisfies(version, range) {
   }
 }
 
-function installedVersion(workDir, name) {
-  const pj = readJSON(path.join(workDir, 'node_modules', name, 'package.json'))
-  return pj && typeof pj.version === 'string' ? pj.version : null
-}
-
 function run(cmd, args, opts) {
   return new Promise((resolve) => {
     const p = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
+    let err = ''
     p.stdout.on('data', (d) => (out += d))
-    p.stderr.on('data', (d) => (out += d))
-    p.on('error', (e) => resolve({ code: -1, out: out + String(e) }))
-    p.on('close', (code) => resolve({ code, out }))
+    p.stderr.on('data', (d) => (err += d))
+    p.on('error', (e) => resolve({ code: -1, out, err: err + String(e) }))
+    p.on('close', (code) => resolve({ code, out, err }))
   })
 }
 
-// Install the packages into work_dir in one npm run (skipped when what is there satisfies).
-async function install(packages, workDir, npmCache) {
-  if (packages.size === 0) return {}
-  let fresh = true
-  for (const [name, version] of packages) {
-    const v = installedVersion(workDir, name)
-    if (!v || !(await satisfies(v, version))) {
-      fresh = false
-      break
-    }
+function npmArgs(args, npmCache) {
+  const node = fs.existsSync(NODE22) ? NODE22 : process.execPath
+  const all = [NPM_CLI, ...args, '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', '--no-progress']
+  if (npmCache) all.push('--cache', npmCache)
+  return [node, all, { env: { ...process.env, npm_config_update_notifier: 'false' } }]
+}
+
+function npmFailure(r, what) {
+  const lines = (r.err + '\n' + r.out).trim().split('\n').filter((l) => l.trim() && !/complete log of this run|^npm error\s*$|A complete log/.test(l))
+  return new BundleError('INSTALL_ERROR', `${what}: ${lines.slice(-12).join('\n') || `npm exited with status ${r.code}`}`)
+}
+
+// name@range -> the exact version npm would install (the highest that satisfies, or the tag's).
+async function resolveVersion(name, range, store, npmCache) {
+  const semver = await semverLib()
+  if (range && semver.valid(range)) return semver.clean(range)
+  const spec = `${name}@${range || 'latest'}`
+  const memo = memoFile(store, spec)
+  const known = recentlyResolved(memo)
+  if (known) return known
+  const [node, args, opts] = npmArgs(['view', spec, 'version', '--json'], npmCache)
+  const r = await run(node, args, { ...opts, cwd: TMP_DIR })
+  let found
+  try {
+    found = JSON.parse(r.out || 'null')
+  } catch {
+    found = null
   }
-  if (!fresh) {
-    fs.mkdirSync(workDir, { recursive: true })
-    const deps = {}
-    for (const [name, version] of packages) deps[name] = version || 'latest'
-    fs.writeFileSync(path.join(workDir, 'package.json'), JSON.stringify({ name: 'headwater-component', private: true, dependencies: deps }, null, 2))
-    const node = fs.existsSync(NODE22) ? NODE22 : process.execPath
-    const args = [NPM_CLI, 'install', '--ignore-scripts', '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', '--no-progress']
-    if (npmCache) args.push('--cache', npmCache)
-    const env = { ...process.env, npm_config_update_notifier: 'false' }
-    const r = await run(node, args, { cwd: workDir, env })
-    if (r.code !== 0) {
-      const lines = r.out.trim().split('\n').filter((l) => !/complete log of this run|^npm error\s*$/.test(l))
-      const tail = lines.slice(-15).join('\n')
-      throw new BundleError('INSTALL_ERROR', tail || `npm install exited with status ${r.code}`)
+  const error = found && !Array.isArray(found) && typeof found === 'object' ? found.error : null
+  if (error && error.code === 'E404') {
+    if (/no match found/i.test(error.summary || '')) {
+      throw new BundleError('INSTALL_ERROR', `no version of npm package ${name} matches ${JSON.stringify(range)}`)
     }
+    throw new BundleError('INSTALL_ERROR', `npm package ${name} does not exist`)
   }
+  if (r.code !== 0) throw npmFailure(r, `npm package ${spec} could not be resolved`)
+  const versions = (Array.isArray(found) ? found : [found]).filter((v) => typeof v === 'string' && semver.valid(v))
+  const best = range && semver.validRange(range) ? semver.maxSatisfying(versions, range) : versions[versions.length - 1]
+  if (!best) throw new BundleError('INSTALL_ERROR', `no version of npm package ${name} matches ${JSON.stringify(range || 'latest')}`)
+  remember(memo, best)
+  return best
+}
+
+// A range resolved a moment ago resolves the same: publishing an app folder asks npm once per
+// package and range, not once per component (npm's own metadata cache still revalidates).
+const RESOLVED_TTL_MS = 10 * 60 * 1000
+const memoFile = (store, spec) => path.join(store, '.resolved', encodeURIComponent(spec))
+
+function recentlyResolved(file) {
+  try {
+    if (Date.now() - fs.statSync(file).mtimeMs > RESOLVED_TTL_MS) return null
+    const v = fs.readFileSync(file, 'utf8').trim()
+    return /^\d+\.\d+\.\d+/.test(v) ? v : null
+  } catch {
+    return null
+  }
+}
+
+function remember(file, version) {
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    writeAtomic(file, version)
+  } catch { /* only a shortcut */ }
+}
+
+const TMP_DIR = fs.existsSync('/tmp') ? '/tmp' : process.cwd()
+const storeName = (name, version) => `${name.replace('/', '+')}@${version}`
+
+// The store's tree for name@version, installed (one npm run, scripts off) if it is not there.
+async function ensureTree(store, name, version, npmCache) {
+  const dir = path.join(store, storeName(name, version))
+  if (fs.existsSync(path.join(dir, '.complete'))) return dir
+  const tmpRoot = path.join(store, '.tmp')
+  fs.mkdirSync(tmpRoot, { recursive: true })
+  const tmp = fs.mkdtempSync(path.join(tmpRoot, `${storeName(name, version)}-`))
+  try {
+    fs.writeFileSync(path.join(tmp, 'package.json'), JSON.stringify({ name: 'headwater-package', private: true, dependencies: { [name]: version } }))
+    const [node, args, opts] = npmArgs(['install', '--ignore-scripts'], npmCache)
+    const r = await run(node, args, { ...opts, cwd: tmp })
+    if (r.code !== 0) throw npmFailure(r, `npm package ${name}@${version} could not be installed`)
+    fs.writeFileSync(path.join(tmp, '.complete'), '')
+    try {
+      fs.renameSync(tmp, dir)
+    } catch (e) {
+      if (!['ENOTEMPTY', 'EEXIST'].includes(e.code)) throw e // another bundle put the same tree in place
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true })
+  }
+  return dir
+}
+
+// Each imported package at a version: the lock's when it satisfies the import, else the
+// import's range (or latest) resolved by npm; then its tree in the store.
+async function install(packages, store, npmCache, lock) {
+  const trees = new Map() // name -> store dir
   const versions = {}
-  for (const name of packages.keys()) versions[name] = installedVersion(workDir, name)
-  return versions
+  await Promise.all([...packages].map(async ([name, range]) => {
+    const locked = lock && typeof lock[name] === 'string' ? lock[name] : null
+    const version = locked && (await satisfies(locked, range)) ? locked : await resolveVersion(name, range, store, npmCache)
+    trees.set(name, await ensureTree(store, name, version, npmCache))
+    versions[name] = version
+  }))
+  return { trees, versions: Object.fromEntries(Object.entries(versions).sort(([a], [b]) => a.localeCompare(b))) }
+}
+
+function realOr(p) {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    return p
+  }
 }
 
 // Pass 2: the real bundle. Every import is resolved here and must land in the component's
-// installed packages or the runner's platform module (and its packages), nowhere else.
-function resolvePlugin(workDir, stdin) {
+// packages' trees or the runner's platform module (and its packages), nowhere else.
+function resolvePlugin(trees, stdin) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
   const own = single ? [] : [ownDir] // an entry_file's neighbours (the operator's files)
-  const roots = [path.join(workDir, 'node_modules'), platformDir, path.join(RUNNER_DIR, 'node_modules'), ...own].map((r) => {
-    try {
-      return fs.realpathSync(r)
-    } catch {
-      return r
-    }
-  })
+  const roots = [...[...trees.values()].map((d) => path.join(d, 'node_modules')), platformDir, path.join(RUNNER_DIR, 'node_modules'), ...own].map(realOr)
   const inUserCode = (importer) => importer === '' || importer === '<stdin>' || !importer.split(path.sep).includes('node_modules')
   return {
     name: 'headwater',
@@ -223,8 +317,10 @@ function resolvePlugin(workDir, stdin) {
         const p = isBare(s) ? parseSpecifier(s) : null
         if (p && isPipedream(p.name)) return { path: p.name === '@pipedream/types' ? TYPES : PLATFORM }
         const userPackage = p && inUserCode(args.importer) && !args.importer.startsWith(platformDir)
+        const tree = userPackage ? trees.get(p.name) : null
+        if (userPackage && !tree) return { errors: [{ text: `import "${s}": package ${p.name} was not installed` }] }
         const r = await build.resolve(userPackage ? p.name + p.subpath : s, {
-          kind: args.kind, importer: args.importer, resolveDir: userPackage ? workDir : args.resolveDir, pluginData: { inner: true },
+          kind: args.kind, importer: args.importer, resolveDir: userPackage ? tree : args.resolveDir, pluginData: { inner: true },
         })
         // unresolved: the component's own import is an error; a package's is left to esbuild, which
         // lets `try { require('optional') } catch {}` pass
@@ -234,11 +330,65 @@ function resolvePlugin(workDir, stdin) {
         }
         return { path: r.path, external: r.external, sideEffects: r.sideEffects, namespace: r.namespace }
       })
+      // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
+      // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
+      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+        const text = fs.readFileSync(args.path, 'utf8')
+        if (!text.includes('__dirname')) return undefined
+        const fixed = staticDirnameRequires(text)
+        return fixed === text ? undefined : { contents: fixed, loader: 'js', resolveDir: path.dirname(args.path) }
+      })
     },
   }
 }
 
+
+const NATIVE_HELPERS = new Set(['bindings', 'node-gyp-build', 'prebuild-install', 'node-pre-gyp', '@mapbox/node-pre-gyp', 'nan', 'node-addon-api'])
+
+// The package (name, root dir) a bundled file belongs to, from its path under node_modules.
+function packageOf(file) {
+  const parts = file.split(path.sep)
+  const i = parts.lastIndexOf('node_modules')
+  if (i < 0 || i + 1 >= parts.length) return null
+  const scoped = parts[i + 1].startsWith('@')
+  const name = scoped ? parts.slice(i + 1, i + 3).join('/') : parts[i + 1]
+  return { name, root: parts.slice(0, i + 1 + (scoped ? 2 : 1)).join(path.sep) }
+}
+
+// A package that needs compiled code (a native addon) cannot run in the runner: refused by name.
+function nativeAddons(inputs, absWorkingDir) {
+  const found = new Set()
+  const seen = new Set()
+  for (const input of inputs) {
+    const pkg = packageOf(path.resolve(absWorkingDir, input))
+    if (!pkg || seen.has(pkg.root)) continue
+    seen.add(pkg.root)
+    const pj = readJSON(path.join(pkg.root, 'package.json')) || {}
+    const deps = Object.keys({ ...(pj.dependencies || {}), ...(pj.optionalDependencies || {}) })
+    if (pj.gypfile === true || fs.existsSync(path.join(pkg.root, 'binding.gyp')) || deps.some((d) => NATIVE_HELPERS.has(d)) || /\.node$/.test(input)) {
+      found.add(pkg.name)
+    }
+  }
+  return [...found].sort()
+}
+
+function nativeError(names) {
+  const list = names.map((n) => `"${n}"`).join(', ')
+  return new BundleError('NATIVE_ADDON', `npm package ${list} is a native addon (compiled code), which components cannot load: use a pure JavaScript package instead`)
+}
+
+// Bare imports get the range the nearest package.json gives them (the app folder carries one);
+// `require()` of a package stays a real `require` call so the bundle pass installs and bundles it.
 function sourcePlugin() {
+  const pjCache = new Map()
+  const nearestDeps = (dir) => {
+    if (pjCache.has(dir)) return pjCache.get(dir)
+    const pj = fs.existsSync(path.join(dir, 'package.json')) ? readJSON(path.join(dir, 'package.json')) : null
+    const parent = path.dirname(dir)
+    const deps = pj ? { ...(pj.peerDependencies || {}), ...(pj.optionalDependencies || {}), ...(pj.dependencies || {}) } : parent === dir ? {} : nearestDeps(parent)
+    pjCache.set(dir, deps)
+    return deps
+  }
   return {
     name: 'headwater-source',
     setup(build) {
@@ -247,12 +397,17 @@ function sourcePlugin() {
         if (builtinName(args.path)) return { path: args.path, external: true }
         const refused = importRefusal(args.path, false)
         if (refused) return { errors: [{ text: refused }] }
-        if (isBare(args.path)) return { path: args.path, external: true }
-        return undefined // the operator's own files, next to the entry (registry publish, workflows)
+        if (!isBare(args.path)) return undefined // the operator's own files, next to the entry (registry publish, workflows)
+        const p = parseSpecifier(args.path)
+        if (!p || p.version || isPipedream(p.name)) return { path: args.path, external: true }
+        const range = nearestDeps(args.resolveDir)[p.name]
+        const registryRange = typeof range === 'string' && range.trim() !== '' && !/[:/\\]/.test(range) && !range.startsWith('.')
+        return { path: registryRange ? `${p.name}@${range.trim()}${p.subpath}` : args.path, external: true }
       })
     },
   }
 }
+
 
 function writeAtomic(file, text) {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
@@ -262,29 +417,43 @@ function writeAtomic(file, text) {
 }
 
 async function bundle(req) {
-  const workDir = path.resolve(req.work_dir || fs.mkdtempSync('/tmp/hw-bundle-'))
-  fs.mkdirSync(workDir, { recursive: true })
-  let stdin
+  if (!req.store) throw new BundleError('LOAD_ERROR', 'bad bundler request: needs "store"')
+  const store = path.resolve(req.store)
+  fs.mkdirSync(store, { recursive: true })
   if (typeof req.entry_code === 'string') {
-    stdin = { contents: req.entry_code, resolveDir: workDir, sourcefile: 'component.js', loaders: ['js', 'ts'], single: true }
-  } else {
-    const file = path.resolve(req.entry_file)
-    const ts = /\.(ts|mts|cts)$/.test(file)
-    stdin = { contents: fs.readFileSync(file, 'utf8'), resolveDir: path.dirname(file), sourcefile: path.basename(file), loaders: ts ? ['ts'] : ['js', 'ts'] }
+    // an empty directory of its own to resolve from: a one-file component has no neighbours
+    const dir = fs.mkdtempSync(path.join(TMP_DIR, 'hw-entry-'))
+    try {
+      return await bundleFrom({ contents: req.entry_code, resolveDir: dir, sourcefile: 'component.js', loaders: ['js', 'ts'], single: true }, req, store)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   }
-  const { loader, packages } = await scan(stdin)
-  const versions = await install(packages, workDir, req.npm_cache)
+  const file = path.resolve(req.entry_file)
+  const ts = /\.(ts|mts|cts)$/.test(file)
+  return bundleFrom({ contents: fs.readFileSync(file, 'utf8'), resolveDir: path.dirname(file), sourcefile: path.basename(file), loaders: ts ? ['ts'] : ['js', 'ts'] }, req, store)
+}
+
+async function bundleFrom(stdin, req, store) {
+  const { loader, packages, esm } = await scan(stdin)
+  const { trees, versions } = await install(packages, store, req.npm_cache, req.lock)
+  const sourcefile = entryName(stdin.sourcefile, loader, esm)
+  const entry = { ...stdin, sourcefile }
   let res
   try {
     res = await esbuild.build({
-      stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile: stdin.sourcefile, loader },
+      stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(workDir, stdin)],
+      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry)], metafile: true,
     })
   } catch (e) {
     if (!e.errors) throw e
+    const natives = e.errors.map((x) => /No loader is configured for "\.node" files: (.*)/.exec(x.text)).filter(Boolean)
+    if (natives.length) throw nativeError([...new Set(natives.map((m) => (packageOf(m[1]) || { name: m[1] }).name))])
     throw new BundleError('LOAD_ERROR', formatErrors(e.errors))
   }
+  const natives = nativeAddons(Object.keys(res.metafile.inputs), stdin.resolveDir)
+  if (natives.length) throw nativeError(natives)
   if (!req.out) throw new BundleError('LOAD_ERROR', 'request has no "out" file')
   writeAtomic(req.out, res.outputFiles[0].contents)
   return { ok: true, out: req.out, packages: versions }
@@ -297,7 +466,7 @@ async function source(req) {
       entryPoints: [file], bundle: true, write: false, platform: 'node', format: 'esm', target: 'node22',
       logLevel: 'silent', plugins: [sourcePlugin()],
     })
-    return { ok: true, code: res.outputFiles[0].text }
+    return { ok: true, code: realRequires(res.outputFiles[0].text) }
   } catch (e) {
     if (!e.errors) throw e
     throw new BundleError('LOAD_ERROR', formatErrors(e.errors))

@@ -12,7 +12,7 @@ export class LoadError extends Error {
 export const VALID_TYPES = new Set([
   'app', 'boolean', 'integer', 'string', 'object', 'any',
   '$.interface.http', '$.interface.timer', '$.interface.apphook', '$.service.db',
-  'http_request', 'alert', 'dir', 'data_store',
+  'http_request', 'alert', 'dir', 'data_store', 'sql',
   'boolean[]', 'integer[]', 'string[]', 'object[]',
 ])
 
@@ -107,10 +107,21 @@ export function resolveProps(props) {
   return Object.keys(props).map((name) => [name, resolveProp(name, props[name]), props[name]])
 }
 
+// The start of the LoadError for a module that exports no component at all (a helper module,
+// a sample event, a list of constants): registry publishing counts those apart.
+export const NOT_A_COMPONENT = 'not a component'
+
 // Validate an evaluated component; returns {component, props} or throws LoadError.
 export function validateComponent(c) {
   if (!c || typeof c !== 'object' || Array.isArray(c)) {
-    throw new LoadError(`the module exports no component object (got ${c === null ? 'null' : Array.isArray(c) ? 'an array' : typeof c})`)
+    throw new LoadError(`${NOT_A_COMPONENT}: the module exports no component object (got ${c === null ? 'null' : Array.isArray(c) ? 'an array' : typeof c})`)
+  }
+  if (!has(c.key) && !has(c.version)) {
+    throw new LoadError(`${NOT_A_COMPONENT}: the exported object has neither a key nor a version (a helper module?)`)
+  }
+  // a sample event (test-event.mjs) may well have a `version` field, but no code and no props
+  if (typeof c.run !== 'function' && !isObj(c.props) && !isObj(c.methods) && !isObj(c.hooks)) {
+    throw new LoadError(`${NOT_A_COMPONENT}: the exported object has no run, props, methods or hooks (data, not a component)`)
   }
   if (!has(c.name) || c.name === '') throw new LoadError('the component has no name')
   if (!has(c.version) || c.version === '') throw new LoadError('the component has no version')
@@ -128,6 +139,36 @@ export function validateComponent(c) {
   return { component: c, props, type, hasTimer }
 }
 
+// Whether code reads `$auth`: any function of the object (methods, options, hooks, run), deeply.
+function readsAuth(v, seen = new Set()) {
+  if (typeof v === 'function') return Function.prototype.toString.call(v).includes('$auth')
+  if (!v || typeof v !== 'object' || seen.has(v)) return false
+  seen.add(v)
+  return Object.values(v).some((x) => readsAuth(x, seen))
+}
+
+// An app prop needs credentials unless its app defines none: an app file (methods or
+// propDefinitions) whose code never reads `$auth`, nor the component's through the prop (the
+// `http` app), or an app that says `auth_type: "none"`.
+function authType(c, name, declared) {
+  if (isObj(declared) && (declared.auth_type === 'none' || declared.authType === 'none')) return 'none'
+  if (!isObj(declared) || readsAuth(declared)) return null
+  // a bare `{type: "app", app}` says nothing of its auth (the app file is elsewhere): it needs one
+  if (!isObj(declared.methods) && !isObj(declared.propDefinitions)) return null
+  const esc = name.replace(/[$]/g, '\\$')
+  const viaProp = new RegExp(`\\b${esc}\\s*\\??\\.\\s*\\$auth|\\$auth\\b[^;]*=\\s*this\\s*\\??\\.\\s*${esc}\\b`)
+  const texts = []
+  const collect = (v, seen) => {
+    if (typeof v === 'function') texts.push(Function.prototype.toString.call(v))
+    else if (v && typeof v === 'object' && !seen.has(v)) {
+      seen.add(v)
+      for (const x of Object.values(v)) collect(x, seen)
+    }
+  }
+  collect({ ...c, props: undefined }, new Set())
+  return texts.some((t) => viaProp.test(t)) ? null : 'none'
+}
+
 export function describe(c, props) {
   return {
     name: c.name,
@@ -138,6 +179,10 @@ export function describe(c, props) {
     dedupe: has(c.dedupe) ? c.dedupe : null,
     hooks: HOOKS.filter((h) => c.hooks && typeof c.hooks[h] === 'function'),
     has_additional_props: typeof c.additionalProps === 'function',
-    configurable_props: props.map(([name, def]) => normalizeProp(name, def)),
+    configurable_props: props.map(([name, def, declared]) => {
+      const o = normalizeProp(name, def)
+      if (def.type === 'app' && authType(c, name, declared) === 'none') o.auth_type = 'none'
+      return o
+    }),
   }
 }

@@ -14,6 +14,9 @@ const MEMORY_CHECK_MS = 50 // how often a running call's memory outside the heap
 const MAX_WORKERS = intEnv('HEADWATER_RUNNER_MAX_WORKERS', 64)
 const IDLE_MS = intEnv('HEADWATER_RUNNER_IDLE_MS', 10 * 60 * 1000)
 const MAX_BUNDLES = intEnv('HEADWATER_RUNNER_MAX_BUNDLES', 256)
+// Workers of calls without an instance (describe, options, additionalProps) kept warm: few, as
+// publishing a folder describes hundreds of bundles, each loaded into a worker of its own.
+const MAX_META_WORKERS = intEnv('HEADWATER_RUNNER_MAX_META_WORKERS', 2)
 const MAX_BUNDLE_BYTES = intEnv('HEADWATER_RUNNER_MAX_BUNDLE_BYTES', 512 * 1024 * 1024)
 const DEFAULT_TIMEOUT_MS = 30000
 const DEFAULT_MEMORY_MB = 256
@@ -172,7 +175,23 @@ function slotFor(key, bundle, env, memoryMb) {
   s = new Slot(key, bundle.hash, bundle.code, env, envKey, memoryMb)
   slots.set(key, s)
   if (slots.size > MAX_WORKERS) evictIdle(s)
+  if (key.startsWith(META_PREFIX)) evictMeta(s)
   return s
+}
+
+const META_PREFIX = 'describe:'
+
+// Idle describe workers past MAX_META_WORKERS go, least recently used first (`slots` keeps use order).
+function evictMeta(keep) {
+  const meta = [...slots.values()].filter((x) => x !== keep && !x.dead && x.key.startsWith(META_PREFIX))
+  let extra = meta.length + 1 - MAX_META_WORKERS
+  for (const x of meta) {
+    if (extra <= 0) break
+    if (x.pending === 0) {
+      x.kill()
+      extra--
+    }
+  }
 }
 
 // Run one call on the worker for `key`; resolves with the worker's final message, or
@@ -290,7 +309,7 @@ async function runOp(req, onPartial) {
 async function metaOp(req) {
   const bundle = bundleOf(req)
   const wreq = { props: req.props, prop: req.prop, page: req.page, prevContext: req.prevContext, query: req.query }
-  const m = await callWorker(`describe:${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, null)
+  const m = await callWorker(`${META_PREFIX}${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, null)
   if (m.t === 'done') return m.result
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
   throw Object.assign(new RunnerError(m.code, m.message), { stack: cleanStack(m.stack) ?? undefined, fromWorker: true })

@@ -227,7 +227,9 @@ function buildHttpRequest(v) {
     async execute() {
       const axios = await getAxios()
       const res = await axios({ url: cfg.url, method: cfg.method || 'GET', headers: cfg.headers, params: cfg.params, data: cfg.body })
-      return res.data
+      // the axios response, as components read it (`status`, `headers`, `data`)
+      const headers = res.headers && typeof res.headers.toJSON === 'function' ? res.headers.toJSON() : { ...res.headers }
+      return { status: res.status, statusText: res.statusText, headers, data: res.data }
     },
   })
 }

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -175,7 +176,8 @@ def keys_revoke(key: str, data_dir: str | None, as_json: bool) -> None:
 
 
 def publish_with_progress(directory: str, data_dir: str | None, as_json: bool) -> None:
-    """Publishes a folder of components, with a progress bar; exits 1 when one failed."""
+    """Publishes a folder of components, with a progress bar; exits 1 when one failed (helper
+    modules and components without a key are counted apart, not failures)."""
     with services_for(data_dir) as services:
         files = services.registry.candidates(Path(directory))
         results: list[PublishResult] = []
@@ -186,12 +188,29 @@ def publish_with_progress(directory: str, data_dir: str | None, as_json: bool) -
                 results.append(result)
                 bar.update(1)
     rows = [dataclasses.asdict(r) for r in results]
-    counts = {status: sum(1 for r in results if r.status == status) for status in ("published", "skipped", "failed")}
-    lines = [f"{r.status:9} {r.file} {r.key or r.reason or ''}" for r in results if r.status != "published"]
-    summary = f"{counts['published']} published, {counts['skipped']} skipped, {counts['failed']} failed"
-    emit(as_json, {"results": rows, **counts}, "\n".join([*lines, summary]))
-    if counts["failed"] or not results:
+    counts = {status: sum(1 for r in results if r.status == status)
+              for status in ("published", "skipped", "helper", "failed")}
+    shown = sorted((r for r in results if r.status in ("skipped", "failed")), key=lambda r: (r.status, r.file))
+    lines = [f"{r.status:9} {r.file} {r.key or r.reason or ''}" for r in shown]
+    summary = (f"{counts['published']} published, {counts['skipped']} skipped, {counts['failed']} failed"
+               f" ({counts['helper']} helper modules not counted)")
+    failures = failure_causes(results)
+    emit(as_json, {"results": rows, **{k: v for k, v in counts.items() if k != "helper"}, "helpers": counts["helper"],
+                   "failure_causes": failures}, "\n".join([*lines, summary]))
+    if counts["failed"]:
         raise SystemExit(1)
+
+
+def failure_causes(results: list[PublishResult]) -> dict[str, int]:
+    """Failures grouped by the first line of their reason, numbers and quoted names stripped."""
+    causes: dict[str, int] = {}
+    for r in results:
+        if r.status == "failed":
+            first = (r.reason or "unknown").strip().splitlines()[0] if (r.reason or "").strip() else "unknown"
+            text = first.split(": ", 1)[-1] if first.startswith("/") else first
+            cause = re.sub(r'"[^"]*"|\d+(\.\d+)*', "_", text)[:160]
+            causes[cause] = causes.get(cause, 0) + 1
+    return dict(sorted(causes.items(), key=lambda kv: -kv[1]))
 
 
 @click.group()

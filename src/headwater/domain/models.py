@@ -82,6 +82,7 @@ class Component:
     created_at: int
     updated_at: int
     seq: int = 0
+    packages: dict[str, str] = field(default_factory=dict)  # npm versions bundled: the lock a redeploy uses
 
     @property
     def key(self) -> str | None:
@@ -99,6 +100,7 @@ class Component:
             "type": d.type,
             "description": d.description,
             "configurable_props": d.configurable_props,
+            "packages": self.packages,
             "component_url": self.component_url,
             "created_at": self.created_at,
             "updated_at": self.updated_at,

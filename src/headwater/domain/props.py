@@ -113,7 +113,9 @@ def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any
         if ptype == "app":
             out.app_props.append(name)
             if not given:
-                if not prop.get("optional"):
+                if prop.get("auth_type") == "none":  # the app defines no auth: nothing to connect
+                    out.values[name] = {"$auth": {}}
+                elif not prop.get("optional"):
                     out.fail(name, "is required: connect an account with {\"$auth\": {...}}")
                 continue
             if not isinstance(value, dict) or not isinstance(value.get("$auth"), dict):

@@ -83,6 +83,7 @@ class Components:
             code=code,
             code_hash=bundle.hash,
             definition=definition,
+            packages=dict(bundle.packages),
             component_url=url,
             created_at=ts,
             updated_at=ts,
@@ -121,7 +122,7 @@ class Components:
             self.get_registry(key_or_id.removeprefix("registry:"))
         if not any(p.get("name") == prop for p in component.definition.configurable_props):
             raise NotFound(f"Component {component.id} has no prop {prop!r}.")
-        bundle = self.bundler.bundle(component.code)
+        bundle = self.bundler.bundle(component.code, component.packages)
         try:
             return self.runner.options(bundle, f"options:{principal.user.id}", prop, configured, page, prev_context,
                                        query, self.settings.describe_timeout_ms)

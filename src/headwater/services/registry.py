@@ -15,6 +15,7 @@ from headwater.ports import Bundler, UnitOfWorkFactory
 from headwater.services.components import Components
 
 COMPONENT_SUFFIXES = {".mjs", ".js", ".cjs", ".ts", ".mts"}
+NOT_A_COMPONENT = "not a component"  # the runner's describe error for a module with no component
 HELPER_DIRS = {"common", "apps", "node_modules", "test", "tests", "__tests__"}
 HELPER_STEMS = {"app", "common", "utils", "constants"}
 
@@ -22,10 +23,19 @@ HELPER_STEMS = {"app", "common", "utils", "constants"}
 @dataclass
 class PublishResult:
     file: str
-    status: str  # published | skipped | failed
+    status: str  # published | skipped (no key) | helper (exports no component) | failed
     key: str | None = None
     id: str | None = None
     reason: str | None = None
+
+
+def publish_workers() -> int:
+    """One bundler (esbuild, maybe npm) per core the process may use: more only queue for CPU."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores)
 
 
 def candidate_files(root: Path) -> list[Path]:
@@ -54,7 +64,7 @@ class Registry:
     def publish_files(self, root: Path, files: list[Path]) -> Iterator[PublishResult]:
         """Each result as it is done: files are bundled and described in parallel, bounded by the
         cores (each is a Node bundler process and a runner call)."""
-        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        with ThreadPoolExecutor(max_workers=publish_workers()) as pool:
             futures = [pool.submit(self.publish_file, root, path) for path in files]
             for future in as_completed(futures):
                 yield future.result()
@@ -68,6 +78,8 @@ class Registry:
             code = self.bundler.source_of(str(path))
             bundle, definition = self.components.describe(code)
         except HeadwaterError as e:
+            if e.message.startswith(NOT_A_COMPONENT):
+                return PublishResult(rel, "helper", reason=e.message)
             return PublishResult(rel, "failed", reason=e.message)
         if not definition.key:
             return PublishResult(rel, "skipped", reason="the component has no `key`")

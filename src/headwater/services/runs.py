@@ -119,12 +119,13 @@ class Runs:
 
     def call_hook(self, source: Source, component: Component, hook: str, db: dict[str, Any]) -> RunResult:
         return self._guarded(lambda: self.runner.hook(
-            self.bundler.bundle(component.code), self.instance(source, db), hook, self.settings.hook_timeout_ms))
+            self.bundler.bundle(component.code, component.packages), self.instance(source, db), hook,
+            self.settings.hook_timeout_ms))
 
     def additional_props(self, component: Component, source_id: str, configured: dict[str, Any]) -> list[dict]:
         try:
-            return self.runner.additional_props(self.bundler.bundle(component.code), f"props:{source_id}", configured,
-                                                self.settings.hook_timeout_ms)
+            bundle = self.bundler.bundle(component.code, component.packages)
+            return self.runner.additional_props(bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms)
         except RunnerError as e:
             raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
 
@@ -238,7 +239,7 @@ class Runs:
     def _run_one(self, component: Component, instance: Instance, command: RunSource,
                  on_respond: Callable[[dict[str, Any]], None]) -> RunResult:
         try:
-            bundle = self.bundler.bundle(component.code)
+            bundle = self.bundler.bundle(component.code, component.packages)
             return self.runner.run(bundle, instance, command.event, command.timeout_ms, on_respond)
         except RunnerError as e:
             return RunResult.failed(e.code, e.message, e.stack)

@@ -196,8 +196,8 @@ class Workflows:
             component = self.runs.component(step.component_id)
             if component is None:
                 return RunResult.failed("CONFIGURATION_ERROR", f"the component {step.component_id} is gone")
-            return self.runner.run_step(self.bundler.bundle(component.code), self._instance(workflow, step, props),
-                                        steps, timeout)
+            bundle = self.bundler.bundle(component.code, component.packages)
+            return self.runner.run_step(bundle, self._instance(workflow, step, props), steps, timeout)
         except RunnerError as e:
             return RunResult.failed(e.code, e.message, e.stack)
         except Invalid as e:

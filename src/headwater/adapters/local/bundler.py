@@ -1,7 +1,10 @@
 """Bundling component code with the runner's `src/bundle.mjs`, once per code hash.
 
-Bundles live under `<data_dir>/bundles/<sha256>.cjs`; a code hash already bundled costs one
-file read (then a dict lookup), so the Node bundler runs only for new code.
+Bundles live under `<data_dir>/bundles/<sha256>.cjs`, with the npm versions they were made with
+in `<sha256>.json`; a code hash already bundled costs one file read (then a dict lookup), so the
+Node bundler runs only for new code. npm packages live in one store shared by every bundle,
+`<data_dir>/npm-store/<name>@<version>/` (installed once, never changed), downloads in one npm
+cache. A `lock` (a component's recorded versions) makes a bundle made again install the same.
 
 Users' code is only parsed here, never run, but what it imports is read into the bundle: so the
 bundler runs in a bubblewrap sandbox (adapters/local/sandbox.py) that sees the runner code, the
@@ -19,7 +22,9 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,7 @@ _MEMORY_CACHE = 256
 # the service's environment reaches the bundler.
 _NPM_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR",
             "LANG")
-_WORK, _NPM_CACHE, _OUT = "/work", "/npm-cache", "/out"
+_STORE, _NPM_CACHE, _OUT = "/npm-store", "/npm-cache", "/out"
 
 
 def npm_env() -> dict[str, str]:
@@ -45,12 +50,34 @@ def npm_env() -> dict[str, str]:
     return env
 
 
+def _sweep_unfinished(tmp_root: Path, older_than_s: float = 3600) -> None:
+    """Installs a killed bundler left half done (a finished tree is renamed out of `.tmp`)."""
+    if not tmp_root.is_dir():
+        return
+    cutoff = time.time() - older_than_s
+    for entry in tmp_root.iterdir():
+        try:
+            if entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _read_packages(out: Path) -> dict[str, str]:
+    try:
+        packages = json.loads(out.with_suffix(".json").read_text()).get("packages")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {}
+
+
 class LocalBundler:
     def __init__(self, settings: Settings, sandbox: Sandbox | None = None) -> None:
         self.settings = settings
         self.sandbox = sandbox if sandbox is not None else sandbox_for(settings)
         self.dir = settings.data_dir / "bundles"
         self.dir.mkdir(parents=True, exist_ok=True)
+        _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -67,7 +94,7 @@ class LocalBundler:
                 self._cache.popitem(last=False)
         return bundle
 
-    def bundle(self, code: str) -> Bundle:
+    def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
         digest = ids.code_hash(code)
         cached = self._cache.get(digest)
         if cached:
@@ -75,34 +102,35 @@ class LocalBundler:
         out = self.dir / f"{digest}.cjs"
         with self._lock_for(digest):
             if not out.exists():
-                self._bundle_into(code, digest, out)
-            return self._remember(Bundle(hash=digest, code=out.read_text()))
+                self._bundle_into(code, dict(lock or {}), out)
+            return self._remember(Bundle(hash=digest, code=out.read_text(), packages=_read_packages(out)))
 
-    def _bundle_into(self, code: str, digest: str, out: Path) -> None:
-        work_dir = self.settings.data_dir / "npm" / digest[:16]
+    def _bundle_into(self, code: str, lock: dict[str, str], out: Path) -> None:
+        store = self.settings.data_dir / "npm-store"
         npm_cache = self.settings.data_dir / "npm-cache"
         scratch = self.settings.data_dir / "tmp"
-        for directory in (work_dir, npm_cache, scratch):
+        for directory in (store, npm_cache, scratch):
             directory.mkdir(parents=True, exist_ok=True)
         out_dir = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch))
         try:
             if self.sandbox is None:
-                self._run({"entry_code": code, "out": str(out_dir / "bundle.cjs"), "work_dir": str(work_dir),
-                           "npm_cache": str(npm_cache)})
+                result = self._run({"entry_code": code, "out": str(out_dir / "bundle.cjs"), "store": str(store),
+                                    "npm_cache": str(npm_cache), "lock": lock})
             else:
-                binds = [Bind(work_dir, _WORK, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True)]
+                binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True)]
                 npmrc = Path.home() / ".npmrc"
                 if npmrc.is_file():
                     binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
-                self._run({"entry_code": code, "out": f"{_OUT}/bundle.cjs", "work_dir": _WORK, "npm_cache": _NPM_CACHE},
-                          binds)
+                result = self._run({"entry_code": code, "out": f"{_OUT}/bundle.cjs", "store": _STORE,
+                                    "npm_cache": _NPM_CACHE, "lock": lock}, binds)
+            packages = result.get("packages") or {}
+            out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
             os.replace(out_dir / "bundle.cjs", out)
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
 
     def source_of(self, entry_file: str) -> str:
-        with tempfile.TemporaryDirectory() as work_dir:
-            result = self._run({"entry_file": entry_file, "mode": "source", "work_dir": work_dir}, sandboxed=False)
+        result = self._run({"entry_file": entry_file, "mode": "source"}, sandboxed=False)
         return str(result["code"])
 
     def _command(self, binds: list[Bind] | None, sandboxed: bool) -> tuple[list[str], dict[str, str] | None]:

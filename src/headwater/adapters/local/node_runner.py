@@ -325,7 +325,8 @@ class NodeRunnerPool:
     # the Runner port
 
     def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
-        return ComponentDefinition.from_runner(self.call("describe", {"timeout_ms": timeout_ms}, bundle))
+        request = {"timeout_ms": timeout_ms, "memory_mb": self.settings.describe_memory_mb}
+        return ComponentDefinition.from_runner(self.call("describe", request, bundle))
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
@@ -343,13 +344,15 @@ class NodeRunnerPool:
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
                          timeout_ms: int) -> list[dict[str, Any]]:
-        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms}
+        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms,
+                   "memory_mb": self.settings.describe_memory_mb}
         return list(self.call("additional_props", request, bundle)["configurable_props"])
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
                 prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
         request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
-                   "timeout_ms": timeout_ms, **({"query": query} if query is not None else {})}
+                   "timeout_ms": timeout_ms, "memory_mb": self.settings.describe_memory_mb,
+                   **({"query": query} if query is not None else {})}
         return self.call("options", request, bundle)
 
     def call(

@@ -167,6 +167,9 @@ MIGRATIONS: list[str] = [
         UNIQUE (namespace, name)
     );
     """,
+    """
+    ALTER TABLE components ADD COLUMN packages TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 
 

@@ -145,6 +145,7 @@ def _component(row: sqlite3.Row) -> Component:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         seq=row["seq"],
+        packages=json.loads(row["packages"]),
     )
 
 
@@ -155,7 +156,7 @@ class SqliteComponents:
     def add(self, component: Component) -> None:
         cur = self.conn.execute(
             "INSERT INTO components (id, namespace, created_by, key, code, code_hash, definition, "
-            "component_url, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "component_url, created_at, updated_at, packages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 component.id,
                 component.namespace,
@@ -167,6 +168,7 @@ class SqliteComponents:
                 component.component_url,
                 component.created_at,
                 component.updated_at,
+                json.dumps(component.packages, sort_keys=True),
             ),
         )
         component.seq = cur.lastrowid or 0
