@@ -22,7 +22,7 @@ from headwater.domain.events import Emit, EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest, paginate
 from headwater.domain.routing import Delivery, Subscription, Webhook
-from headwater.domain.runs import RunResult
+from headwater.domain.runs import RunResult, merge_db
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
 from headwater.ports import Bundle, Busy, Ingested, Instance, SendResult, Task, TaskHandler
@@ -514,6 +514,15 @@ class FakeRunner:
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
         self.calls.append(("run", instance.id))
         return self.script(instance, event)
+
+    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
+        results = []
+        for event in events:
+            result = self.run(bundle, instance, event, timeout_ms)
+            instance = replace(instance, db=merge_db(instance.db, result.db_writes))
+            results.append(result)
+        return results
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         self.calls.append((hook, instance.id))

@@ -105,6 +105,25 @@ def test_500_concurrent_requests_all_run_and_newest_100_are_kept(paid_api: httpx
     assert len(set(i["id"] for i in items)) == 100
 
 
+def test_concurrent_custom_responses_of_one_source_each_get_their_own_answer(paid_api: httpx.Client) -> None:
+    """Queued runs of one source go to the runner together: each request still gets the answer of
+    its own run, and each run sees the `this.db` the one before it wrote."""
+    sid, url = deploy(paid_api, component("""
+    const count = (this.db.get("count") ?? 0) + 1;
+    this.db.set("count", count);
+    this.http.respond({ status: 200, body: { n: event.body.n, count } });
+    this.$emit({ n: event.body.n, count });
+""", http=CUSTOM))
+    with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=8)) as http, \
+            ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda n: http.post(url, json={"n": n}), range(80)))
+    assert all(r.status_code == 200 for r in answers), [r.text for r in answers if r.status_code != 200][:3]
+    assert [r.json()["n"] for r in answers] == list(range(80))
+    assert sorted(r.json()["count"] for r in answers) == list(range(1, 81))
+    events = {e["event"]["n"]: e["event"]["count"] for e in wait_events(paid_api, sid, 80)}
+    assert events == {r.json()["n"]: r.json()["count"] for r in answers}
+
+
 @pytest.mark.local_only("standard SQS queues do not keep a source's requests in order (docs/aws.md)")
 def test_sequential_requests_run_in_send_order(paid_api: httpx.Client) -> None:
     sid, url = deploy(paid_api, NUMBERED)

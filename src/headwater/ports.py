@@ -336,6 +336,11 @@ class Runner(Protocol):
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult: ...
 
+    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
+        """`run` of each event in order, each seeing the `db` the ones before it wrote (their writes
+        merged into `instance.db`), in one call; `on_respond(index, response)`."""
+
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
 
     def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:

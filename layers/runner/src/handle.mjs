@@ -13,11 +13,14 @@ const EGRESS_DIR = process.env.HEADWATER_EGRESS_DIR || null // the runner's egre
 const MEMORY_CHECK_MS = 50 // how often a running call's memory outside the heap is measured
 const MAX_WORKERS = intEnv('HEADWATER_RUNNER_MAX_WORKERS', 64)
 const IDLE_MS = intEnv('HEADWATER_RUNNER_IDLE_MS', 10 * 60 * 1000)
-const MAX_BUNDLES = intEnv('HEADWATER_RUNNER_MAX_BUNDLES', 256)
-// Workers of calls without an instance (describe, options, additionalProps) kept warm: few, as
-// publishing a folder describes hundreds of bundles, each loaded into a worker of its own.
+// Workers of describe, additional_props and options (one per bundle, not per instance): a
+// registry publish describes hundreds of components once each, so only the few most recent stay
+// loaded, briefly; each holds its component's whole module graph (tens of MB for an app's SDK).
 const MAX_META_WORKERS = intEnv('HEADWATER_RUNNER_MAX_META_WORKERS', 2)
-const MAX_BUNDLE_BYTES = intEnv('HEADWATER_RUNNER_MAX_BUNDLE_BYTES', 512 * 1024 * 1024)
+const META_IDLE_MS = intEnv('HEADWATER_RUNNER_META_IDLE_MS', 30 * 1000)
+const META = 'describe:'
+const MAX_BUNDLES = intEnv('HEADWATER_RUNNER_MAX_BUNDLES', 256)
+const MAX_BUNDLE_BYTES = intEnv('HEADWATER_RUNNER_MAX_BUNDLE_BYTES', 64 * 1024 * 1024)
 const DEFAULT_TIMEOUT_MS = 30000
 const DEFAULT_MEMORY_MB = 256
 
@@ -148,18 +151,26 @@ class Slot {
   kill() {
     if (this.dead) return
     this.dead = true
-    if (slots.get(this.key) === this) slots.delete(this.key)
+    if (slots.get(this.key) === this) {
+      slots.delete(this.key)
+      if (this.key.startsWith(META)) metaSlots--
+    }
     this.worker.terminate().catch(() => {})
   }
 }
 
+// Idle workers past their idle time go, and the least recently used idle ones while over a bound:
+// the runner's memory follows the components in use, not every component it ever loaded.
+let metaSlots = 0
 function evictIdle(keep = null, now = Date.now()) {
   for (const s of slots.values()) {
-    if (s === keep || (slots.size <= MAX_WORKERS && now - s.lastUsed < IDLE_MS)) continue
+    const meta = s.key.startsWith(META)
+    const over = meta ? metaSlots > MAX_META_WORKERS : slots.size - metaSlots > MAX_WORKERS
+    if (s === keep || (!over && now - s.lastUsed < (meta ? META_IDLE_MS : IDLE_MS))) continue
     if (s.pending === 0) s.kill()
   }
 }
-const sweeper = setInterval(() => evictIdle(), Math.min(IDLE_MS, 60000))
+const sweeper = setInterval(() => evictIdle(), Math.min(IDLE_MS, META_IDLE_MS, 60000))
 sweeper.unref()
 
 function slotFor(key, bundle, env, memoryMb) {
@@ -174,24 +185,9 @@ function slotFor(key, bundle, env, memoryMb) {
   if (bundle.code === null) throw new RunnerError('BUNDLE_MISSING', `bundle ${bundle.hash} is not held by this process: resend with code`)
   s = new Slot(key, bundle.hash, bundle.code, env, envKey, memoryMb)
   slots.set(key, s)
-  if (slots.size > MAX_WORKERS) evictIdle(s)
-  if (key.startsWith(META_PREFIX)) evictMeta(s)
+  if (key.startsWith(META)) metaSlots++
+  evictIdle(s)
   return s
-}
-
-const META_PREFIX = 'describe:'
-
-// Idle describe workers past MAX_META_WORKERS go, least recently used first (`slots` keeps use order).
-function evictMeta(keep) {
-  const meta = [...slots.values()].filter((x) => x !== keep && !x.dead && x.key.startsWith(META_PREFIX))
-  let extra = meta.length + 1 - MAX_META_WORKERS
-  for (const x of meta) {
-    if (extra <= 0) break
-    if (x.pending === 0) {
-      x.kill()
-      extra--
-    }
-  }
 }
 
 // Run one call on the worker for `key`; resolves with the worker's final message, or
@@ -282,7 +278,37 @@ async function runOp(req, onPartial) {
   if (typeof req.instance !== 'string' || req.instance === '') throw new RunnerError('BAD_REQUEST', `${req.op} needs an instance`)
   if (req.op === 'hook' && typeof req.hook !== 'string') throw new RunnerError('BAD_REQUEST', 'hook needs a hook name')
   const bundle = bundleOf(req)
+  if (req.op === 'run' && req.events !== undefined) return runMany(req, bundle, onPartial)
   const wreq = { props: req.props, db: req.db, event: req.event, http: req.http, hook: req.hook, steps: req.steps }
+  return runOne(req, bundle, wreq, onPartial)
+}
+
+// Several events of one instance in one request, one after another on its worker, each run
+// seeing the `db` its predecessors left: the same as that many `run` requests in a row, without
+// a round trip to the service for each. Partials carry the event's `index`.
+async function runMany(req, bundle, onPartial) {
+  if (!Array.isArray(req.events)) throw new RunnerError('BAD_REQUEST', 'events must be an array')
+  let db = isObj(req.db) ? { ...req.db } : {}
+  const results = []
+  for (let index = 0; index < req.events.length; index++) {
+    const partial = onPartial ? (p) => onPartial({ ...p, index }) : null
+    const wreq = { props: req.props, db, event: req.events[index], http: req.http }
+    try {
+      const result = await runOne(req, bundle, wreq, partial)
+      db = { ...db, ...result.db_writes }
+      for (const [k, v] of Object.entries(result.db_writes)) if (v === null || v === undefined) delete db[k]
+      results.push({ ok: true, result })
+    } catch (e) {
+      if (e instanceof RunnerError && e.code === 'BUNDLE_MISSING') throw e // the service resends with code
+      const error = { code: e instanceof RunnerError ? e.code : 'RUNTIME_ERROR', message: e instanceof Error ? e.message : String(e) }
+      if (e && typeof e.stack === 'string' && (e.fromWorker || !(e instanceof RunnerError))) error.stack = cleanStack(e.stack)
+      results.push({ ok: false, error })
+    }
+  }
+  return { results }
+}
+
+async function runOne(req, bundle, wreq, onPartial) {
   const m = await callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, onPartial)
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
   const st = m.state
@@ -309,14 +335,14 @@ async function runOp(req, onPartial) {
 async function metaOp(req) {
   const bundle = bundleOf(req)
   const wreq = { props: req.props, prop: req.prop, page: req.page, prevContext: req.prevContext, query: req.query }
-  const m = await callWorker(`${META_PREFIX}${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, null)
+  const m = await callWorker(`${META}${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, null)
   if (m.t === 'done') return m.result
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
   throw Object.assign(new RunnerError(m.code, m.message), { stack: cleanStack(m.stack) ?? undefined, fromWorker: true })
 }
 
 const OPS = {
-  ping: async () => ({ pong: true, pid: process.pid, node: process.version }),
+  ping: async () => ({ pong: true, pid: process.pid, node: process.version, ...stats() }),
   describe: metaOp,
   additional_props: metaOp,
   options: (req) => {
@@ -347,7 +373,7 @@ export async function handle(request, onPartial) {
 
 // Counts for monitoring.
 export function stats() {
-  return { workers: slots.size, bundles: bundles.size, bundle_bytes: bundleBytes }
+  return { workers: slots.size, meta_workers: metaSlots, bundles: bundles.size, bundle_bytes: bundleBytes }
 }
 
 // Terminate all workers (used on shutdown).

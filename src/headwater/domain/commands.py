@@ -133,7 +133,14 @@ COMMANDS: dict[str, type[Command]] = {
 
 
 def to_message(command: Command) -> dict[str, Any]:
-    return {"type": command.name, **dataclasses.asdict(command)}
+    """Fields are JSON values, tuples or primitives: no deep copy (`asdict` would copy each event)."""
+    names = _FIELDS.get(command.name)
+    if names is None:
+        names = _FIELDS[command.name] = tuple(f.name for f in dataclasses.fields(command))
+    return {"type": command.name, **{name: getattr(command, name) for name in names}}
+
+
+_FIELDS: dict[str, tuple[str, ...]] = {}
 
 
 def from_message(message: dict[str, Any]) -> Command:

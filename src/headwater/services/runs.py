@@ -19,7 +19,7 @@ from headwater import __version__
 from headwater.domain.commands import Command, RunSource
 from headwater.domain.errors import HeadwaterError, Invalid, QuotaExceeded
 from headwater.domain.models import Component, Source, SourceState, StoredEvent
-from headwater.domain.runs import Limits, RunContext, RunResult, merge_db
+from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
     Bundler,
     EventBus,
@@ -202,24 +202,22 @@ class Runs:
     def _run(self, source: Source, component: Component, state: SourceState, tasks: list[Task],
              on_partial: Callable[[Task, dict[str, Any]], None]) -> list[RunResult | None]:
         ctx = self.context(source, component)
-        db = state.db
-        outcomes: list[Outcome] = []
-        results: list[RunResult | None] = []
-        for task in tasks:
+        results: dict[int, RunResult] = {}
+        runnable: list[int] = []
+        for i, task in enumerate(tasks):
             command: RunSource = task.command  # type: ignore[assignment]
-            key = command.route_key or task.id
-            if key in state.applied:
-                results.append(None)
+            if (command.route_key or task.id) in state.applied:
                 continue
             admission = Admission(True) if command.reserved_by else self.admit(source.user_id)
-            if not admission.admitted:
-                result = RunResult.failed("QUOTA_EXCEEDED", admission.refusal.message if admission.refusal else "")
+            if admission.admitted:
+                runnable.append(i)
             else:
-                result = self._run_one(component, self.instance(source, db), command,
-                                       functools.partial(on_partial, task))
-                db = merge_db(db, result.db_writes)
-            outcomes.append(Outcome(ctx, result, command.event, key))
-            results.append(result)
+                results[i] = RunResult.failed("QUOTA_EXCEEDED", admission.refusal.message if admission.refusal else "")
+        if runnable:
+            ran = self._run_all(component, self.instance(source, state.db), [tasks[i] for i in runnable], on_partial)
+            results.update(zip(runnable, ran, strict=True))
+        outcomes = [Outcome(ctx, results[i], task.command.event, task.command.route_key or task.id)  # type: ignore[attr-defined]
+                    for i, task in enumerate(tasks) if i in results]
 
         counted = [o.result for o in outcomes if o.result.error_code != "QUOTA_EXCEEDED"]
 
@@ -234,17 +232,25 @@ class Runs:
         _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
                                       route=lambda uow, events: self._routes(uow, source, events, hops))
         self.announce(source.id, channels)
-        return results
+        return [results.get(i) for i in range(len(tasks))]
 
-    def _run_one(self, component: Component, instance: Instance, command: RunSource,
-                 on_respond: Callable[[dict[str, Any]], None]) -> RunResult:
+    def _run_all(self, component: Component, instance: Instance, tasks: list[Task],
+                 on_partial: Callable[[Task, dict[str, Any]], None]) -> list[RunResult]:
+        """The tasks' runs in order, each seeing the `this.db` the ones before it left: one runner
+        call for all of them (no round trip to the runner per run)."""
+        commands: list[RunSource] = [t.command for t in tasks]  # type: ignore[misc]
         try:
             bundle = self.bundler.bundle(component.code, component.packages)
-            return self.runner.run(bundle, instance, command.event, command.timeout_ms, on_respond)
+            if len(tasks) == 1:
+                return [self.runner.run(bundle, instance, commands[0].event, commands[0].timeout_ms,
+                                        functools.partial(on_partial, tasks[0]))]
+            return self.runner.run_many(bundle, instance, [c.event for c in commands],
+                                        max(c.timeout_ms for c in commands),
+                                        lambda index, response: on_partial(tasks[index], response))
         except RunnerError as e:
-            return RunResult.failed(e.code, e.message, e.stack)
+            return [RunResult.failed(e.code, e.message, e.stack)] * len(tasks)
         except HeadwaterError as e:
-            return RunResult.failed("RUNTIME_ERROR", e.message)
+            return [RunResult.failed("RUNTIME_ERROR", e.message)] * len(tasks)
 
     def refuse(self, source_id: str, trigger: Any, quota: QuotaExceeded) -> None:
         """A request turned away for quota (429) still leaves its QUOTA_EXCEEDED error event."""

@@ -79,6 +79,7 @@ class LocalBundler:
         self.dir.mkdir(parents=True, exist_ok=True)
         _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
+        self._by_code: dict[str, Bundle] = {}  # component code -> its bundle (insertion order: oldest first)
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -95,15 +96,27 @@ class LocalBundler:
         return bundle
 
     def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
+        cached = self._by_code.get(code)  # a str caches its hash(): no SHA-256 of the code per run
+        if cached:
+            return cached
         digest = ids.code_hash(code)
         cached = self._cache.get(digest)
         if cached:
+            self._remember_code(code, cached)
             return cached
         out = self.dir / f"{digest}.cjs"
         with self._lock_for(digest):
             if not out.exists():
                 self._bundle_into(code, dict(lock or {}), out)
-            return self._remember(Bundle(hash=digest, code=out.read_text(), packages=_read_packages(out)))
+            bundle = Bundle(hash=digest, code=out.read_text(), packages=_read_packages(out))
+            return self._remember_code(code, self._remember(bundle))
+
+    def _remember_code(self, code: str, bundle: Bundle) -> Bundle:
+        with self._guard:
+            self._by_code[code] = bundle
+            while len(self._by_code) > _MEMORY_CACHE:
+                self._by_code.pop(next(iter(self._by_code)))
+        return bundle
 
     def _bundle_into(self, code: str, lock: dict[str, str], out: Path) -> None:
         store = self.settings.data_dir / "npm-store"

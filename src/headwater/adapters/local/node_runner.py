@@ -334,6 +334,18 @@ class NodeRunnerPool:
         request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
         return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
 
+    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
+        on_partial = ((lambda message: on_respond(int(message.get("index", 0)), message.get("response") or {}))
+                      if on_respond else None)
+        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
+        answer = self.call("run", request, bundle, on_partial, account=_account(instance),
+                           timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
+        return [run_result(item["result"]) if item.get("ok") else
+                RunResult.failed(item["error"].get("code", "RUNTIME_ERROR"), item["error"].get("message", ""),
+                                 item["error"].get("stack"))
+                for item in answer["results"]]
+
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
         return run_result(self.call("hook", request, bundle, account=_account(instance)))
@@ -362,17 +374,18 @@ class NodeRunnerPool:
         bundle: Bundle | None = None,
         on_partial: PartialHandler | None = None,
         account: str = DESCRIBE,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """One runner op on the account's process (which keeps its instances and bundles warm)."""
         process = self._acquire(account)
         try:
-            return self._call(process, op, request, bundle, on_partial)
+            return self._call(process, op, request, bundle, on_partial, timeout_s)
         finally:
             self._release(process)
 
     def _call(self, process: RunnerProcess, op: str, request: dict[str, Any], bundle: Bundle | None,
-              on_partial: PartialHandler | None) -> dict[str, Any]:
-        timeout_s = request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
+              on_partial: PartialHandler | None, timeout_s: float | None = None) -> dict[str, Any]:
+        timeout_s = timeout_s or request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
         message: dict[str, Any] = {"op": op, **request}
         if bundle is not None:
             warm = bundle.hash in process.known_hashes
