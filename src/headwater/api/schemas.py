@@ -54,6 +54,8 @@ class Component(Shape):
     description: str | None
     configurable_props: list[ConfigurableProp]
     component_url: str | None
+    packages: dict[str, str] = Field(
+        description="npm packages bundled, by name: the versions its redeploys install again.")
     created_at: int
     updated_at: int
 
