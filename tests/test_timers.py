@@ -33,8 +33,10 @@ NO_RUN = """export default {
 
 @pytest.fixture(scope="module", params=BOTH_MODES)
 def timer_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    mode = {} if request.param == "local" else {"HEADWATER_BACKEND": request.param}
-    with running_server(Path(tmp_path_factory.mktemp("timers")), **mode) as srv:
+    if request.param != "local":
+        yield request.getfixturevalue("aws_server")  # no settings of its own: the shared one
+        return
+    with running_server(Path(tmp_path_factory.mktemp("timers"))) as srv:
         yield srv
 
 

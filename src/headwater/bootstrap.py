@@ -148,8 +148,8 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
                  bundler: Bundler | None = None) -> Adapters:
     """DynamoDB, SQS and EventBridge Scheduler behind the same ports (docs/aws.md). `clients` are
     boto3 clients by service name (built here at first use when not given: a warm Lambda
-    container keeps them). The runner and bundler are the local ones until the runner Lambda is
-    wired (docs/aws.md, Not wired yet)."""
+    container keeps them). The runner is the runner Lambda (emulated: the local sandboxed
+    processes behind the same invoke); the bundler is still the local one (docs/aws.md)."""
     import boto3
 
     from headwater.adapters.aws.config import AwsConfig
@@ -157,7 +157,6 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
     from headwater.adapters.local.bundler import LocalBundler
-    from headwater.adapters.local.node_runner import NodeRunnerPool
 
     config = AwsConfig()
     clients = dict(clients or {})
@@ -180,11 +179,26 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         usage=store.usage,
         lease=store.lease,
         bundler=bundler or LocalBundler(settings),
-        runner=runner or NodeRunnerPool(settings),
+        runner=runner or _lambda_runner(settings, config, clients),
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
     )
+
+
+def _lambda_runner(settings: Settings, config: Any, clients: dict[str, Any]) -> Runner:
+    """The runner Lambda, invoked one request at a time; emulated, the same requests and answers
+    go to the local sandboxed runner processes (NodeRunnerPool.invoke answers as lambda.mjs does)."""
+    from headwater.adapters.aws.lambda_runner import LambdaRunner, boto3_invoke
+    from headwater.adapters.local.node_runner import NodeRunnerPool
+
+    if settings.backend == "aws-emulated" or not config.runner_function:
+        pool = NodeRunnerPool(settings)
+        return LambdaRunner(pool.invoke, on_close=pool.close)
+    import boto3
+
+    client = clients.setdefault("lambda", boto3.client("lambda", endpoint_url=config.endpoint_url))
+    return LambdaRunner(boto3_invoke(client, config.runner_function))
 
 
 def _local_gauges(queue: LocalTaskQueue) -> None:

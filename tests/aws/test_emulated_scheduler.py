@@ -39,7 +39,7 @@ def test_a_rate_schedule_fires_each_interval_into_the_timer_function(monkeypatch
         scheduler, sqs, dynamodb = (boto3.client(s) for s in ("scheduler", "sqs", "dynamodb"))
         scheduler.create_schedule_group(Name="timers")
         create_tables(dynamodb, "t", "events")
-        now = time.time()
+        now = float(int(time.time()))  # schedules keep whole seconds
         adapter = EventBridgeScheduler(scheduler, sqs, dynamodb, group_name="timers", queue_arn="arn:q", queue_url="u",
                                        target_arn=TIMER_ARN, role_arn="arn:role", dead_letter_arn=None,
                                        table_name="t", clock=lambda: now)

@@ -25,6 +25,7 @@ class AwsConfig:
     scheduler_dlq_arn: str = field(default_factory=lambda: _env("SCHEDULER_DLQ_ARN"))
     # The schedules' target: the timer function when deployed (template.yaml), else the run queue.
     timer_function_arn: str = field(default_factory=lambda: _env("TIMER_FUNCTION_ARN"))
+    runner_function: str = field(default_factory=lambda: _env("RUNNER_FUNCTION"))  # the runner Lambda's name
     payload_bucket: str = field(default_factory=lambda: _env("PAYLOAD_BUCKET"))  # bodies over SQS's 256 KB
     idempotency_table: str = field(default_factory=lambda: _env("IDEMPOTENCY_TABLE", "headwater-idempotency"))
     endpoint_url: str | None = field(default_factory=lambda: _env("AWS_ENDPOINT_URL") or None)

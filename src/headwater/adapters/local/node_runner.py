@@ -401,6 +401,21 @@ class NodeRunnerPool:
         error = response.get("error") or {}
         raise RunnerError(error.get("code", "RUNTIME_ERROR"), error.get("message", ""), error.get("stack"))
 
+    def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:
+        """What the runner Lambda (lambda.mjs) answers to one invocation: the request run whole on
+        the account's sandboxed process, its partials collected into `partials` (the emulated
+        deployment's runner function)."""
+        process = self._acquire(account)
+        partials: list[dict[str, Any]] = []
+        try:
+            timeout_s = request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
+            response = process.request(request, timeout_s, partials.append)
+        except RunnerError as e:
+            return {"ok": False, "error": {"code": e.code, "message": e.message}}
+        finally:
+            self._release(process)
+        return {**response, "partials": partials} if partials else response
+
     def close(self) -> None:
         self._stop.set()
         with self._cond:

@@ -33,15 +33,20 @@ def services() -> Services:
 
 
 @cache
-def idempotency() -> DynamoDBPersistenceLayer:
-    """Powertools' idempotency records in the IdempotencyTable, through the container's client."""
+def _dynamodb() -> Any:
     import boto3
 
     from headwater.adapters.aws.config import AwsConfig
 
-    config = AwsConfig()
-    client = boto3.client("dynamodb", endpoint_url=config.endpoint_url)
-    return DynamoDBPersistenceLayer(table_name=config.idempotency_table, boto3_client=client)
+    return boto3.client("dynamodb", endpoint_url=AwsConfig().endpoint_url)
+
+
+def idempotency() -> DynamoDBPersistenceLayer:
+    """Powertools' idempotency records in the IdempotencyTable, through the container's client:
+    one layer per handler (a layer keeps the first key path it is configured with)."""
+    from headwater.adapters.aws.config import AwsConfig
+
+    return DynamoDBPersistenceLayer(table_name=AwsConfig().idempotency_table, boto3_client=_dynamodb())
 
 
 def idempotency_config(key_path: str) -> IdempotencyConfig:

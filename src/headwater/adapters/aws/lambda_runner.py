@@ -1,0 +1,103 @@
+"""The Runner port over the runner Lambda (layers/runner/src/lambda.mjs): one runner request
+per synchronous invocation, the payload being the request of docs/runner-protocol.md.
+
+A bundle is sent by hash first: a warm runner container keeps the bundles it was given under
+/tmp, and answers BUNDLE_MISSING when it has not got this one, so the request goes again with
+the code. Lambda cannot stream a synchronous answer, so a run's `respond` partials come back
+in the response's `partials`, and are handed on when the run ends. The invoke payload is at
+most 6 MB: a request that would be larger is refused here, not sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from headwater.adapters.local.node_runner import DESCRIBE, instance_request, run_result
+from headwater.domain.models import ComponentDefinition
+from headwater.domain.runs import RunResult
+from headwater.ports import Bundle, Instance, RunnerError
+
+Invoke = Callable[[dict[str, Any], str], dict[str, Any]]
+"""(request, account) -> the runner's response; `account` chooses nothing on AWS (one request
+per invocation), the emulator runs each account's requests in its own sandboxed process."""
+
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+
+
+def boto3_invoke(client: Any, function_name: str) -> Invoke:
+    def invoke(request: dict[str, Any], account: str) -> dict[str, Any]:
+        response = client.invoke(FunctionName=function_name, InvocationType="RequestResponse",
+                                 Payload=json.dumps(request).encode())
+        payload = json.loads(response["Payload"].read() or b"null")
+        if response.get("FunctionError") or not isinstance(payload, dict):
+            message = payload.get("errorMessage", "") if isinstance(payload, dict) else str(payload)
+            return {"ok": False, "error": {"code": "RUNNER_CRASHED", "message": f"runner Lambda failed: {message}"}}
+        return payload
+
+    return invoke
+
+
+class LambdaRunner:
+    def __init__(self, invoke: Invoke, on_close: Callable[[], None] | None = None) -> None:
+        self.invoke = invoke
+        self.on_close = on_close
+
+    def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
+             on_partial: Callable[[dict[str, Any]], None] | None = None, account: str = DESCRIBE) -> dict[str, Any]:
+        message: dict[str, Any] = {"op": op, **request}
+        if bundle is not None:
+            message["bundle"] = {"hash": bundle.hash}
+        response = self.invoke(message, account)
+        missing = (response.get("error") or {}).get("code") == "BUNDLE_MISSING"
+        if bundle is not None and not response.get("ok") and missing:
+            message["bundle"] = {"hash": bundle.hash, "code": bundle.code}
+            if len(json.dumps(message).encode()) > MAX_PAYLOAD_BYTES:
+                raise RunnerError("PAYLOAD_TOO_LARGE", "the request is over Lambda's 6 MB invoke payload")
+            response = self.invoke(message, account)
+        for partial in response.get("partials") or []:
+            if on_partial is not None:
+                on_partial(partial)
+        if response.get("ok"):
+            return dict(response["result"])
+        error = response.get("error") or {}
+        raise RunnerError(error.get("code", "RUNTIME_ERROR"), error.get("message", ""), error.get("stack"))
+
+    # the Runner port
+
+    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
+        return ComponentDefinition.from_runner(self.call("describe", {"timeout_ms": timeout_ms}, bundle))
+
+    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
+            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+        on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
+        request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
+        return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
+
+    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
+        return run_result(self.call("hook", request, bundle, account=_account(instance)))
+
+    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
+        return run_result(self.call("run", request, bundle, account=_account(instance)))
+
+    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
+                         timeout_ms: int) -> list[dict[str, Any]]:
+        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms}
+        return list(self.call("additional_props", request, bundle)["configurable_props"])
+
+    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
+        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
+                   "timeout_ms": timeout_ms, **({"query": query} if query is not None else {})}
+        return self.call("options", request, bundle)
+
+    def close(self) -> None:
+        if self.on_close is not None:
+            self.on_close()
+
+
+def _account(instance: Instance) -> str:
+    return f"account:{instance.account}" if instance.account else "account:-"  # as the local pool
