@@ -106,14 +106,16 @@ class SqsTaskQueue:
         routes: Mapping[str, str] | None = None,
         lease_ttl_s: float = 300.0,
         lease_wait_s: float = 1.0,
-        inline_wait_s: float = 5.0,
+        inline_wait_s: float = 20.0,
         busy_retry_s: int = 5,
         inline_fallback_s: int = MAX_DELAY_S,
         payloads: PayloadStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
-        lease is released when its handler returns, or lost that long after a crash."""
+        lease is released when its handler returns, or lost that long after a crash. An inline
+        (customResponse) run waits up to `inline_wait_s` for its source's turn: concurrent requests
+        to one source take turns, within API Gateway's 29 s."""
         self.client = client
         self.queue_url = queue_url
         self.store = store

@@ -252,6 +252,14 @@ def run_result(data: dict[str, Any]) -> RunResult:
     )
 
 
+def run_results(answer: dict[str, Any]) -> list[RunResult]:
+    """The results of a `run` with `events`, one per event, in order."""
+    return [run_result(item["result"]) if item.get("ok") else
+            RunResult.failed(item["error"].get("code", "RUNTIME_ERROR"), item["error"].get("message", ""),
+                             item["error"].get("stack"))
+            for item in answer["results"]]
+
+
 def instance_request(instance: Instance) -> dict[str, Any]:
     return {"instance": instance.id, "env": instance.env, "props": instance.props, "db": instance.db,
             "http": instance.http, "memory_mb": instance.memory_mb}
@@ -341,10 +349,7 @@ class NodeRunnerPool:
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
         answer = self.call("run", request, bundle, on_partial, account=_account(instance),
                            timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
-        return [run_result(item["result"]) if item.get("ok") else
-                RunResult.failed(item["error"].get("code", "RUNTIME_ERROR"), item["error"].get("message", ""),
-                                 item["error"].get("stack"))
-                for item in answer["results"]]
+        return run_results(answer)
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
