@@ -332,15 +332,30 @@ class NodeRunnerPool:
 
     def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        on_partial = ((lambda message: on_respond(int(message.get("index", 0)), message.get("response") or {}))
-                      if on_respond else None)
+        """Each run's result arrives as a partial as soon as it is known: when the runner dies or
+        times out part way, the runs it reported keep their results and only the rest fail."""
+        results: dict[int, RunResult] = {}
+
+        def on_partial(message: dict[str, Any]) -> None:
+            index = int(message.get("index", 0))
+            if message.get("partial") == "result":
+                error = message.get("error") or {}
+                results[index] = (run_result(message.get("result") or {}) if message.get("ok") else
+                                  RunResult.failed(error.get("code", "RUNTIME_ERROR"), error.get("message", ""),
+                                                   error.get("stack")))
+            elif on_respond is not None:
+                on_respond(index, message.get("response") or {})
+
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        answer = self.call("run", request, bundle, on_partial, account=_account(instance),
-                           timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
-        return [run_result(item["result"]) if item.get("ok") else
-                RunResult.failed(item["error"].get("code", "RUNTIME_ERROR"), item["error"].get("message", ""),
-                                 item["error"].get("stack"))
-                for item in answer["results"]]
+        try:
+            self.call("run", request, bundle, on_partial, account=_account(instance),
+                      timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
+        except RunnerError as e:
+            if not results:
+                raise
+            return [results.get(i) or RunResult.failed(e.code, e.message, e.stack) for i in range(len(events))]
+        return [results.get(i) or RunResult.failed("RUNNER_CRASHED", "the runner did not report this run")
+                for i in range(len(events))]
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
