@@ -285,27 +285,29 @@ async function runOp(req, onPartial) {
 
 // Several events of one instance in one request, one after another on its worker, each run
 // seeing the `db` its predecessors left: the same as that many `run` requests in a row, without
-// a round trip to the service for each. Partials carry the event's `index`.
+// a round trip to the service for each. Each event's outcome is sent as a `result` partial as soon
+// as it is known (so a runner that dies mid-way loses only the runs not yet reported), and partials
+// carry the event's `index`.
 async function runMany(req, bundle, onPartial) {
   if (!Array.isArray(req.events)) throw new RunnerError('BAD_REQUEST', 'events must be an array')
   let db = isObj(req.db) ? { ...req.db } : {}
-  const results = []
+  const report = onPartial || (() => {})
   for (let index = 0; index < req.events.length; index++) {
-    const partial = onPartial ? (p) => onPartial({ ...p, index }) : null
+    const partial = (p) => report({ ...p, index })
     const wreq = { props: req.props, db, event: req.events[index], http: req.http }
     try {
       const result = await runOne(req, bundle, wreq, partial)
       db = { ...db, ...result.db_writes }
       for (const [k, v] of Object.entries(result.db_writes)) if (v === null || v === undefined) delete db[k]
-      results.push({ ok: true, result })
+      partial({ id: req.id, partial: 'result', ok: true, result })
     } catch (e) {
       if (e instanceof RunnerError && e.code === 'BUNDLE_MISSING') throw e // the service resends with code
       const error = { code: e instanceof RunnerError ? e.code : 'RUNTIME_ERROR', message: e instanceof Error ? e.message : String(e) }
       if (e && typeof e.stack === 'string' && (e.fromWorker || !(e instanceof RunnerError))) error.stack = cleanStack(e.stack)
-      results.push({ ok: false, error })
+      partial({ id: req.id, partial: 'result', ok: false, error })
     }
   }
-  return { results }
+  return { count: req.events.length }
 }
 
 async function runOne(req, bundle, wreq, onPartial) {

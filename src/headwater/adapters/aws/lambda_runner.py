@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from headwater.adapters.local.node_runner import DESCRIBE, instance_request, run_result, run_results
+from headwater.adapters.local.node_runner import DESCRIBE, BatchResults, instance_request, run_result
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
 from headwater.ports import Bundle, Instance, RunnerError
@@ -77,10 +77,13 @@ class LambdaRunner:
 
     def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        on_partial = ((lambda message: on_respond(int(message.get("index", 0)), message.get("response") or {}))
-                      if on_respond else None)
+        collect = BatchResults(len(events), on_respond)
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        return run_results(self.call("run", request, bundle, on_partial, account=_account(instance)))
+        try:
+            self.call("run", request, bundle, collect, account=_account(instance))
+        except RunnerError as e:
+            return collect.outcomes(e)
+        return collect.outcomes(None)
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}

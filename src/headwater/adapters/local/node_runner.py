@@ -252,12 +252,32 @@ def run_result(data: dict[str, Any]) -> RunResult:
     )
 
 
-def run_results(answer: dict[str, Any]) -> list[RunResult]:
-    """The results of a `run` with `events`, one per event, in order."""
-    return [run_result(item["result"]) if item.get("ok") else
-            RunResult.failed(item["error"].get("code", "RUNTIME_ERROR"), item["error"].get("message", ""),
-                             item["error"].get("stack"))
-            for item in answer["results"]]
+class BatchResults:
+    """The partials of a `run` with `events`: each run's result as soon as the runner knows it,
+    and `respond()`s handed on with their run's index. When the runner dies or times out part
+    way, the runs it reported keep their results and only the rest fail."""
+
+    def __init__(self, count: int, on_respond: Callable[[int, dict[str, Any]], None] | None) -> None:
+        self.count = count
+        self.on_respond = on_respond
+        self.results: dict[int, RunResult] = {}
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        index = int(message.get("index", 0))
+        if message.get("partial") == "result":
+            error = message.get("error") or {}
+            self.results[index] = (run_result(message.get("result") or {}) if message.get("ok") else
+                                   RunResult.failed(error.get("code", "RUNTIME_ERROR"), error.get("message", ""),
+                                                    error.get("stack")))
+        elif self.on_respond is not None:
+            self.on_respond(index, message.get("response") or {})
+
+    def outcomes(self, failure: RunnerError | None) -> list[RunResult]:
+        if failure is not None and not self.results:
+            raise failure
+        missing = (RunResult.failed(failure.code, failure.message, failure.stack) if failure else
+                   RunResult.failed("RUNNER_CRASHED", "the runner did not report this run"))
+        return [self.results.get(i) or missing for i in range(self.count)]
 
 
 def instance_request(instance: Instance) -> dict[str, Any]:
@@ -344,12 +364,14 @@ class NodeRunnerPool:
 
     def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        on_partial = ((lambda message: on_respond(int(message.get("index", 0)), message.get("response") or {}))
-                      if on_respond else None)
+        collect = BatchResults(len(events), on_respond)
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        answer = self.call("run", request, bundle, on_partial, account=_account(instance),
-                           timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
-        return run_results(answer)
+        try:
+            self.call("run", request, bundle, collect, account=_account(instance),
+                      timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
+        except RunnerError as e:
+            return collect.outcomes(e)
+        return collect.outcomes(None)
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
