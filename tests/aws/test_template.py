@@ -45,7 +45,7 @@ SCOPE: dict[str, set[str]] = {
                                 "PayloadBucket"},
     "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "PayloadBucket",
                               "TimerScheduleGroup"},
-    "RunnerFunction": set(),
+    "RunnerFunction": {"BundleBucket"},
 }
 CONSUMERS = {"RunQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",
              "WebhookDeliveryQueue": "WebhookDeliveryFunction", "EventDeletionQueue": "EventDeletionFunction"}
