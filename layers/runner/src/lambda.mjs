@@ -5,7 +5,7 @@
 // credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) and the runtime API's
 // address. It runs in a child process (stdio.mjs, the local runner's driver) started with an
 // empty environment and Node's permission model (no child processes, no addons, file reads only
-// of the runner code and /tmp), kept warm across invocations and started again if it dies
+// of the runner code and /tmp/runner), kept warm across invocations and started again if it dies
 // (docs/security.md, "AWS").
 //
 // Bundling happens here too (op `bundle`, docs/aws.md "Bundles"): bundle.mjs in a child process
@@ -23,6 +23,7 @@ import path from 'node:path'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const TMP = '/tmp'
+const CHILD_TMP = path.join(TMP, 'runner')
 const BUNDLES = path.join(TMP, 'bundles')
 const BUCKET = process.env.HEADWATER_BUNDLE_BUCKET || ''
 const BUNDLE_TIMEOUT_MS = 90_000
@@ -33,11 +34,14 @@ let nextId = 1
 const pending = new Map() // id -> {resolve, partials}
 
 function start() {
+  // The child's files are /tmp/runner only: the bundles and npm store this process keeps in /tmp
+  // (served to other accounts' runs) are out of component code's reach.
+  fs.mkdirSync(CHILD_TMP, { recursive: true })
   const args = [
-    '--permission', '--allow-worker', `--allow-fs-read=${RUNNER_DIR}`, `--allow-fs-read=${TMP}`,
-    `--allow-fs-write=${TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
+    '--permission', '--allow-worker', `--allow-fs-read=${RUNNER_DIR}`, `--allow-fs-read=${CHILD_TMP}`,
+    `--allow-fs-write=${CHILD_TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
   ]
-  const proc = spawn(process.execPath, args, { env: {}, cwd: TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  const proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
   createInterface({ input: proc.stdout, crlfDelay: Infinity }).on('line', (line) => {
     let message
     try {
