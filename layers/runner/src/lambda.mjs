@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const TMP = '/tmp'
+const TMP = process.env.HEADWATER_RUNNER_TMP || '/tmp' // set by tests only
 const CHILD_TMP = path.join(TMP, 'runner')
 const BUNDLES = path.join(TMP, 'bundles')
 const BUCKET = process.env.HEADWATER_BUNDLE_BUCKET || ''
