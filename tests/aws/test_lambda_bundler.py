@@ -58,10 +58,13 @@ class Container:
 def test_a_bundle_made_by_the_runner_runs_by_hash_from_the_bucket_in_a_fresh_container(tmp_path: Path,
                                                                                           s3: Any) -> None:
     first = Container(tmp_path / "first", s3)
+    bundler = LambdaBundler(first.invoke)
     try:
-        bundle = LambdaBundler(first.invoke).bundle(CODE)
+        bundle = bundler.bundle(CODE)
+        assert bundler.bundle(CODE) is bundle
     finally:
         first.pool.close()
+    assert [r["op"] for r in first.requests] == ["bundle"]  # once per code in a warm container
     assert bundle.code == "" and len(bundle.hash) == 64 and bundle.packages == {}
     stored = s3.get_object(Bucket=BUCKET, Key=f"bundles/{bundle.hash}.cjs")["Body"].read().decode()
     assert "doubled" in stored

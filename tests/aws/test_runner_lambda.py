@@ -96,3 +96,13 @@ def test_code_that_does_not_bundle_is_a_bundle_failure_and_nothing_is_stored(tmp
     assert not failed["ok"] and failed["error"]["code"] == "BUNDLE_FAILED"
     assert "not allowed" in failed["error"]["message"]
     assert not (tmp_path / "s3").exists()
+
+
+def test_a_bundle_found_in_the_bucket_is_fetched_and_one_missing_its_code_is_made_again(tmp_path: Path) -> None:
+    made, = invoke(tmp_path, "a", [{"id": 1, "op": "bundle", "code": CODE}])
+    stored = tmp_path / "s3" / "bundles-bucket" / "bundles" / f"{made['result']['hash']}.cjs"
+    found, = invoke(tmp_path, "b", [{"id": 2, "op": "bundle", "code": CODE}])
+    assert found == {**made, "id": 2} and (tmp_path / "b" / "bundles" / stored.name).exists()
+    stored.unlink()
+    again, = invoke(tmp_path, "c", [{"id": 3, "op": "bundle", "code": CODE}])
+    assert again["ok"] and "doubled" in stored.read_text()

@@ -161,7 +161,10 @@ async function bundleOp(event) {
   if (typeof code !== 'string') return { ok: false, error: { code: 'BAD_REQUEST', message: 'the bundle op needs code' } }
   const hash = createHash('sha256').update(code).digest('hex')
   let meta = readLocal(hash, 'json')
-  if (meta === null && BUCKET) meta = await s3Get(`bundles/${hash}.json`) // written after the .cjs: the pair is whole
+  // Made before by another container: the pair from the bucket (into /tmp, for the describe
+  // that follows a save); a pair missing its .cjs is made again.
+  if (meta === null && BUCKET) meta = await s3Get(`bundles/${hash}.json`)
+  if (meta !== null && (await bundleCode(hash)) === null) meta = null
   if (meta === null) {
     const out = path.join(TMP, `bundle-${hash}.cjs`)
     const r = await runBundler({
