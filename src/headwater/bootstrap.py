@@ -149,14 +149,13 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     """DynamoDB, SQS and EventBridge Scheduler behind the same ports (docs/aws.md). `clients` are
     boto3 clients by service name (built here at first use when not given: a warm Lambda
     container keeps them). The runner is the runner Lambda (emulated: the local sandboxed
-    processes behind the same invoke); the bundler is still the local one (docs/aws.md)."""
+    processes behind the same invoke); so is the bundler (the runner Lambda's `bundle` op)."""
     import boto3
 
     from headwater.adapters.aws.config import AwsConfig
     from headwater.adapters.aws.dynamodb.store import DynamoStore
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
-    from headwater.adapters.local.bundler import LocalBundler
 
     config = AwsConfig()
     clients = dict(clients or {})
@@ -174,31 +173,49 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         queue_arn=config.run_queue_arn, queue_url=config.run_queue_url, target_arn=config.timer_function_arn or None,
         role_arn=config.scheduler_role_arn,
         dead_letter_arn=config.scheduler_dlq_arn or None, table_name=config.resources_table)
+    if runner is None or bundler is None:
+        function_runner, function_bundler = _runner_function(settings, config, clients)
+        runner, bundler = runner or function_runner, bundler or function_bundler
     return Adapters(
         uow=store.uow,
         usage=store.usage,
         lease=store.lease,
-        bundler=bundler or LocalBundler(settings),
-        runner=runner or _lambda_runner(settings, config, clients),
+        bundler=bundler,
+        runner=runner,
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
     )
 
 
-def _lambda_runner(settings: Settings, config: Any, clients: dict[str, Any]) -> Runner:
-    """The runner Lambda, invoked one request at a time; emulated, the same requests and answers
-    go to the local sandboxed runner processes (NodeRunnerPool.invoke answers as lambda.mjs does)."""
+def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -> tuple[Runner, Bundler]:
+    """The runner Lambda, invoked one request at a time, runs components and bundles them (into
+    the bundle bucket). Emulated, the same requests and answers go to the local sandboxed runner
+    processes and bundler, the bundles into the moto bucket (emulated/runner.py). Component files
+    of the operator's (`source_of`: publish, workflow files) are read by the local bundler."""
+    from headwater.adapters.aws.lambda_bundler import LambdaBundler
     from headwater.adapters.aws.lambda_runner import LambdaRunner, boto3_invoke
-    from headwater.adapters.local.node_runner import NodeRunnerPool
+    from headwater.adapters.local.bundler import LocalBundler
 
     if settings.backend == "aws-emulated" or not config.runner_function:
+        from headwater.adapters.local.node_runner import NodeRunnerPool
+        from headwater.emulated.runner import EmulatedRunnerFunction
+
         pool = NodeRunnerPool(settings)
-        return LambdaRunner(pool.invoke, on_close=pool.close)
+        local = LocalBundler(settings)
+        if not config.bundle_bucket:
+            return LambdaRunner(pool.invoke, on_close=pool.close), local
+        s3 = _client(clients, "s3", config)
+        function = EmulatedRunnerFunction(pool, local, s3, config.bundle_bucket)
+        return LambdaRunner(function.invoke, on_close=pool.close), LambdaBundler(function.invoke, local.source_of)
+    invoke = boto3_invoke(_client(clients, "lambda", config), config.runner_function)
+    return LambdaRunner(invoke), LambdaBundler(invoke, lambda entry_file: LocalBundler(settings).source_of(entry_file))
+
+
+def _client(clients: dict[str, Any], service: str, config: Any) -> Any:
     import boto3
 
-    client = clients.setdefault("lambda", boto3.client("lambda", endpoint_url=config.endpoint_url))
-    return LambdaRunner(boto3_invoke(client, config.runner_function))
+    return clients.setdefault(service, boto3.client(service, endpoint_url=config.endpoint_url))
 
 
 def _local_gauges(queue: LocalTaskQueue) -> None:

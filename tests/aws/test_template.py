@@ -45,7 +45,7 @@ SCOPE: dict[str, set[str]] = {
                                 "PayloadBucket"},
     "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "PayloadBucket",
                               "TimerScheduleGroup"},
-    "RunnerFunction": set(),
+    "RunnerFunction": {"BundleBucket"},
 }
 CONSUMERS = {"RunQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",
              "WebhookDeliveryQueue": "WebhookDeliveryFunction", "EventDeletionQueue": "EventDeletionFunction"}
@@ -192,3 +192,17 @@ def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
         for statement in policy["PolicyDocument"]["Statement"]:
             out.append(statement)
     return out
+
+
+def test_the_runner_alone_reaches_the_bundle_bucket_and_only_its_bundles(template: Template) -> None:
+    functions = template.functions()
+    assert functions["RunnerFunction"].environment["HEADWATER_BUNDLE_BUCKET"] == {"Ref": "BundleBucket"}
+    statements = _statements(template.resources["RunnerRole"])
+    on_bucket = [s for s in statements if "BundleBucket" in json.dumps(s["Resource"])]
+    assert {json.dumps(s["Resource"]) for s in on_bucket} == {json.dumps({"Fn::Sub": "${BundleBucket.Arn}/bundles/*"}),
+                                                             json.dumps({"Fn::GetAtt": ["BundleBucket", "Arn"]})}
+    assert {a for s in on_bucket for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+        "s3:GetObject", "s3:PutObject", "s3:ListBucket"}
+    for name, function in functions.items():
+        if name != "RunnerFunction":
+            assert "BundleBucket" not in json.dumps(function.environment), name

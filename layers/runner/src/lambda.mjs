@@ -5,26 +5,43 @@
 // credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) and the runtime API's
 // address. It runs in a child process (stdio.mjs, the local runner's driver) started with an
 // empty environment and Node's permission model (no child processes, no addons, file reads only
-// of the runner code and /tmp), kept warm across invocations and started again if it dies
+// of the runner code and /tmp/runner), kept warm across invocations and started again if it dies
 // (docs/security.md, "AWS").
+//
+// Bundling happens here too (op `bundle`, docs/aws.md "Bundles"): bundle.mjs in a child process
+// with no credentials in its environment, its npm store and cache under /tmp; the bundle is kept
+// in /tmp/bundles and put in the bundle bucket (HEADWATER_BUNDLE_BUCKET) as
+// `bundles/<sha256>.cjs` with `bundles/<sha256>.json` ({packages}); the answer is {hash, packages}.
+// A run whose bundle this container has not got is given it from /tmp or S3 before the caller
+// is told BUNDLE_MISSING, so bundles do not travel in payloads.
 import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import fs from 'node:fs'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const TMP = '/tmp'
+const TMP = process.env.HEADWATER_RUNNER_TMP || '/tmp' // set by tests only
+const CHILD_TMP = path.join(TMP, 'runner')
+const BUNDLES = path.join(TMP, 'bundles')
+const BUCKET = process.env.HEADWATER_BUNDLE_BUCKET || ''
+const BUNDLE_TIMEOUT_MS = 90_000
+const HASH = /^[0-9a-f]{64}$/
 
 let child = null
 let nextId = 1
 const pending = new Map() // id -> {resolve, partials}
 
 function start() {
+  // The child's files are /tmp/runner only: the bundles and npm store this process keeps in /tmp
+  // (served to other accounts' runs) are out of component code's reach.
+  fs.mkdirSync(CHILD_TMP, { recursive: true })
   const args = [
-    '--permission', '--allow-worker', `--allow-fs-read=${RUNNER_DIR}`, `--allow-fs-read=${TMP}`,
-    `--allow-fs-write=${TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
+    '--permission', '--allow-worker', `--allow-fs-read=${RUNNER_DIR}`, `--allow-fs-read=${CHILD_TMP}`,
+    `--allow-fs-write=${CHILD_TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
   ]
-  const proc = spawn(process.execPath, args, { env: {}, cwd: TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  const proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
   createInterface({ input: proc.stdout, crlfDelay: Infinity }).on('line', (line) => {
     let message
     try {
@@ -51,14 +68,148 @@ function start() {
   return proc
 }
 
-export const handler = async (event) => {
+async function ask(event, partials) {
   if (!child) child = start()
   const id = nextId++
-  const partials = []
-  const res = await new Promise((resolve) => {
+  return new Promise((resolve) => {
     pending.set(id, { resolve, partials })
     child.stdin.write(JSON.stringify({ ...event, id }) + '\n')
   })
+}
+
+// ---- the bundle bucket (the SDK only when a bucket is set: the runtime provides it) ----------
+let s3 = null
+async function bucket() {
+  if (!s3) {
+    const sdk = await import('@aws-sdk/client-s3')
+    s3 = { sdk, client: new sdk.S3Client({}) }
+  }
+  return s3
+}
+
+async function s3Get(key) {
+  const { sdk, client } = await bucket()
+  try {
+    const r = await client.send(new sdk.GetObjectCommand({ Bucket: BUCKET, Key: key }))
+    return await r.Body.transformToString()
+  } catch (e) {
+    if (e?.name === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404) return null
+    throw e
+  }
+}
+
+async function s3Put(key, body, contentType) {
+  const { sdk, client } = await bucket()
+  await client.send(new sdk.PutObjectCommand({ Bucket: BUCKET, Key: key, Body: body, ContentType: contentType }))
+}
+
+const local = (hash, ext) => path.join(BUNDLES, `${hash}.${ext}`)
+
+function readLocal(hash, ext) {
+  try {
+    return fs.readFileSync(local(hash, ext), 'utf8')
+  } catch {
+    return null
+  }
+}
+
+function writeLocal(hash, ext, text) {
+  fs.mkdirSync(BUNDLES, { recursive: true })
+  const tmp = `${local(hash, ext)}.tmp-${process.pid}`
+  fs.writeFileSync(tmp, text)
+  fs.renameSync(tmp, local(hash, ext))
+}
+
+// A bundle's code: this container's /tmp, else the bucket (kept in /tmp then).
+async function bundleCode(hash) {
+  if (!HASH.test(hash)) return null
+  const held = readLocal(hash, 'cjs')
+  if (held !== null || !BUCKET) return held
+  const code = await s3Get(`bundles/${hash}.cjs`)
+  if (code !== null) writeLocal(hash, 'cjs', code)
+  return code
+}
+
+function runBundler(request) {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [path.join(RUNNER_DIR, 'src', 'bundle.mjs')], {
+      env: { PATH: '/usr/bin:/bin', HOME: TMP, TMPDIR: TMP }, cwd: RUNNER_DIR, stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    const timer = setTimeout(() => proc.kill('SIGKILL'), BUNDLE_TIMEOUT_MS)
+    proc.stdout.on('data', (d) => (out += d))
+    proc.stderr.on('data', (d) => (err += d))
+    proc.on('error', (e) => (err += String(e)))
+    proc.on('close', (code, signal) => {
+      clearTimeout(timer)
+      const last = out.trim().split('\n').pop()
+      try {
+        resolve(JSON.parse(last))
+      } catch {
+        const why = signal === 'SIGKILL' ? `bundling took longer than ${BUNDLE_TIMEOUT_MS / 1000} s` : err.trim().slice(-500) || `exit ${code}`
+        resolve({ ok: false, code: signal === 'SIGKILL' ? 'TIMEOUT' : 'BUNDLER_FAILED', message: why })
+      }
+    })
+    proc.stdin.on('error', () => {})
+    proc.stdin.end(JSON.stringify(request))
+  })
+}
+
+async function bundleOp(event) {
+  const { code, lock } = event
+  if (typeof code !== 'string') return { ok: false, error: { code: 'BAD_REQUEST', message: 'the bundle op needs code' } }
+  const hash = createHash('sha256').update(code).digest('hex')
+  let meta = readLocal(hash, 'json')
+  // Made before by another container: the pair from the bucket (into /tmp, for the describe
+  // that follows a save); a pair missing its .cjs is made again.
+  if (meta === null && BUCKET) meta = await s3Get(`bundles/${hash}.json`)
+  if (meta !== null && (await bundleCode(hash)) === null) meta = null
+  if (meta === null) {
+    const out = path.join(TMP, `bundle-${hash}.cjs`)
+    const r = await runBundler({
+      entry_code: code, out, store: path.join(TMP, 'npm-store'), npm_cache: path.join(TMP, 'npm-cache'),
+      lock: lock && typeof lock === 'object' ? lock : {},
+    })
+    if (!r.ok) {
+      const failed = ['TIMEOUT', 'BUNDLER_FAILED'].includes(r.code) ? r.code : 'BUNDLE_FAILED'
+      return { ok: false, error: { code: failed, message: r.message || 'the component could not be bundled' } }
+    }
+    meta = JSON.stringify({ packages: r.packages || {} })
+    const bundled = fs.readFileSync(out, 'utf8')
+    fs.rmSync(out, { force: true })
+    writeLocal(hash, 'cjs', bundled)
+    if (BUCKET) {
+      await s3Put(`bundles/${hash}.cjs`, bundled, 'application/javascript')
+      await s3Put(`bundles/${hash}.json`, meta, 'application/json')
+    }
+  }
+  writeLocal(hash, 'json', meta)
+  return { ok: true, result: { hash, packages: JSON.parse(meta).packages || {} } }
+}
+
+async function answer(event, partials) {
+  if (event?.op === 'bundle') return bundleOp(event)
+  let res = await ask(event, partials)
+  const b = event?.bundle
+  if (!res.ok && res.error?.code === 'BUNDLE_MISSING' && b && typeof b.hash === 'string' && typeof b.code !== 'string') {
+    const code = await bundleCode(b.hash)
+    if (code !== null) {
+      partials.length = 0
+      res = await ask({ ...event, bundle: { hash: b.hash, code } }, partials)
+    }
+  }
+  return res
+}
+
+export const handler = async (event) => {
+  const partials = []
+  let res
+  try {
+    res = await answer(event, partials)
+  } catch (e) {
+    res = { ok: false, error: { code: 'RUNNER_CRASHED', message: `runner Lambda: ${e instanceof Error ? e.message : String(e)}` } }
+  }
   const callerId = event && typeof event === 'object' && !Array.isArray(event) ? event.id ?? null : null
   for (const p of partials) p.id = callerId
   const out = { ...res, id: callerId }

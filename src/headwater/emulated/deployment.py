@@ -150,6 +150,10 @@ def provision(template: Template, endpoint: str, public_url: str) -> Deployment:
     for function in template.functions().values():
         if function.runtime.startswith("python"):
             environment.update({k: str(resolver.resolve(v)) for k, v in function.environment.items()})
+    for function in template.functions().values():  # the emulated runner function runs in this process
+        if not function.runtime.startswith("python"):
+            for k, v in function.environment.items():
+                environment.setdefault(k, str(resolver.resolve(v)))
     return Deployment(endpoint, names, urls, arns, environment)
 
 

@@ -1,10 +1,12 @@
 """The Runner port over the runner Lambda (layers/runner/src/lambda.mjs): one runner request
 per synchronous invocation, the payload being the request of docs/runner-protocol.md.
 
-A bundle is sent by hash first: a warm runner container keeps the bundles it was given under
-/tmp, and answers BUNDLE_MISSING when it has not got this one, so the request goes again with
-the code. Lambda cannot stream a synchronous answer, so a run's `respond` partials come back
-in the response's `partials`, and are handed on when the run ends. The invoke payload is at
+A bundle is sent by hash first: a runner container keeps bundles under /tmp and fetches one
+it has not got from the bundle bucket (where its `bundle` op put it, LambdaBundler), and answers
+BUNDLE_MISSING when neither has it; a Bundle that carries its code then goes again with it (one
+from LambdaBundler carries none: the error stands). Lambda cannot stream a synchronous answer,
+so a run's `respond` partials come back in the response's `partials`, and are handed on when
+the run ends. The invoke payload is at
 most 6 MB: a request that would be larger is refused here, not sent.
 """
 
@@ -51,7 +53,7 @@ class LambdaRunner:
             message["bundle"] = {"hash": bundle.hash}
         response = self.invoke(message, account)
         missing = (response.get("error") or {}).get("code") == "BUNDLE_MISSING"
-        if bundle is not None and not response.get("ok") and missing:
+        if bundle is not None and bundle.code and not response.get("ok") and missing:
             message["bundle"] = {"hash": bundle.hash, "code": bundle.code}
             if len(json.dumps(message).encode()) > MAX_PAYLOAD_BYTES:
                 raise RunnerError("PAYLOAD_TOO_LARGE", "the request is over Lambda's 6 MB invoke payload")

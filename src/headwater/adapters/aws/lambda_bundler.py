@@ -1,0 +1,60 @@
+"""The Bundler port over the runner Lambda's `bundle` op (layers/runner/src/lambda.mjs): the
+runner bundles in its /tmp and keeps the bundle in the bundle bucket by code hash, so the
+Python functions need neither esbuild nor npm, nor access to that bucket.
+
+The answer is the hash and the npm versions, never the code (payloads stay small): the Bundle
+returned has empty `code`, which LambdaRunner never needs to send, since the runner fetches a
+bundle it has not got from the bucket. A code's bundle is remembered per container, so a warm
+function asks the runner once per code.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from threading import Lock
+from typing import Any
+
+from headwater.adapters.aws.lambda_runner import Invoke
+from headwater.adapters.local.node_runner import DESCRIBE
+from headwater.domain.errors import Invalid, Unavailable
+from headwater.ports import Bundle
+
+_MEMORY_CACHE = 256
+_USER_FAULTS = ("BUNDLE_FAILED", "TIMEOUT", "BAD_REQUEST")  # the code's fault: a 422
+
+
+class LambdaBundler:
+    def __init__(self, invoke: Invoke, source_of: Callable[[str], str] | None = None) -> None:
+        self.invoke = invoke
+        self._source_of = source_of
+        self._by_code: OrderedDict[str, Bundle] = OrderedDict()
+        self._guard = Lock()
+
+    def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
+        with self._guard:
+            cached = self._by_code.get(code)
+        if cached is not None:
+            return cached
+        response = self.invoke({"op": "bundle", "code": code, "lock": dict(lock or {})}, DESCRIBE)
+        if not response.get("ok"):
+            error = response.get("error") or {}
+            message = str(error.get("message") or "The component could not be bundled.")
+            if error.get("code") in _USER_FAULTS:
+                raise Invalid(message)
+            raise Unavailable(f"The bundler failed: {message}")
+        result: dict[str, Any] = response["result"]
+        packages = {str(k): str(v) for k, v in (result.get("packages") or {}).items()}
+        bundle = Bundle(hash=str(result["hash"]), code="", packages=packages)
+        with self._guard:
+            self._by_code[code] = bundle
+            while len(self._by_code) > _MEMORY_CACHE:
+                self._by_code.popitem(last=False)
+        return bundle
+
+    def source_of(self, entry_file: str) -> str:
+        """The operator's own files (registry publish, workflow files, from the CLI): read on the
+        operator's machine by the local bundler, never by the runner Lambda."""
+        if self._source_of is None:
+            raise Unavailable("Reading component files is done by the headwater CLI on the operator's machine.")
+        return self._source_of(entry_file)
