@@ -164,8 +164,13 @@ function addEvent(list, item, detail, label) {
   list.insertBefore(li, after || null);
 }
 
+// One line per event: an HTTP request's headers are left out of it (they would fill the line
+// before its body); the whole event is one click away.
+const preview = (event) => JSON.stringify(event && typeof event === "object" && !Array.isArray(event) && "headers" in event
+  ? { ...event, headers: undefined } : event);
+
 const labels = {
-  "": (i) => `${i.id}  ${JSON.stringify(i.event).slice(0, 160)}`,
+  "": (i) => `${i.id}  ${(preview(i.event) ?? "").slice(0, 160)}`,
   "$logs": (i) => `${i.event.level}: ${i.event.message}`,
   "$errors": (i) => `${i.event.error ? i.event.error.code + ": " + i.event.error.message : JSON.stringify(i.event)}`,
 };
