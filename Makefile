@@ -45,7 +45,15 @@ $(WEB)/node_modules/.installed: $(WEB)/package.json $(WEB)/package-lock.json
 run: setup
 	$(VENV)/bin/headwater serve
 
-test: setup $(CHROMIUM)
+# The SAM CLI for `sam validate --lint` (tests/aws/test_template.py), in a venv of its own.
+SAM_VENV := .venv-sam
+
+$(SAM_VENV)/.installed: requirements-sam.lock
+	test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements-sam.lock
+	touch $@
+
+test: setup $(CHROMIUM) $(SAM_VENV)/.installed
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
@@ -55,7 +63,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(RUNNER)/node_modules $(WEB)/node_modules .headwater
+	rm -rf $(VENV) $(SAM_VENV) $(RUNNER)/node_modules $(WEB)/node_modules .headwater
 
 # `make bench`: Headwater side by side with Node-RED, n8n and bare Starlette (docs/performance.md).
 # The peers install from bench/peers/{,n8n/}package-lock.json into the git-ignored bench/.peers and

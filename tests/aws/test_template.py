@@ -84,6 +84,19 @@ def test_cfn_lint_is_clean() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+SAM = ROOT / ".venv-sam" / "bin" / "sam"
+
+
+@pytest.mark.skipif(not SAM.exists(), reason="make test installs the SAM CLI into .venv-sam")
+def test_sam_validate_lint_is_clean(tmp_path: Path) -> None:
+    """`sam validate --lint`, offline: a dummy region and credentials, no telemetry."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "SAM_CLI_TELEMETRY": "0"}
+    proc = subprocess.run([str(SAM), "validate", "--lint", "--region", "us-east-1", "-t", str(TEMPLATE)],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert proc.returncode == 0 and "is a valid SAM Template" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
 def test_every_handler_exists(template: Template) -> None:
     for function in template.functions().values():
         if function.runtime.startswith("nodejs"):
