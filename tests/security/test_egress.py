@@ -7,13 +7,19 @@ service that allows loopback URLs.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
 
+from headwater.adapters.local.egress import EgressProxy
 from tests.conftest import Server
 from tests.security.conftest import Account, Source, assert_healthy
 
@@ -97,3 +103,22 @@ def test_allowed_egress_goes_through_the_proxy(lenient: Server, listener: str) -
     seen = source.run({"url": listener})
     assert seen == {"target": listener, "reached": True, "status": 200, "body": "hello from loopback"}
     assert httpx.get(lenient.base_url + "/healthz").status_code == 200
+
+
+def test_egress_directories_of_killed_services_are_swept_at_start() -> None:
+    """A service killed with -9 cannot remove its egress directory; the next one to start does, and
+    leaves a live service's alone."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid names no process now
+    orphan = Path(tempfile.gettempdir()) / f"headwater-egress-{dead.pid}-test"
+    live = Path(tempfile.mkdtemp(prefix=f"headwater-egress-{os.getpid()}-"))
+    orphan.mkdir()
+    (orphan / "r1").mkdir()
+    proxy = EgressProxy(allow_loopback=True, allow_private=False)
+    try:
+        assert not orphan.exists() and live.exists() and proxy.root.exists()
+        assert proxy.root.name.startswith(f"headwater-egress-{os.getpid()}-")
+    finally:
+        proxy.close()
+        shutil.rmtree(live, ignore_errors=True)
+    assert not proxy.root.exists()

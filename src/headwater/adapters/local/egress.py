@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import secrets
 import shutil
 import socket
@@ -35,6 +36,7 @@ from headwater.domain.urls import Refused, Unresolved, allowed_addresses
 log = logging.getLogger("headwater.egress")
 
 CONTROL = "control.sock"
+_PREFIX = "headwater-egress-"
 _LINE_MAX = 1024
 _CONNECT_TIMEOUT_S = 10.0
 _ACCEPT_TIMEOUT_S = 10.0
@@ -58,7 +60,10 @@ class EgressProxy:
                  resolve: Callable[[str, int], list[str]] | None = None) -> None:
         self.allow = (allow_loopback, allow_private)
         self._resolve = resolve or _resolve
-        self.root = Path(tempfile.mkdtemp(prefix="headwater-egress-"))  # short: socket paths max 107 bytes
+        _sweep_orphans()
+        # Short (socket paths hold 107 bytes at most) and named by pid, so a later start can tell
+        # the directories of services that were killed (kill -9 leaves them) from live ones.
+        self.root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         self._runners: dict[str, _Runner] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="egress")
@@ -238,3 +243,11 @@ async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.write_eof()
     except (ConnectionError, OSError):
         writer.close()
+
+
+def _sweep_orphans() -> None:
+    """Removes egress directories whose service is gone: nothing else would, after a kill -9."""
+    for directory in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        pid = directory.name[len(_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(directory, ignore_errors=True)
