@@ -87,9 +87,9 @@ def test_cfn_lint_is_clean() -> None:
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 
 
-@pytest.mark.skipif(not SAM.exists(), reason="make test installs the SAM CLI into .venv-sam")
 def test_sam_validate_lint_is_clean(tmp_path: Path) -> None:
     """`sam validate --lint`, offline: a dummy region and credentials, no telemetry."""
+    assert SAM.exists(), "the SAM CLI is missing: `make test` installs it into .venv-sam"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "SAM_CLI_TELEMETRY": "0"}
     proc = subprocess.run([str(SAM), "validate", "--lint", "--region", "us-east-1", "-t", str(TEMPLATE)],

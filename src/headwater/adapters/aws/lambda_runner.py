@@ -16,10 +16,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from headwater.adapters.local.node_runner import DESCRIBE, BatchResults, instance_request, run_result
-from headwater.domain.models import ComponentDefinition
-from headwater.domain.runs import RunResult
-from headwater.ports import Bundle, Instance, RunnerError
+from headwater.adapters.local.node_runner import DESCRIBE, RunnerRequests
+from headwater.ports import Bundle, RunnerError
 
 Invoke = Callable[[dict[str, Any], str], dict[str, Any]]
 """(request, account) -> the runner's response; `account` chooses nothing on AWS (one request
@@ -41,13 +39,15 @@ def boto3_invoke(client: Any, function_name: str) -> Invoke:
     return invoke
 
 
-class LambdaRunner:
+class LambdaRunner(RunnerRequests):
     def __init__(self, invoke: Invoke, on_close: Callable[[], None] | None = None) -> None:
         self.invoke = invoke
         self.on_close = on_close
 
     def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
-             on_partial: Callable[[dict[str, Any]], None] | None = None, account: str = DESCRIBE) -> dict[str, Any]:
+             on_partial: Callable[[dict[str, Any]], None] | None = None, account: str = DESCRIBE,
+             timeout_s: float | None = None) -> dict[str, Any]:
+        """One invocation (the function's own timeout bounds it: `timeout_s` is the pool's)."""
         message: dict[str, Any] = {"op": op, **request}
         if bundle is not None:
             message["bundle"] = {"hash": bundle.hash}
@@ -66,50 +66,7 @@ class LambdaRunner:
         error = response.get("error") or {}
         raise RunnerError(error.get("code", "RUNTIME_ERROR"), error.get("message", ""), error.get("stack"))
 
-    # the Runner port
-
-    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
-        return ComponentDefinition.from_runner(self.call("describe", {"timeout_ms": timeout_ms}, bundle))
-
-    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
-            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-        on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
-        request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
-
-    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        collect = BatchResults(len(events), on_respond)
-        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        try:
-            self.call("run", request, bundle, collect, account=_account(instance))
-        except RunnerError as e:
-            return collect.outcomes(e)
-        return collect.outcomes(None)
-
-    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
-        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
-        return run_result(self.call("hook", request, bundle, account=_account(instance)))
-
-    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
-        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, account=_account(instance)))
-
-    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int) -> list[dict[str, Any]]:
-        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms}
-        return list(self.call("additional_props", request, bundle)["configurable_props"])
-
-    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
-        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
-                   "timeout_ms": timeout_ms, **({"query": query} if query is not None else {})}
-        return self.call("options", request, bundle)
-
     def close(self) -> None:
         if self.on_close is not None:
             self.on_close()
 
-
-def _account(instance: Instance) -> str:
-    return f"account:{instance.account}" if instance.account else "account:-"  # as the local pool

@@ -296,7 +296,61 @@ def _cgroups(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | None:
         return None
 
 
-class NodeRunnerPool:
+class RunnerRequests:
+    """The Runner port's methods as runner requests (docs/runner-protocol.md), over `call`: the
+    local pool and the runner Lambda's client differ only in how a request travels."""
+
+    def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
+             on_partial: PartialHandler | None = None, account: str = DESCRIBE,
+             timeout_s: float | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def meta_fields(self) -> dict[str, Any]:
+        """Added to the requests that have no instance (describe, additional_props, options)."""
+        return {}
+
+    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
+        request = {"timeout_ms": timeout_ms, **self.meta_fields()}
+        return ComponentDefinition.from_runner(self.call("describe", request, bundle))
+
+    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
+            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+        on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
+        request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
+        return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
+
+    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
+        collect = BatchResults(len(events), on_respond)
+        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
+        try:
+            self.call("run", request, bundle, collect, account=_account(instance),
+                      timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
+        except RunnerError as e:
+            return collect.outcomes(e)
+        return collect.outcomes(None)
+
+    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
+        return run_result(self.call("hook", request, bundle, account=_account(instance)))
+
+    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
+        return run_result(self.call("run", request, bundle, account=_account(instance)))
+
+    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
+                         timeout_ms: int) -> list[dict[str, Any]]:
+        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms, **self.meta_fields()}
+        return list(self.call("additional_props", request, bundle)["configurable_props"])
+
+    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
+        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
+                   "timeout_ms": timeout_ms, **self.meta_fields(), **({"query": query} if query is not None else {})}
+        return self.call("options", request, bundle)
+
+
+class NodeRunnerPool(RunnerRequests):
     """The Runner port over per-account processes: typed requests in, wire dicts only in here."""
 
     def __init__(self, settings: Settings) -> None:
@@ -350,49 +404,8 @@ class NodeRunnerPool:
                 for process in [p for p in self._processes.values() if p.busy == 0 and now - p.last_used > idle_s]:
                     self._retire(process)
 
-    # the Runner port
-
-    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
-        request = {"timeout_ms": timeout_ms, "memory_mb": self.settings.describe_memory_mb}
-        return ComponentDefinition.from_runner(self.call("describe", request, bundle))
-
-    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
-            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-        on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
-        request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
-
-    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        collect = BatchResults(len(events), on_respond)
-        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        try:
-            self.call("run", request, bundle, collect, account=_account(instance),
-                      timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
-        except RunnerError as e:
-            return collect.outcomes(e)
-        return collect.outcomes(None)
-
-    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
-        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
-        return run_result(self.call("hook", request, bundle, account=_account(instance)))
-
-    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
-        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, account=_account(instance)))
-
-    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int) -> list[dict[str, Any]]:
-        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms,
-                   "memory_mb": self.settings.describe_memory_mb}
-        return list(self.call("additional_props", request, bundle)["configurable_props"])
-
-    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
-        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
-                   "timeout_ms": timeout_ms, "memory_mb": self.settings.describe_memory_mb,
-                   **({"query": query} if query is not None else {})}
-        return self.call("options", request, bundle)
+    def meta_fields(self) -> dict[str, Any]:
+        return {"memory_mb": self.settings.describe_memory_mb}
 
     def call(
         self,
