@@ -136,6 +136,8 @@ class StoredEvent:
     event: Any
     metadata: dict[str, Any]
     channel: str = ""
+    # `event` as compact JSON when `record` already encoded it (for its size bound): stores reuse it.
+    encoded: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -97,7 +97,7 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
         new.applied = [*state.applied, task_id][-APPLIED_KEPT:]
     events: list[StoredEvent] = []
 
-    def add(channel: str, event: Any, meta: dict[str, Any]) -> None:
+    def add(channel: str, event: Any, meta: dict[str, Any], encoded: str | None = None) -> None:
         new.last_ms = max(new.last_ms, now_ms)
         new.last_seq += 1
         event_id = str(EventId(new.last_ms, new.last_seq))
@@ -110,13 +110,14 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
             "id": meta.get("id"),
             "ts": ts if isinstance(ts, int | float) and not isinstance(ts, bool) else now_ms,
         }
-        events.append(StoredEvent(event_id, now_ms, event, metadata, channel))
+        events.append(StoredEvent(event_id, now_ms, event, metadata, channel, encoded))
 
     limits = ctx.limits
     refusals: list[dict[str, Any]] = []
     channels = set(new.channels)
     for emit in outcome.kept:
-        size = json_size(emit.event)
+        encoded = compact_json(emit.event)
+        size = len(encoded.encode())
         if size > limits.max_event_bytes:
             refusals.append({"code": "EVENT_TOO_LARGE", "message": f"An emitted event of {size} bytes was not stored: "
                              f"events are limited to {limits.max_event_bytes} bytes of JSON."})
@@ -127,7 +128,7 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
                                  f"stored: a source may use {limits.max_channels} channels."})
                 continue
             channels.add(emit.channel)
-        add(emit.channel, emit.event, emit.meta)
+        add(emit.channel, emit.event, emit.meta, encoded)
     new.channels = sorted(channels)
     for log in result.logs:
         add(LOGS, {"level": log.get("level", "log"), "message": cut(str(log.get("message", "")), limits.max_log_bytes),
@@ -141,8 +142,10 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
     return Recorded(new, events)
 
 
-def json_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+def compact_json(value: Any) -> str:
+    """The JSON an event's size is measured in (and stored as): no spaces, UTF-8 unescaped."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
 
 
 CUT_MARK = " …[cut: {n} more bytes]"

@@ -51,8 +51,10 @@ def commit_outcomes(
     `extra` writes more in the same unit of work (a source record, say) and may change the state.
     Returns the committed state and the channels written."""
     for _ in range(MAX_ATTEMPTS):
-        with uow_factory() as uow:
-            current = uow.state.get(source_id)
+        # Everything but the writes happens on a snapshot, so the write transaction holds the store
+        # (SQLite's one writer) for its writes alone; the conditional save catches what changed since.
+        with uow_factory(readonly=True) as reading:
+            current = reading.state.get(source_id)
             state, events = current, []
             for outcome in outcomes:
                 if outcome.task_id is not None and outcome.task_id in state.applied:
@@ -60,10 +62,11 @@ def commit_outcomes(
                 recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, now_ms(), outcome.task_id)
                 state = recorded.state
                 events += recorded.events
+            more = route(reading, events) if route and events else []
+        with uow_factory() as uow:
             if extra is not None:
                 extra(uow, state)
             try:
-                more = route(uow, events) if route and events else []
                 rest = _write(uow, source_id, current.version, state, events, [*commands, *more])
             except Conflict as e:
                 if e.field != "version":

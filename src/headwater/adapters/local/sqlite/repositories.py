@@ -27,6 +27,12 @@ from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
 from headwater.domain.workflows import Step, Workflow
 from headwater.ports import Task
 
+_ROWS_PER_INSERT = 500  # 7 values a row: far below SQLite's bound on a statement's variables
+
+
+def chunks(rows: list[Any], size: int) -> list[list[Any]]:
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
 
 def page_query(
     conn: sqlite3.Connection, table: str, where: str, params: tuple, page: PageRequest
@@ -354,19 +360,31 @@ def _stored_event(row: sqlite3.Row) -> StoredEvent:
 
 
 class SqliteEvents:
+    """Puts are held and written together, one statement for many rows, before anything else
+    touches the table (trim, a read, the commit): under load every statement of the one writer
+    costs a round trip for the GIL."""
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._held: list[tuple[Any, ...]] = []
 
     def put(self, emitter_id: str, event: StoredEvent) -> None:
         event_id = EventId.parse(event.id)
-        self.conn.execute(
-            "INSERT OR IGNORE INTO events (emitter_id, channel, ms, seq, indexed_at_ms, event, metadata) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (emitter_id, event.channel, event_id.ms, event_id.seq, event.indexed_at_ms, json.dumps(event.event),
-             json.dumps(event.metadata)),
-        )
+        self._held.append((emitter_id, event.channel, event_id.ms, event_id.seq, event.indexed_at_ms,
+                           json.dumps(event.event) if event.encoded is None else event.encoded,
+                           json.dumps(event.metadata)))
+
+    def flush(self) -> None:
+        held, self._held = self._held, []
+        for rows in chunks(held, _ROWS_PER_INSERT):
+            self.conn.execute(
+                "INSERT OR IGNORE INTO events (emitter_id, channel, ms, seq, indexed_at_ms, event, metadata) "
+                "VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows)),
+                [value for row in rows for value in row],
+            )
 
     def trim(self, emitter_id: str, channel: str, keep: int) -> None:
+        self.flush()
         self.conn.execute(
             "DELETE FROM events WHERE emitter_id = ?1 AND channel = ?2 AND (ms, seq) < ("
             "SELECT ms, seq FROM events WHERE emitter_id = ?1 AND channel = ?2 "
@@ -375,6 +393,7 @@ class SqliteEvents:
         )
 
     def get(self, emitter_id: str, channel: str, event_id: str) -> StoredEvent | None:
+        self.flush()
         try:
             parsed = EventId.parse(event_id)
         except ValueError:
@@ -386,6 +405,7 @@ class SqliteEvents:
         return _stored_event(row) if row else None
 
     def newest(self, emitter_id: str, channel: str, limit: int) -> list[StoredEvent]:
+        self.flush()
         rows = self.conn.execute(
             "SELECT * FROM events WHERE emitter_id = ? AND channel = ? ORDER BY ms DESC, seq DESC LIMIT ?",
             (emitter_id, channel, limit),
@@ -393,12 +413,14 @@ class SqliteEvents:
         return [_stored_event(r) for r in rows]
 
     def count(self, emitter_id: str, channel: str) -> int:
+        self.flush()
         return self.conn.execute(
             "SELECT count(*) FROM events WHERE emitter_id = ? AND channel = ?", (emitter_id, channel)
         ).fetchone()[0]
 
     def after(self, emitter_id: str, channel: str, event_id: EventId, limit: int) -> list[StoredEvent]:
         """Oldest first: the retained events newer than event_id (SSE replay)."""
+        self.flush()
         rows = self.conn.execute(
             "SELECT * FROM events WHERE emitter_id = ? AND channel = ? AND (ms, seq) > (?, ?) "
             "ORDER BY ms, seq LIMIT ?",
@@ -409,6 +431,7 @@ class SqliteEvents:
     def delete_range(
         self, emitter_id: str, channel: str | None, start: EventId | None, end: EventId | None
     ) -> int:
+        self.flush()
         sql = "DELETE FROM events WHERE emitter_id = ?"
         params: list[Any] = [emitter_id]
         if channel is not None:

@@ -63,6 +63,7 @@ class SqliteUnitOfWork:
         return self
 
     def commit(self) -> None:
+        self.events.flush()
         self.conn.execute("COMMIT")
         self._done = True
 
