@@ -108,7 +108,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.task_queue import LocalTaskQueue
 
     store = SqliteStore(settings.database_path)
-    queue = LocalTaskQueue(store.db, settings.task_workers)
+    queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000)
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)
     _local_gauges(queue)

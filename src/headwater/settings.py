@@ -74,6 +74,9 @@ class Settings:
     # and its client reconnects with Last-Event-ID.
     sse_max_s: float = field(default_factory=lambda: float(_env("SSE_MAX_S", "0")))
     task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))
+    # Background work (runs nobody waits on, fan-out, deliveries) yields to incoming requests for at
+    # most this long: a burst is answered at full speed and its runs catch up after (0: never yield).
+    background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))
     free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
     free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))
 

@@ -6,6 +6,12 @@ commands arrive from units of work (their outbox rows commit with the change tha
 Workers run tasks after they are committed, one lane (source) at a time and in commit order; a
 task leaves the table only after its handler returned, so a crash re-runs it, never loses it
 (handlers are idempotent: a run whose results are in is recognised by its task id).
+
+Answers come first: work nobody is waiting on (a run whose request was already answered, fan-out,
+deliveries) waits while requests keep arriving, for at most `yield_s` from when its lane got work.
+Runs and answers share one interpreter, so each run during a burst slows every answer; deferred,
+a burst is answered at full speed and its runs go after it in batches of MAX_RUN_BATCH, the
+cheapest way to run them. A run whose caller waits for its response (customResponse) never waits.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import heapq
 import json
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -22,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
-from headwater.adapters.local.sqlite.repositories import task_from_row
+from headwater.adapters.local.sqlite.repositories import chunks, task_from_row
 from headwater.domain.commands import Command, RunSource, to_message
 from headwater.ports import Ingested, Task, TaskHandler
 
@@ -30,6 +37,9 @@ log = logging.getLogger("headwater.tasks")
 
 MAX_BATCH = 1024
 MAX_RUN_BATCH = 64
+QUIET_S = 0.002  # no request for this long: requests have paused, background work goes
+YIELD_CHECK_S = 0.02  # how often yielding work looks again (each look takes the GIL from answers)
+_ROWS_PER_INSERT = 500
 POLL_S = 1.0
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
@@ -54,16 +64,22 @@ class _Done:
 
 
 class LocalTaskQueue:
-    def __init__(self, db: Database, workers: int) -> None:
+    def __init__(self, db: Database, workers: int, yield_s: float = 0.0, quiet_s: float = QUIET_S) -> None:
         self.db = db
         self.workers = workers
+        self.yield_s = yield_s
+        self.quiet_s = quiet_s
         self.handlers: dict[str, TaskHandler] = {}
         self._inbox: queue.SimpleQueue[_Pending | _Done | None] = queue.SimpleQueue()
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # workers wait here for ready lanes
         self._delay_cond = threading.Condition(lock)  # the delay thread waits here for due tasks
         self._lanes: dict[str, deque[Task]] = {}
+        self._lane_since: dict[str, float] = {}  # monotonic time each lane got its oldest waiting work
+        self._last_request = 0.0
+        self._requests = 0  # requests waiting for their commit (read by workers, written by the loop)
         self._ready: deque[str] = deque()
+        self._parked: dict[str, None] = {}  # lanes yielding to requests (an ordered set)
         self._busy: set[str] = set()
         self._delayed: list[tuple[float, str, Task]] = []
         self._outcomes: dict[str, asyncio.Future] = {}
@@ -105,8 +121,14 @@ class LocalTaskQueue:
 
     async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
         pending = _Pending(command, asyncio.get_running_loop(), respond)
+        self._last_request = time.monotonic()
+        self._requests += 1
         self._inbox.put(pending)
-        task_id = await pending.committed
+        try:
+            task_id = await pending.committed
+        finally:
+            self._requests -= 1
+            self._last_request = time.monotonic()
         return Ingested(task_id=task_id, outcome=pending.outcome)
 
     def stats(self, now: float) -> tuple[int, float]:
@@ -138,20 +160,16 @@ class LocalTaskQueue:
                     break
                 items.append(item)
             batch = [p for p in items if isinstance(p, _Pending)]
-            done = [(task_id,) for d in items if isinstance(d, _Done) for task_id in d.task_ids]
-            rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command))) for p in batch]
+            done = [int(task_id) for d in items if isinstance(d, _Done) for task_id in d.task_ids]
             now = time.time()
+            rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), self.db.origin, now)
+                    for p in batch]
             try:
                 with self.db.write_lock:
                     conn.execute("BEGIN IMMEDIATE")
-                    ids = [
-                        str(conn.execute(
-                            "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) "
-                            "VALUES (?, ?, ?, 0, ?, ?)", (*row, self.db.origin, now)
-                        ).lastrowid)
-                        for row in rows
-                    ]
-                    conn.executemany("DELETE FROM tasks WHERE id = ?", done)
+                    ids = [task_id for part in chunks(rows, _ROWS_PER_INSERT) for task_id in _insert(conn, part)]
+                    for part in chunks(done, _ROWS_PER_INSERT):
+                        conn.execute(f"DELETE FROM tasks WHERE id IN ({', '.join('?' * len(part))})", part)
                     conn.execute("COMMIT")
             except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
                 if conn.in_transaction:
@@ -163,8 +181,12 @@ class LocalTaskQueue:
             for p, task_id in zip(batch, ids, strict=True):
                 if p.outcome is not None:
                     self._outcomes[task_id] = p.outcome
-                self._dispatch(Task(task_id, p.command))
-                p.loop.call_soon_threadsafe(_resolve, p.committed, task_id)
+            self.dispatch([Task(task_id, p.command) for p, task_id in zip(batch, ids, strict=True)])
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, str]]] = {}
+            for p, task_id in zip(batch, ids, strict=True):
+                by_loop.setdefault(p.loop, []).append((p.committed, task_id))
+            for loop, settled in by_loop.items():  # one wake-up of each loop, not one per request
+                loop.call_soon_threadsafe(_resolve_all, settled)
 
     # running tasks
 
@@ -176,8 +198,13 @@ class LocalTaskQueue:
             return
         lane = task.command.lane or f"task:{task.id}"
         with self._cond:
-            self._lanes.setdefault(lane, deque()).append(task)
-            if lane not in self._busy and lane not in self._ready:
+            if lane not in self._lanes:
+                self._lanes[lane] = deque()
+                self._lane_since[lane] = time.monotonic()
+            self._lanes[lane].append(task)
+            if lane in self._parked and task.id in self._outcomes:
+                del self._parked[lane]  # its caller waits for the answer: no more yielding
+            if lane not in self._busy and lane not in self._ready and lane not in self._parked:
                 self._ready.append(lane)
                 self._cond.notify()
 
@@ -198,24 +225,45 @@ class LocalTaskQueue:
                     self._dispatch(task_from_row(row))
 
     def _delay_loop(self) -> None:
+        """Dispatches delayed tasks when due, and gives parked lanes back to the workers once
+        requests pause (or the lane has yielded long enough)."""
         while True:
             with self._cond:
-                while not self._stopping and (not self._delayed or self._delayed[0][0] > time.time()):
-                    wait = self._delayed[0][0] - time.time() if self._delayed else None
-                    self._delay_cond.wait(timeout=wait)
+                while not self._stopping:
+                    self._unpark()
+                    now = time.time()
+                    if self._delayed and self._delayed[0][0] <= now:
+                        break
+                    waits = [self._delayed[0][0] - now] if self._delayed else []
+                    if self._parked:
+                        waits.append(YIELD_CHECK_S)
+                    self._delay_cond.wait(timeout=min(waits) if waits else None)
                 if self._stopping:
                     return
                 _, _, task = heapq.heappop(self._delayed)
             self._dispatch(Task(task.id, task.command, task.attempts))
 
+    def _unpark(self) -> None:
+        for lane in [lane for lane in self._parked if not self._yields(lane)]:
+            del self._parked[lane]
+            self._ready.append(lane)
+            self._cond.notify()
+
     def _work_loop(self) -> None:
         while True:
             with self._cond:
-                while not self._stopping and not self._ready:
-                    self._cond.wait()
+                while not self._stopping:
+                    while not self._stopping and not self._ready:
+                        self._cond.wait()
+                    if self._stopping:
+                        return
+                    lane = self._ready.popleft()
+                    if not self._yields(lane):
+                        break
+                    self._parked[lane] = None  # no worker waits with it: a lane in a hurry may need one
+                    self._delay_cond.notify()
                 if self._stopping:
                     return
-                lane = self._ready.popleft()
                 self._busy.add(lane)
                 queued = self._lanes[lane]
                 batch = [queued.popleft()]
@@ -231,6 +279,18 @@ class LocalTaskQueue:
                         self._cond.notify()
                     else:
                         self._lanes.pop(lane, None)
+                        self._lane_since.pop(lane, None)
+
+    def _yields(self, lane: str) -> bool:
+        """Whether the lane's work should wait for requests to pause. Called with the lock held."""
+        if self.yield_s <= 0:
+            return False
+        now = time.monotonic()
+        if not self._requests and now - self._last_request >= self.quiet_s:
+            return False
+        if now - self._lane_since.get(lane, now) >= self.yield_s:
+            return False
+        return not any(task.id in self._outcomes for task in self._lanes.get(lane, ()))
 
     def _run(self, batch: list[Task]) -> None:
         outcomes = {task.id: self._outcomes.pop(task.id, None) for task in batch}
@@ -279,6 +339,25 @@ class LocalTaskQueue:
     def _write(self, sql: str, rows: list[tuple]) -> None:
         with self.db.writing() as conn:
             conn.executemany(sql, rows)
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
+    """Tasks in one statement (one trip through SQLite, not one per row), their ids in row order:
+    AUTOINCREMENT gives a statement's rows consecutive ids under the one writer's lock."""
+    if not rows:
+        return []
+    last = conn.execute(
+        "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) VALUES "
+        + ", ".join(["(?, ?, ?, 0, ?, ?)"] * len(rows)),
+        [value for row in rows for value in row],
+    ).lastrowid
+    assert last is not None
+    return [str(task_id) for task_id in range(last - len(rows) + 1, last + 1)]
+
+
+def _resolve_all(settled: list[tuple[asyncio.Future, Any]]) -> None:
+    for future, value in settled:
+        _resolve(future, value)
 
 
 def _resolve(future: asyncio.Future, value: Any) -> None:
