@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -296,14 +297,15 @@ def _cgroups(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | None:
         return None
 
 
-class RunnerRequests:
+class RunnerRequests(ABC):
     """The Runner port's methods as runner requests (docs/runner-protocol.md), over `call`: the
     local pool and the runner Lambda's client differ only in how a request travels."""
 
+    @abstractmethod
     def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
              on_partial: PartialHandler | None = None, account: str = DESCRIBE,
              timeout_s: float | None = None) -> dict[str, Any]:
-        raise NotImplementedError
+        """Sends one request and returns the runner's result; `on_partial` gets its partials."""
 
     def meta_fields(self) -> dict[str, Any]:
         """Added to the requests that have no instance (describe, additional_props, options)."""

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
-from headwater.adapters.local.sqlite.repositories import chunks, task_from_row
+from headwater.adapters.local.sqlite.repositories import chunks, insert_rows, task_from_row
 from headwater.domain.commands import Command, RunSource, to_message
 from headwater.ports import Ingested, Task, TaskHandler
 
@@ -39,7 +39,6 @@ MAX_BATCH = 1024
 MAX_RUN_BATCH = 64
 QUIET_S = 0.002  # no request for this long: requests have paused, background work goes
 YIELD_CHECK_S = 0.02  # how often yielding work looks again (each look takes the GIL from answers)
-_ROWS_PER_INSERT = 500
 POLL_S = 1.0
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
@@ -162,13 +161,13 @@ class LocalTaskQueue:
             batch = [p for p in items if isinstance(p, _Pending)]
             done = [int(task_id) for d in items if isinstance(d, _Done) for task_id in d.task_ids]
             now = time.time()
-            rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), self.db.origin, now)
+            rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), 0, self.db.origin, now)
                     for p in batch]
             try:
                 with self.db.write_lock:
                     conn.execute("BEGIN IMMEDIATE")
-                    ids = [task_id for part in chunks(rows, _ROWS_PER_INSERT) for task_id in _insert(conn, part)]
-                    for part in chunks(done, _ROWS_PER_INSERT):
+                    ids = [task_id for part in chunks(rows) for task_id in _insert(conn, part)]
+                    for part in chunks(done):
                         conn.execute(f"DELETE FROM tasks WHERE id IN ({', '.join('?' * len(part))})", part)
                     conn.execute("COMMIT")
             except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
@@ -342,15 +341,11 @@ class LocalTaskQueue:
 
 
 def _insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
-    """Tasks in one statement (one trip through SQLite, not one per row), their ids in row order:
-    AUTOINCREMENT gives a statement's rows consecutive ids under the one writer's lock."""
+    """Tasks in one statement, their ids in row order: AUTOINCREMENT gives a statement's rows
+    consecutive ids under the one writer's lock."""
     if not rows:
         return []
-    last = conn.execute(
-        "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) VALUES "
-        + ", ".join(["(?, ?, ?, 0, ?, ?)"] * len(rows)),
-        [value for row in rows for value in row],
-    ).lastrowid
+    last = insert_rows(conn, "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at)", rows)
     assert last is not None
     return [str(task_id) for task_id in range(last - len(rows) + 1, last + 1)]
 

@@ -27,11 +27,18 @@ from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
 from headwater.domain.workflows import Step, Workflow
 from headwater.ports import Task
 
-_ROWS_PER_INSERT = 500  # 7 values a row: far below SQLite's bound on a statement's variables
+ROWS_PER_INSERT = 500  # a few values a row: far below SQLite's bound on a statement's variables
 
 
-def chunks(rows: list[Any], size: int) -> list[list[Any]]:
+def chunks(rows: list[Any], size: int = ROWS_PER_INSERT) -> list[list[Any]]:
     return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+def insert_rows(conn: sqlite3.Connection, head: str, rows: list[tuple[Any, ...]]) -> int | None:
+    """`head` (`INSERT INTO t (a, b)`) with `rows` in one statement: under load every statement of
+    the one writer costs a round trip for the GIL. Returns the last row's rowid."""
+    row = "(" + ", ".join("?" * len(rows[0])) + ")"
+    return conn.execute(f"{head} VALUES {', '.join([row] * len(rows))}", [v for r in rows for v in r]).lastrowid
 
 
 def page_query(
@@ -360,9 +367,8 @@ def _stored_event(row: sqlite3.Row) -> StoredEvent:
 
 
 class SqliteEvents:
-    """Puts are held and written together, one statement for many rows, before anything else
-    touches the table (trim, a read, the commit): under load every statement of the one writer
-    costs a round trip for the GIL."""
+    """Puts are held and written together (`insert_rows`) before anything else touches the table:
+    trim, a read, the commit."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -376,12 +382,9 @@ class SqliteEvents:
 
     def flush(self) -> None:
         held, self._held = self._held, []
-        for rows in chunks(held, _ROWS_PER_INSERT):
-            self.conn.execute(
-                "INSERT OR IGNORE INTO events (emitter_id, channel, ms, seq, indexed_at_ms, event, metadata) "
-                "VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows)),
-                [value for row in rows for value in row],
-            )
+        for rows in chunks(held):
+            insert_rows(self.conn, "INSERT OR IGNORE INTO events "
+                        "(emitter_id, channel, ms, seq, indexed_at_ms, event, metadata)", rows)
 
     def trim(self, emitter_id: str, channel: str, keep: int) -> None:
         self.flush()
