@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from headwater.api.body import read_body
 from headwater.domain.errors import HeadwaterError, PayloadTooLarge, QuotaExceeded
 from headwater.services.ingest import HttpAnswer, Ingest, http_event
 
@@ -54,18 +55,10 @@ class IngestApp:
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > limit:
                 raise PayloadTooLarge(f"The body is over {limit} bytes.")
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise PayloadTooLarge(f"The body is over {limit} bytes.")
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        return b"".join(chunks)
+        body = await read_body(receive, limit)
+        if body is None:
+            raise PayloadTooLarge(f"The body is over {limit} bytes.")
+        return body
 
 
 def _headers(answer: HttpAnswer, request_id: str) -> list[tuple[bytes, bytes]]:

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import Receive, Scope, Send
 
+from headwater.api.body import read_body
 from headwater.emulated.functions import Functions
 from headwater.emulated.template import Route
 
@@ -47,7 +48,7 @@ class Gateway:
             return
         if scope["type"] != "http":
             return
-        body = await _body(receive)
+        body = await read_body(receive, MAX_REQUEST_BYTES)
         if body is None:
             await _answer(send, 413, {"content-type": "application/json"}, b'{"message":"Request Entity Too Large"}')
             return
@@ -125,19 +126,6 @@ def _response(result: Any) -> tuple[int, dict[str, str | list[str]], bytes]:
     return int(result["statusCode"]), headers, payload
 
 
-async def _body(receive: Receive) -> bytes | None:
-    chunks, size, more = [], 0, True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_REQUEST_BYTES:
-            return None
-        chunks.append(chunk)
-        more = message.get("more_body", False)
-    return b"".join(chunks)
 
 
 async def _answer(send: Send, status: int, headers: dict[str, str | list[str]], body: bytes) -> None:
