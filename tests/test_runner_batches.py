@@ -40,3 +40,35 @@ def test_a_batch_runs_in_order_on_the_db_its_predecessors_left(tmp_path: Path) -
     assert [r.db_writes for r in results] == [{"count": 11}, {}, {"count": 12}, {"count": 13}]
     assert [(i, r["body"]) for i, r in answers] == [
         (0, '{"n":0,"count":11}'), (2, '{"n":2,"count":12}'), (3, '{"n":3,"count":13}')]
+
+
+STUBBORN = """export default {
+  name: "Stubborn", version: "1.0.0",
+  props: { db: "$.service.db" },
+  async run(event) {
+    const count = (this.db.get("count") ?? 0) + 1;
+    this.db.set("count", count);
+    if (event.hang) while (true) {}
+    if (event.leave) setInterval(() => {}, 1000);
+    this.$emit({ n: event.n, count });
+  },
+};"""
+
+
+def test_a_run_that_times_out_or_leaves_work_behind_ends_its_worker_and_the_rest_still_run(tmp_path: Path) -> None:
+    """The worker runs a batch back to back; when one run has to end it (a timeout, a timer left
+    running), the runs after it go to a fresh worker, on the db the ones before them left."""
+    settings = Settings(data_dir=tmp_path, runner_processes=1)
+    bundler, pool = LocalBundler(settings), NodeRunnerPool(settings)
+    try:
+        instance = Instance(id="dc_stubborn", props={}, account="a", db={})
+        events = [{"n": 0}, {"n": 1, "hang": True}, {"n": 2}, {"n": 3, "leave": True}, {"n": 4}]
+        results = pool.run_many(bundler.bundle(STUBBORN), instance, events, 300)
+    finally:
+        pool.close()
+    assert [r.error["code"] if r.error else None for r in results] == [None, "TIMEOUT", None, None, None]
+    assert [r.emits[0].event["n"] if r.emits else None for r in results] == [0, None, 2, 3, 4]
+    # A timed-out run's writes reached the db it had been given (as they do for one run at a time).
+    assert [r.emits[0].event["count"] for r in results if r.emits] == [1, 3, 4, 5]
+    assert 250 <= results[1].duration_ms < 2000
+    assert all(0 < r.duration_ms < 250 for i, r in enumerate(results) if i != 1)

@@ -190,11 +190,14 @@ function slotFor(key, bundle, env, memoryMb) {
   return s
 }
 
-// Run one call on the worker for `key`; resolves with the worker's final message, or
-// {t: 'killed', code: 'TIMEOUT'|'OUT_OF_MEMORY'|...}, with the state collected so far.
-// Calls on one key run one at a time, in arrival order.
+// Run calls on the worker for `key`, one after another: `reqs` go in one message and the worker
+// runs them back to back, so a batch costs one hand-off between the threads, not two per run.
+// Resolves with the worker's final message of each call that ended, in order: all of them, or
+// fewer when one was killed ({t: 'killed', code: 'TIMEOUT'|'OUT_OF_MEMORY'|...}, with the state
+// collected so far) or left work behind (`dirty`): its worker is gone, and the caller sends the
+// rest again on a fresh one. Calls on one key run one at a time, in arrival order.
 const queues = new Map() // key -> tail promise
-async function callWorker(key, bundle, env, memoryMb, op, req, timeoutMs, reqId, onPartial) {
+async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs, reqId, partialFor) {
   const prev = queues.get(key)
   let release
   const mine = new Promise((r) => (release = r))
@@ -205,7 +208,7 @@ async function callWorker(key, bundle, env, memoryMb, op, req, timeoutMs, reqId,
     const s = slotFor(key, bundle, env, memoryMb)
     s.pending++
     try {
-      return await dispatch(s, op, req, timeoutMs, reqId, onPartial)
+      return await dispatch(s, op, reqs, timeoutMs, reqId, partialFor)
     } finally {
       s.pending--
       s.lastUsed = Date.now()
@@ -216,44 +219,56 @@ async function callWorker(key, bundle, env, memoryMb, op, req, timeoutMs, reqId,
   }
 }
 
-function dispatch(s, op, req, timeoutMs, reqId, onPartial) {
-  const callId = nextCallId++
-  const started = performance.now()
+function dispatch(s, op, reqs, timeoutMs, reqId, partialFor) {
   return new Promise((resolve) => {
+    const ended = []
     let timer = null
     let watch = null
-    const call = {
-      callId, reqId, onPartial,
-      emits: [], logs: [], db_writes: {}, exports: {}, sends: [], response: null,
-      settle(m) {
-        if (s.current !== call) return
-        s.current = null
-        if (timer) clearTimeout(timer)
-        if (watch) clearTimeout(watch)
-        if (m.dirty) s.kill() // the call left timers, sockets or handles running: a fresh worker next time
-        m.state = call
-        m.duration_ms = Math.round((performance.now() - started) * 1000) / 1000
-        resolve(m)
-      },
-    }
-    s.current = call
-    timer = setTimeout(() => {
-      s.kill()
-      call.settle({ t: 'killed', code: 'TIMEOUT', message: `the component did not finish within ${timeoutMs} ms`, stack: null })
-    }, timeoutMs)
+    let started = 0
+    const calls = reqs.map((req, i) => {
+      const call = {
+        callId: nextCallId++, reqId, onPartial: partialFor ? partialFor(i) : null,
+        emits: [], logs: [], db_writes: {}, exports: {}, sends: [], response: null,
+        settle(m) {
+          if (s.current !== call) return
+          s.current = null
+          clearTimeout(timer)
+          clearTimeout(watch)
+          timer = watch = null
+          if (m.dirty) s.kill() // the call left timers, sockets or handles running: a fresh worker next time
+          m.state = call
+          m.duration_ms = Math.round((performance.now() - started) * 1000) / 1000 // measured here: the component cannot touch this clock
+          ended.push(m)
+          if (ended.length < calls.length && !s.dead) begin(calls[ended.length])
+          else resolve(ended)
+        },
+      }
+      return call
+    })
     // V8's limit covers the heap only; Buffers and ArrayBuffers count here (and the runner's
     // cgroup bounds the whole process whatever happens between two checks).
     const limit = s.memoryMb * 1024 * 1024
     const check = () => {
       watch = null
+      const call = s.current
       s.worker.getHeapStatistics().then((h) => {
-        if (s.current !== call) return
+        if (s.current !== call || call === null) return
         if (h.used_heap_size + h.external_memory > limit) s.onDeath('OUT_OF_MEMORY', null)
-        else watch = setTimeout(check, MEMORY_CHECK_MS)
+        else if (watch === null) watch = setTimeout(check, MEMORY_CHECK_MS)
       }, () => {})
     }
-    watch = setTimeout(check, MEMORY_CHECK_MS)
-    s.worker.postMessage({ t: 'call', c: callId, op, req })
+    // Each call's time (and timeout) starts when the one before it ended: the worker starts it right then.
+    const begin = (call) => {
+      s.current = call
+      started = performance.now()
+      timer = setTimeout(() => {
+        s.kill()
+        call.settle({ t: 'killed', code: 'TIMEOUT', message: `the component did not finish within ${timeoutMs} ms`, stack: null })
+      }, timeoutMs)
+      watch = setTimeout(check, MEMORY_CHECK_MS)
+    }
+    begin(calls[0])
+    s.worker.postMessage({ t: 'calls', list: calls.map((call, i) => ({ c: call.callId, op, req: reqs[i] })) })
   })
 }
 
@@ -285,33 +300,55 @@ async function runOp(req, onPartial) {
 
 // Several events of one instance in one request, one after another on its worker, each run
 // seeing the `db` its predecessors left: the same as that many `run` requests in a row, without
-// a round trip to the service for each. Each event's outcome is sent as a `result` partial as soon
-// as it is known (so a runner that dies mid-way loses only the runs not yet reported), and partials
-// carry the event's `index`.
+// a round trip to the service for each, and in one message to the worker. Each event's outcome is
+// sent as a `result` partial as soon as it is known (so a runner that dies mid-way loses only the
+// runs not yet reported), and partials carry the event's `index`. A run that times out, runs out
+// of memory or leaves work behind ends its worker; the events after it go to a fresh one.
 async function runMany(req, bundle, onPartial) {
   if (!Array.isArray(req.events)) throw new RunnerError('BAD_REQUEST', 'events must be an array')
   let db = isObj(req.db) ? { ...req.db } : {}
   const report = onPartial || (() => {})
-  for (let index = 0; index < req.events.length; index++) {
-    const partial = (p) => report({ ...p, index })
-    const wreq = { props: req.props, db, event: req.events[index], http: req.http }
+  const failed = (index, e) => {
+    const error = { code: e instanceof RunnerError ? e.code : 'RUNTIME_ERROR', message: e instanceof Error ? e.message : String(e) }
+    if (e && typeof e.stack === 'string' && (e.fromWorker || !(e instanceof RunnerError))) error.stack = cleanStack(e.stack)
+    report({ id: req.id, partial: 'result', ok: false, error, index })
+  }
+  let index = 0
+  while (index < req.events.length) {
+    const first = index
+    // Only the first carries the db: the worker hands each run's db on to the next.
+    const wreqs = req.events.slice(first).map((event, i) => ({ props: req.props, db: i === 0 ? db : undefined, event, http: req.http }))
+    let ended
     try {
-      const result = await runOne(req, bundle, wreq, partial)
-      db = { ...db, ...result.db_writes }
-      for (const [k, v] of Object.entries(result.db_writes)) if (v === null || v === undefined) delete db[k]
-      partial({ id: req.id, partial: 'result', ok: true, result })
+      ended = await callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreqs, timeoutOf(req), req.id,
+        (i) => (p) => report({ ...p, index: first + i }))
     } catch (e) {
       if (e instanceof RunnerError && e.code === 'BUNDLE_MISSING') throw e // the service resends with code
-      const error = { code: e instanceof RunnerError ? e.code : 'RUNTIME_ERROR', message: e instanceof Error ? e.message : String(e) }
-      if (e && typeof e.stack === 'string' && (e.fromWorker || !(e instanceof RunnerError))) error.stack = cleanStack(e.stack)
-      partial({ id: req.id, partial: 'result', ok: false, error })
+      failed(index++, e)
+      continue
+    }
+    for (const m of ended) {
+      try {
+        const result = resultOf(m)
+        db = { ...db, ...result.db_writes }
+        for (const [k, v] of Object.entries(result.db_writes)) if (v === null || v === undefined) delete db[k]
+        report({ id: req.id, partial: 'result', ok: true, result, index })
+      } catch (e) {
+        failed(index, e)
+      }
+      index++
     }
   }
   return { count: req.events.length }
 }
 
 async function runOne(req, bundle, wreq, onPartial) {
-  const m = await callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, onPartial)
+  const [m] = await callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, [wreq], timeoutOf(req), req.id, () => onPartial)
+  return resultOf(m)
+}
+
+// A call's final message as a run result (a `fail` is thrown: the call did not run).
+function resultOf(m) {
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
   const st = m.state
   let error = null
@@ -337,7 +374,7 @@ async function runOne(req, bundle, wreq, onPartial) {
 async function metaOp(req) {
   const bundle = bundleOf(req)
   const wreq = { props: req.props, prop: req.prop, page: req.page, prevContext: req.prevContext, query: req.query }
-  const m = await callWorker(`${META}${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, wreq, timeoutOf(req), req.id, null)
+  const [m] = await callWorker(`${META}${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, [wreq], timeoutOf(req), req.id, null)
   if (m.t === 'done') return m.result
   if (m.t === 'fail') throw Object.assign(new RunnerError(m.error.code, m.error.message), { stack: m.error.stack ?? undefined, fromWorker: true })
   throw Object.assign(new RunnerError(m.code, m.message), { stack: cleanStack(m.stack) ?? undefined, fromWorker: true })

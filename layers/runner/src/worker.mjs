@@ -203,7 +203,7 @@ function makeCtx(c, req) {
     send: { http: send('http'), email: send('email'), emit: send('emit'), s3: send('s3'), sse: send('sse') },
   }
   const http = { endpoint: (isObj(req.http) && req.http.endpoint) || null, respond }
-  return { emit, db, http, $ }
+  return { emit, db, http, $, store }
 }
 
 function buildApp(def, value) {
@@ -281,6 +281,7 @@ let active = null // { c, finish }
 async function runOp(m, finish) {
   const req = m.req
   const ctx = makeCtx(m.c, req)
+  m.store = ctx.store // what the next call of a batch starts from
   let error = null
   let ret
   let exit
@@ -368,33 +369,47 @@ async function optionsOp(m, finish) {
 
 const OPS = { run: runOp, hook: runOp, describe: describeOp, additional_props: additionalPropsOp, options: optionsOp }
 
-async function onCall(m) {
-  cur = m.c
-  let finished = false
-  // The call's last message goes once what it started is ended; `dirty` lists what could not be
-  // (the main thread then replaces this worker).
-  const conclude = (msg, left) => {
-    if (left.length) msg.dirty = left
-    cur = IDLE
-    post(msg)
-  }
-  const finish = (msg) => {
-    if (finished) return
-    finished = true
-    if (active && active.c === m.c) active = null
-    const left = endCall(realTimers, baseline, closeSockets(egressSockets))
-    if (Array.isArray(left)) conclude(msg, left)
-    else left.then((l) => conclude(msg, l), () => conclude(msg, ['unknown']))
-  }
-  active = { c: m.c, op: m.op, finish }
-  if (loadError) return finish({ t: 'fail', c: m.c, error: loadError })
-  const op = OPS[m.op]
-  if (!op) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `unknown op ${m.op}` } })
-  try {
-    await op(m, finish)
-  } catch (e) {
-    const err = e && e.code === 'LOAD_ERROR' ? { code: 'LOAD_ERROR', message: e.message } : runError(e)
-    finish({ t: 'fail', c: m.c, error: err })
+// One call; resolves with its last message once that is posted.
+function onCall(m) {
+  return new Promise((resolve) => {
+    cur = m.c
+    let finished = false
+    // The call's last message goes once what it started is ended; `dirty` lists what could not be
+    // (the main thread then replaces this worker).
+    const conclude = (msg, left) => {
+      if (left.length) msg.dirty = left
+      cur = IDLE
+      post(msg)
+      resolve(msg)
+    }
+    const finish = (msg) => {
+      if (finished) return
+      finished = true
+      if (active && active.c === m.c) active = null
+      const left = endCall(realTimers, baseline, closeSockets(egressSockets))
+      if (Array.isArray(left)) conclude(msg, left)
+      else left.then((l) => conclude(msg, l), () => conclude(msg, ['unknown']))
+    }
+    active = { c: m.c, op: m.op, finish }
+    if (loadError) return finish({ t: 'fail', c: m.c, error: loadError })
+    const op = OPS[m.op]
+    if (!op) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `unknown op ${m.op}` } })
+    op(m, finish).catch((e) => {
+      const err = e && e.code === 'LOAD_ERROR' ? { code: 'LOAD_ERROR', message: e.message } : runError(e)
+      finish({ t: 'fail', c: m.c, error: err })
+    })
+  })
+}
+
+// The calls of one message, in turn, each run's db handed on to the next (only the first call
+// carries one); a call that leaves work behind ends the batch, since this worker is then replaced.
+async function onCalls(list) {
+  let db = null
+  for (const m of list) {
+    if (db !== null && isObj(m.req)) m.req.db = db
+    const msg = await onCall(m)
+    if (msg.dirty) return
+    if (m.store) db = Object.fromEntries(Object.entries(m.store).filter(([, v]) => v !== null))
   }
 }
 
@@ -411,7 +426,7 @@ process.on('uncaughtException', crash)
 process.on('unhandledRejection', crash)
 
 parentPort.on('message', (m) => {
-  if (m && m.t === 'call') onCall(m)
+  if (m && m.t === 'calls' && Array.isArray(m.list)) onCalls(m.list)
 })
 const baseline = snapshot() // what a clean worker has active; then the component's code loads
 load()
