@@ -6,7 +6,7 @@ Every server runs on 127.0.0.1 and is started (and stopped) by this script. Inge
 interleaved (round 1 of every server, then round 2, ...; the order rotates each round) and the
 figures are medians of the rounds, so a slow minute of the machine does not land on one server.
 
-    .venv/bin/python bench/run.py [--skip-n8n] [--rounds 3] [--duration 6]   # needs `make bench`'s npm peers
+    .venv/bin/python bench/run.py [--skip-n8n] [--rounds 3] [--duration 5]   # needs `make bench`'s npm peers
     .venv/bin/python bench/run.py --smoke    # ~30 s, Headwater and Starlette only, no npm peers (CI)
 """
 
@@ -67,7 +67,7 @@ class Plan:
     warmup_requests: int  # per server and scenario, before the first round
 
 
-FULL = Plan(rounds=3, duration_s=6, connections=(1, 10, 64), runner_calls=2000, webhook_events=1000,
+FULL = Plan(rounds=3, duration_s=5, connections=(1, 10, 64), runner_calls=2000, webhook_events=1000,
             rss_sources=10_000, summary_sources=1000, events_per_source=100, summary_samples=500,
             timer_sources=1000, timer_interval_s=5, timer_window_s=20, timer_grace_s=10, settle_s=3, idle_window_s=0.3,
             warmup_requests=30)
@@ -292,7 +292,7 @@ def main() -> int:
     parser.add_argument("--skip-n8n", action="store_true", help="leave n8n out (its install is large)")
     parser.add_argument("--skip-peers", action="store_true", help="Headwater and Starlette only, with autocannon")
     parser.add_argument("--rounds", type=int, help="rounds per server and concurrency (3)")
-    parser.add_argument("--duration", type=float, help="seconds per round (6)")
+    parser.add_argument("--duration", type=float, help="seconds per round (5)")
     parser.add_argument("--n8n-engine", choices=["legacy", "vm"], default="legacy",
                         help="n8n's N8N_EXPRESSION_ENGINE (legacy; vm is n8n 1.123's default, ~10x slower here)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.json")
