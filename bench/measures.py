@@ -6,6 +6,7 @@ as arguments, so the CI smoke runs the very same code on small numbers.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import sqlite3
@@ -98,6 +99,11 @@ def runner_overhead(calls: int) -> dict[str, Any]:
                 result = pool.call("run", request, bundle=bundle)
                 runs.append(time.perf_counter() - started)
                 own.append(result["duration_ms"] / 1000)
+            # A run of an instance the process has no worker for (its first, or one evicted past the
+            # process's warm workers): what a timer tick costs once active sources outnumber them.
+            fresh = itertools.count()
+            colds = timed_calls(lambda: pool.call("run", {**request, "instance": f"dc_cold_{next(fresh)}"},
+                                                  bundle=bundle), max(10, calls // 20))
         finally:
             pool.close()
     bare = subprocess.Popen([str(settings.node), "-e", BARE_NODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -123,6 +129,7 @@ def runner_overhead(calls: int) -> dict[str, Any]:
         "pool_ping_round_trip": percentiles(pings),
         "pool_run_round_trip": percentiles(runs),
         "pool_run_overhead": percentiles(overheads),  # round trip minus the run's own time in the worker
+        "pool_cold_run_round_trip": percentiles(colds),  # a new instance: a worker started, the bundle loaded
         "ping_minus_bare_p50_ms": round(ms(statistics.median(pings)) - ms(statistics.median(bares)), 3),
     }
 

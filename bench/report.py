@@ -75,6 +75,8 @@ def platform_table(results: dict[str, Any]) -> list[str]:
         f"| runner pool `ping` round trip | {pp(runner['pool_ping_round_trip'])} |",
         f"| runner pool warm `run` round trip | {pp(runner['pool_run_round_trip'])} |",
         f"| runner pool warm `run` overhead (round trip − the run's own time) | {pp(runner['pool_run_overhead'])} |",
+        f"| runner pool cold `run` round trip (an instance without a warm worker) "
+        f"| {pp(runner['pool_cold_run_round_trip'])} |",
         f"| emit → webhook delivered ({hooks['delivered']}/{hooks['events']} events) "
         f"| {pp(hooks['emit_to_webhook'])} |",
         f"| webhook deliveries per s | {hooks['deliveries_per_s']:,.0f} |",
@@ -123,7 +125,7 @@ def problems(results: dict[str, Any]) -> list[str]:
                     found.append(f"{where}: {row}")
                 if row["failed"] and name in ("headwater", "starlette"):
                     found.append(f"{where}: {row['failed']} failed requests")
-    for key in ("bare_node_round_trip", "pool_ping_round_trip", "pool_run_round_trip"):
+    for key in ("bare_node_round_trip", "pool_ping_round_trip", "pool_run_round_trip", "pool_cold_run_round_trip"):
         if not results["runner"][key]["p50_ms"] > 0:
             found.append(f"runner {key}: {results['runner'][key]}")
     hooks = results["webhooks"]
