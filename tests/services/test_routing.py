@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, SyncSchedule
@@ -97,3 +98,20 @@ def test_source_listeners_get_the_event_once_and_hops_are_capped() -> None:
     with w.store.uow(readonly=True) as uow:
         [error] = uow.events.newest(first.id, "$errors", 10)
     assert error.event["error"]["code"] == "HOP_LIMIT"
+
+
+def test_events_trimmed_before_their_fan_out_ran_are_still_delivered() -> None:
+    """A channel keeps its newest 100 events; a busy source can commit more than that before its
+    first fan-out runs. The fan-out carries what it routes, so none of them is lost."""
+    w = world()
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    for n in range(150):
+        w.services.runs.run_batch([run_task(source.id, {"n": n}, f"t{n}")], lambda t, r: None)
+    assert len(w.queue.of(FanOut)) == 150
+    w.queue.drain(FanOut)
+    w.queue.drain(DeliverWebhook)
+    delivered = sorted(json.loads(body)["event"]["n"] for _, _, body, _ in w.sender.sent)
+    assert delivered == list(range(150))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from headwater.domain.commands import (
     DeleteEvents,
+    FanOut,
     PurgeSource,
     RunSource,
     SyncSchedule,
@@ -14,7 +17,8 @@ from headwater.domain.commands import (
     to_message,
 )
 from headwater.domain.events import Emit, EventId
-from headwater.domain.models import SourceState
+from headwater.domain.models import SourceState, StoredEvent
+from headwater.domain.routing import carried, fan_out_parts
 from headwater.domain.runs import APPLIED_KEPT, Limits, RunContext, RunResult, record
 
 CTX = RunContext("dc_x", "u_x", "1.0", dedupe="unique")
@@ -67,9 +71,21 @@ def test_applied_task_ids_are_bounded() -> None:
     SyncSchedule("dc_a"),
     DeleteEvents("dc_a", "", "1-1", None),
     PurgeSource("dc_a"),
+    FanOut("dc_a", "u_a", "", ("1-1",), 2, None, ({"id": "1-1", "indexed_at_ms": 1, "event": {"n": [1]},
+                                                  "metadata": {}, "channel": ""},)),
 ])
 def test_commands_round_trip_through_their_message(command: object) -> None:
-    assert from_message(to_message(command)) == command  # type: ignore[arg-type]
+    assert from_message(json.loads(json.dumps(to_message(command)))) == command  # type: ignore[arg-type]
+
+
+def test_a_fan_out_carries_its_events_in_parts_that_fit_a_message() -> None:
+    sizes = [30, 30, 30, 30, 30, 300, 30, 30]  # KiB: four small ones fill a part; a large one goes alone
+    events = [StoredEvent(f"1-{n}", 1, "x" * (size * 1024), {"summary": "s"}) for n, size in enumerate(sizes)]
+    parts = fan_out_parts(events)
+    assert [[e.id for e in part] for part in parts] == [["1-0", "1-1", "1-2", "1-3"], ["1-4"], ["1-5"],
+                                                         ["1-6", "1-7"]]
+    assert StoredEvent(**carried(events[0])) == events[0]
+    assert fan_out_parts([]) == []
 
 
 def test_a_scheduler_tick_with_an_iso_time_and_unknown_messages() -> None:

@@ -79,7 +79,10 @@ class PurgeSource(Command):
 @dataclass(frozen=True)
 class FanOut(Command):
     """Committed events of one emitter's channel go to every matching subscriber. `nonce` makes a
-    redelivery (POST .../redeliver) a new routing rather than a duplicate of the first."""
+    redelivery (POST .../redeliver) a new routing rather than a duplicate of the first. `events`
+    are the events themselves as committed (domain.routing.carried): a channel keeps only its
+    newest 100, and a busy one trims them before a late fan-out could read them back. Without
+    them (a command queued by an older version) the events are read by id."""
 
     name: ClassVar[str] = "fan_out"
     emitter_id: str
@@ -88,6 +91,7 @@ class FanOut(Command):
     event_ids: tuple[str, ...]
     hops: int = 0
     nonce: str | None = None
+    events: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,8 +152,9 @@ def from_message(message: dict[str, Any]) -> Command:
     kind = COMMANDS.get(fields.pop("type", ""))
     if kind is None:
         raise ValueError(f"unknown command {message.get('type')!r}")
-    if isinstance(fields.get("event_ids"), list):
-        fields["event_ids"] = tuple(fields["event_ids"])
+    for name in ("event_ids", "events"):
+        if isinstance(fields.get(name), list):
+            fields[name] = tuple(fields[name])
     if isinstance(fields.get("due_at"), str):
         # EventBridge Scheduler fills `<aws.scheduler.scheduled-time>` in as an ISO 8601 time.
         fields["due_at"] = datetime.fromisoformat(fields["due_at"].replace("Z", "+00:00")).timestamp()

@@ -9,14 +9,17 @@ jitter, honours `Retry-After`, and records every attempt.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from headwater.domain.events import DEFAULT_CHANNEL
+from headwater.domain.models import StoredEvent
 
 GLOBS = {"dc_*": "dc_", "p_*": "p_"}
 LISTENER_PREFIXES = ("dc_", "p_", "wh_")
+FAN_OUT_BYTES = 128 * 1024  # the events one FanOut carries, at most (one larger event goes alone)
 MAX_HOPS = 8  # A -> B -> A ... stops here, with a `$errors` event on the emitter that would go on
 DELIVERY_TIMEOUT_S = 15.0
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -163,3 +166,25 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - now_s)
     except (TypeError, ValueError):
         return None
+
+
+def carried(event: StoredEvent) -> dict[str, Any]:
+    """An event as a FanOut carries it (StoredEvent(**carried(e)) gives it back)."""
+    return {"id": event.id, "indexed_at_ms": event.indexed_at_ms, "event": event.event, "metadata": event.metadata,
+            "channel": event.channel}
+
+
+def fan_out_parts(events: list[StoredEvent], limit: int = FAN_OUT_BYTES) -> list[list[StoredEvent]]:
+    """Consecutive events in groups of at most `limit` bytes of JSON, so that each FanOut fits a
+    queue message and a store item; an event over the limit alone is a group of its own."""
+    parts: list[list[StoredEvent]] = []
+    size = limit
+    for event in events:
+        weight = len(event.encoded) if event.encoded is not None else len(json.dumps(event.event, default=str))
+        weight += len(json.dumps(event.metadata, default=str))
+        if size + weight > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(event)
+        size += weight
+    return parts

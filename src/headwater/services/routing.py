@@ -17,7 +17,7 @@ from collections import defaultdict
 from headwater.domain.commands import Command, DeliverWebhook, FanOut, RunSource, RunWorkflow
 from headwater.domain.errors import Conflict, NotFound
 from headwater.domain.models import Principal, Source, StoredEvent
-from headwater.domain.routing import MAX_HOPS, Delivery, delivery_key, routed_key
+from headwater.domain.routing import MAX_HOPS, Delivery, carried, delivery_key, fan_out_parts, routed_key
 from headwater.domain.workflows import Workflow
 from headwater.ports import Task, UnitOfWork, UnitOfWorkFactory
 from headwater.services.clock import now_ms
@@ -43,22 +43,26 @@ class Routing:
                      events: list[StoredEvent], hops: int) -> list[Command]:
         """The FanOut commands for a run's events (committed with them): one per channel that has
         a subscriber. `uow` is the run's own unit of work, for reading subscriptions."""
-        by_channel: dict[str, list[str]] = defaultdict(list)
+        by_channel: dict[str, list[StoredEvent]] = defaultdict(list)
         for event in events:
-            by_channel[event.channel].append(event.id)
+            by_channel[event.channel].append(event)
         return [
-            FanOut(emitter_id, namespace, channel, tuple(event_ids), hops)
-            for channel, event_ids in by_channel.items()
+            FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
+                   events=tuple(carried(e) for e in part))
+            for channel, listened in by_channel.items()
             if self.subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
+            for part in fan_out_parts(listened)
         ]
 
     def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:
         """POST /sources/{id}/events/{event_id}/redeliver: the event again, to today's subscribers."""
         source = self.sources.get(principal, source_id)
         with self.uow() as uow:
-            if uow.events.get(source_id, channel, event_id) is None:
+            event = uow.events.get(source_id, channel, event_id)
+            if event is None:
                 raise NotFound(f"No retained event {event_id} on channel {channel!r} of source {source_id}.")
-            uow.outbox.add(FanOut(source.id, source.namespace, channel, (event_id,), 0, secrets.token_hex(8)))
+            uow.outbox.add(FanOut(source.id, source.namespace, channel, (event_id,), 0, secrets.token_hex(8),
+                                  events=(carried(event),)))
             uow.commit()
 
     def fan_out(self, tasks: list[Task], _: object = None) -> list[int]:
@@ -70,8 +74,9 @@ class Routing:
             emitter: Source | Workflow | None = (uow.sources.get(command.emitter_id)
                                                  if command.emitter_id.startswith("dc_")
                                                  else uow.workflows.get(command.emitter_id))
-            events = [e for e in (uow.events.get(command.emitter_id, command.channel, i) for i in command.event_ids)
-                      if e is not None]
+            events = ([StoredEvent(**e) for e in command.events] if command.events else
+                      [e for e in (uow.events.get(command.emitter_id, command.channel, i) for i in command.event_ids)
+                       if e is not None])
         if emitter is None or not events:
             return 0
         subs = self.subscriptions.matching(emitter.namespace, emitter.id, command.channel, emitter.created_at)
