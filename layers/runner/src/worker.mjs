@@ -404,7 +404,7 @@ function onCall(m) {
 // The calls of one message, in turn, each run's db handed on to the next (only the first call
 // carries one); a call that leaves work behind ends the batch, since this worker is then replaced.
 async function onCalls(list) {
-  let db = null
+  let db = list.length && isObj(list[0].req) && isObj(list[0].req.db) ? list[0].req.db : null
   for (const m of list) {
     if (db !== null && isObj(m.req)) m.req.db = db
     const msg = await onCall(m)
