@@ -111,8 +111,8 @@ class CountingInbox:
         self.requests += type(item).__name__ == "_Pending"
         self.inner.put(item)
 
-    def get(self, timeout: float | None = None) -> Any:
-        return self.inner.get(timeout=timeout)
+    def get(self) -> Any:
+        return self.inner.get()
 
     def get_nowait(self) -> Any:
         return self.inner.get_nowait()
