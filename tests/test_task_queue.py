@@ -4,7 +4,6 @@ a run whose caller waits for its answer never does. Real SQLite, real worker thr
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -99,55 +98,3 @@ def test_yielding_is_bounded(tmp_path: Path) -> None:
 def test_no_yielding_when_turned_off(tmp_path: Path) -> None:
     recorder, _, _, last_commit = ran(tmp_path, yield_s=0)
     assert min(recorder.started["plain"]) < last_commit - STREAM_S / 2
-
-
-class CountingInbox:
-    """The writer thread's inbox, counting the requests handed to it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.requests = inner, 0
-
-    def put(self, item: Any) -> None:
-        self.requests += type(item).__name__ == "_Pending"
-        self.inner.put(item)
-
-    def get(self) -> Any:
-        return self.inner.get()
-
-    def get_nowait(self) -> Any:
-        return self.inner.get_nowait()
-
-
-def test_a_lone_request_commits_on_the_loop_and_one_that_meets_another_writer_never_blocks_it(tmp_path: Path) -> None:
-    """Alone, a request's task is committed by the event loop itself. When another process holds
-    SQLite's write lock, the request waits on the writer thread instead, and the loop keeps going."""
-    db = Database(tmp_path / "queue.db")
-    queue = LocalTaskQueue(db, workers=1)
-    recorder = Recorder()
-    queue.handle(RunSource, recorder)
-    handed = CountingInbox(queue._inbox)
-    queue._inbox = handed  # type: ignore[assignment]
-    queue.start()
-    other = sqlite3.connect(db.path, isolation_level=None)
-    try:
-        async def scenario() -> tuple[str, int, int]:
-            alone = await queue.ingest(run("a"))
-            assert handed.requests == 0  # never handed to the writer thread
-            other.execute("BEGIN IMMEDIATE")  # another process writing
-            waiting = asyncio.create_task(queue.ingest(run("b")))
-            ticks = 0
-            while ticks < 20:  # the loop is not blocked while the request waits
-                await asyncio.sleep(0.005)
-                ticks += 1
-            assert not waiting.done()
-            other.execute("COMMIT")
-            later = await asyncio.wait_for(waiting, timeout=30)
-            return alone.task_id, int(later.task_id), ticks
-
-        first, second, ticks = asyncio.run(scenario())
-        recorder.wait_for(2)
-    finally:
-        other.close()
-        queue.stop()
-    assert ticks == 20 and second == int(first) + 1 and handed.requests == 1
-    assert set(recorder.started) == {"a", "b"}

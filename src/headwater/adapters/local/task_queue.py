@@ -1,8 +1,7 @@
 """The durable task queue of the local service, over the `tasks` table.
 
 Ingest appends runs through one writer thread that commits whatever has queued up meanwhile in a
-single transaction (group commit), and answers each caller once its row is committed; a request
-alone (none other waiting for its commit) is committed on the event loop, without the hand-offs. Other
+single transaction (group commit), and answers each caller once its row is committed. Other
 commands arrive from units of work (their outbox rows commit with the change that made them).
 Workers run tasks after they are committed, one lane (source) at a time and in commit order; a
 task leaves the table only after its handler returned, so a crash re-runs it, never loses it
@@ -87,7 +86,6 @@ class LocalTaskQueue:
         self._watermark = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._alone = threading.local()
 
     def handle(self, command: type[Command], handler: TaskHandler) -> None:
         self.handlers[command.name] = handler
@@ -121,17 +119,8 @@ class LocalTaskQueue:
     # adding tasks
 
     async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
-        loop = asyncio.get_running_loop()
+        pending = _Pending(command, asyncio.get_running_loop(), respond)
         self._last_request = time.monotonic()
-        if not self._requests:
-            task_id = self._commit_alone(command)
-            if task_id is not None:
-                outcome = loop.create_future() if respond else None
-                if outcome is not None:
-                    self._outcomes[task_id] = outcome
-                self.dispatch([Task(task_id, command)])
-                return Ingested(task_id=task_id, outcome=outcome)
-        pending = _Pending(command, loop, respond)
         self._requests += 1
         self._inbox.put(pending)
         try:
@@ -140,42 +129,6 @@ class LocalTaskQueue:
             self._requests -= 1
             self._last_request = time.monotonic()
         return Ingested(task_id=task_id, outcome=pending.outcome)
-
-    def _commit_alone(self, command: RunSource) -> str | None:
-        """A request that arrives while no other waits for a commit is committed right here, on
-        the event loop: alone, the hand-off to the writer thread and back costs several times the
-        commit itself. None when another writer holds the store (then the writer thread takes it,
-        and requests that arrive together share its commit)."""
-        if not self.db.write_lock.acquire(blocking=False):
-            return None
-        try:
-            conn = self._alone_connection()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:  # another process is writing: never wait on the loop
-                return None
-            try:
-                row = (command.name, command.source_id, json.dumps(to_message(command)), 0, self.db.origin, time.time())
-                [task_id] = _insert(conn, [row])
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            self.db.write_lock.release()
-        return task_id
-
-    def _alone_connection(self) -> sqlite3.Connection:
-        """The event loop's own connection: it never waits for another process's lock, and never
-        checkpoints the WAL (the other connections' commits do; a checkpoint syncs the disk)."""
-        conn: sqlite3.Connection | None = getattr(self._alone, "conn", None)
-        if conn is None:
-            conn = self._alone.conn = sqlite3.connect(self.db.path, isolation_level=None, check_same_thread=False,
-                                                      timeout=0)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA wal_autocheckpoint=0")
-        return conn
 
     def stats(self, now: float) -> tuple[int, float]:
         """(tasks in the table, seconds the oldest due one has waited): what /metrics shows."""
