@@ -53,12 +53,12 @@ class LoopApp:
         self.sent_code = False
 
     async def start(self) -> None:
-        runner, tmp = str(self.settings.runner_dir), str(self.workdir)
-        self.proc = await asyncio.create_subprocess_exec(
-            str(self.settings.node), "--permission", "--allow-worker", f"--allow-fs-read={runner}",
-            f"--allow-fs-read={tmp}", f"--allow-fs-write={tmp}", "--disable-warning=SecurityWarning",
-            f"{runner}/src/stdio.mjs", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=tmp,
-            limit=1 << 24)
+        from headwater.adapters.local.node_runner import runner_command
+
+        command = runner_command(self.settings, str(self.settings.runner_dir), str(self.workdir))
+        self.proc = await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE,
+                                                         stdout=asyncio.subprocess.PIPE, cwd=self.workdir,
+                                                         limit=1 << 24)
         asyncio.get_running_loop().create_task(self.read())
 
     async def read(self) -> None:

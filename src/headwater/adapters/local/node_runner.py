@@ -57,6 +57,13 @@ def _die_with_parent() -> None:
         pass
 
 
+def runner_command(settings: Settings, runner: str, tmp: str) -> list[str]:
+    """The runner process's command line, with the runner's folder at `runner` and its /tmp at `tmp`."""
+    node = f"{runner}/{settings.node.relative_to(settings.runner_dir)}"
+    return [node, "--permission", "--allow-worker", f"--allow-fs-read={runner}", f"--allow-fs-read={tmp}",
+            f"--allow-fs-write={tmp}", "--disable-warning=SecurityWarning", f"{runner}/src/stdio.mjs"]
+
+
 @dataclass
 class Launched:
     """One start of a runner process: what to clean up once it has exited."""
@@ -81,11 +88,6 @@ class Launcher:
         self.egress = egress
         self._names = itertools.count(1)
 
-    def _node_args(self, runner: str, tmp: str) -> list[str]:
-        node = f"{runner}/{self.settings.node.relative_to(self.settings.runner_dir)}"
-        return [node, "--permission", "--allow-worker", f"--allow-fs-read={runner}", f"--allow-fs-read={tmp}",
-                f"--allow-fs-write={tmp}", "--disable-warning=SecurityWarning", f"{runner}/src/stdio.mjs"]
-
     def start(self, account: str) -> Launched:
         name = f"r{next(self._names)}"
         egress_dir = self.egress.open(name)
@@ -99,12 +101,12 @@ class Launcher:
                 extra.append(Bind(Path(ca), _EXTRA_CA))
                 env["NODE_EXTRA_CA_CERTS"] = _EXTRA_CA
             command = self.sandbox.runner(self.settings.runner_dir, egress_dir, self.settings.runner_memory_mb << 20,
-                                          self._node_args(RUNNER, TMP), env, extra)
+                                          runner_command(self.settings, RUNNER, TMP), env, extra)
             cwd, popen_env = self.settings.runner_dir, None
         else:
             tmp = self.settings.data_dir / "tmp" / f"runner-{name}"
             tmp.mkdir(parents=True, exist_ok=True)
-            command = self._node_args(str(self.settings.runner_dir), str(tmp))
+            command = runner_command(self.settings, str(self.settings.runner_dir), str(tmp))
             cwd, popen_env = tmp, {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), "HEADWATER_EGRESS_DIR": str(egress_dir)}
 
         def prepare() -> None:
