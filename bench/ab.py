@@ -1,8 +1,8 @@
 """Before and after: two builds of Headwater measured one server at a time, in alternating rounds.
 
 Two Headwater servers loaded in turn while both are running are not independent. In an A/A run (the
-same build twice, side by side) the second-started server measured 15-28% more req/s than the first
-in every scenario, round after round; a change smaller than that cannot be told from it. So each round
+same build twice, side by side) the second-started server's medians were 15-28% above the first's in
+every scenario; a change smaller than that cannot be told from it. So each round
 here starts a fresh server of one build (fresh data directory, fresh runner), measures every
 scenario, stops it, and only then starts the other build; the order alternates between rounds.
 
