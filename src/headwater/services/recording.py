@@ -18,6 +18,7 @@ from headwater.domain.events import RETAINED_PER_CHANNEL
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.runs import RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
+from headwater.services.contention import back_off
 
 MAX_ATTEMPTS = 20
 _OTHER_WRITES = 8  # the state, usage, and what `extra` writes (a source record and its claims)
@@ -50,7 +51,7 @@ def commit_outcomes(
     version), the events and `commands`, plus what `route` makes of the events (their fan-out).
     `extra` writes more in the same unit of work (a source record, say) and may change the state.
     Returns the committed state and the channels written."""
-    for _ in range(MAX_ATTEMPTS):
+    for attempt in range(MAX_ATTEMPTS):
         # Everything but the writes happens on a snapshot, so the write transaction holds the store
         # (SQLite's one writer) for its writes alone; the conditional save catches what changed since.
         with uow_factory(readonly=True) as reading:
@@ -71,6 +72,7 @@ def commit_outcomes(
             except Conflict as e:
                 if e.field != "version":
                     raise
+                back_off(attempt)
                 continue
         channels = {e.channel for e in events}
         if rest:

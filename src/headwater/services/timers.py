@@ -15,6 +15,7 @@ from dataclasses import replace
 from headwater.domain.commands import RunSource, SyncSchedule, TimerTick
 from headwater.domain.errors import Conflict
 from headwater.ports import Scheduler, Task, UnitOfWorkFactory
+from headwater.services.contention import back_off
 from headwater.services.sources import Sources
 from headwater.settings import Settings
 
@@ -59,7 +60,7 @@ class Timers:
         timer = self.sources.timer(source) if source else None
         if timer is None or not self.scheduler.ticked(tick, timer):
             return False
-        for _ in range(_MAX_ATTEMPTS):
+        for attempt in range(_MAX_ATTEMPTS):
             now = time.time()
             with self.uow() as uow:
                 state = uow.state.get(tick.source_id)
@@ -76,6 +77,7 @@ class Timers:
                 except Conflict as e:
                     if e.field != "version":
                         raise
+                    back_off(attempt)
                     continue
             if pending:
                 log.info("timer of %s skipped: the previous run has not finished", tick.source_id)

@@ -35,6 +35,7 @@ from headwater.domain.urls import check_http_url
 from headwater.ports import Secrets, Task, UnitOfWorkFactory, WebhookSender
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s
+from headwater.services.contention import back_off
 from headwater.services.subscriptions import Subscriptions
 from headwater.settings import Settings
 
@@ -133,7 +134,7 @@ class Webhooks:
         return self._record(delivery, webhook, attempt, parse_retry_after(result.retry_after, time.time()))
 
     def _record(self, delivery: Delivery, webhook: Webhook, attempt: Attempt, retry_after: float | None) -> str:
-        for _ in range(_MAX_ATTEMPTS):
+        for tries in range(_MAX_ATTEMPTS):
             with self.uow() as uow:
                 current = uow.deliveries.get(delivery.id) or delivery
                 attempts = [*current.attempts, attempt]
@@ -157,6 +158,7 @@ class Webhooks:
                 except Conflict as e:
                     if e.field != "version":
                         raise
+                    back_off(tries)
                     continue
             return status
         raise Conflict(f"delivery {delivery.id} kept changing", field="version")
