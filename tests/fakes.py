@@ -11,6 +11,7 @@ import asyncio
 import copy
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,7 +26,7 @@ from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult, merge_db
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
-from headwater.ports import Bundle, Busy, Ingested, Instance, SendResult, Task, TaskHandler
+from headwater.ports import Bundle, Busy, Ingested, Instance, SendResult, Task, TaskHandler, results_of
 from headwater.settings import Settings
 
 
@@ -468,12 +469,12 @@ class FakeQueue:
                 return done
             self.pending.remove(ready[0])
             task = ready[0][0]
-            result = self.handlers[task.command.name]([task], lambda t, r: None)[0]
+            result = results_of(self.handlers[task.command.name]([task], lambda t, r: None))[0]
             done.append((task, result))
             self.results.append((task, result))
 
     def redeliver(self, task: Task) -> Any:
-        return self.handlers[task.command.name]([task], lambda t, r: None)[0]
+        return results_of(self.handlers[task.command.name]([task], lambda t, r: None))[0]
 
 
 class FakeScheduler:
@@ -506,8 +507,10 @@ class FakeRunner:
         self.script: Callable[[Instance, Any], RunResult] = lambda instance, event: RunResult()
         self.hooks: Callable[[Instance, str], RunResult] = lambda instance, hook: RunResult()
         self.calls: list[tuple[str, str]] = []
+        self.accounts: list[tuple[str, str]] = []  # (op, account) of the calls without an instance
 
-    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
+    def describe(self, bundle: Bundle, timeout_ms: int, account: str) -> ComponentDefinition:
+        self.accounts.append(("describe", account))
         return ComponentDefinition(**eval(bundle.code))  # noqa: S307 - the tests' own literals
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
@@ -524,6 +527,12 @@ class FakeRunner:
             results.append(result)
         return results
 
+    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
+        future: Future[list[RunResult]] = Future()
+        future.set_result(self.run_many(bundle, instance, events, timeout_ms, on_respond))
+        return future
+
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         self.calls.append((hook, instance.id))
         return self.hooks(instance, hook)
@@ -533,11 +542,13 @@ class FakeRunner:
         return self.script(instance, steps)
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int) -> list[dict[str, Any]]:
+                         timeout_ms: int, account: str) -> list[dict[str, Any]]:
+        self.accounts.append(("additional_props", account))
         return list(eval(bundle.code)["configurable_props"])  # noqa: S307
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
+                prev_context: Any, query: str | None, timeout_ms: int, account: str) -> dict[str, Any]:
+        self.accounts.append(("options", account))
         return {"options": [], "context": None}
 
     def close(self) -> None:

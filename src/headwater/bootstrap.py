@@ -34,6 +34,7 @@ from headwater.ports import (
     WebhookSender,
 )
 from headwater.services.accounts import Accounts
+from headwater.services.clock import utc_day
 from headwater.services.components import Components
 from headwater.services.destinations import Destinations
 from headwater.services.events import Events
@@ -109,6 +110,7 @@ def local_adapters(settings: Settings) -> Adapters:
 
     store = SqliteStore(settings.database_path)
     queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000)
+    usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)
     _local_gauges(queue)
@@ -117,7 +119,8 @@ def local_adapters(settings: Settings) -> Adapters:
         usage=store.usage,
         lease=store.lease,
         bundler=LocalBundler(settings),
-        runner=NodeRunnerPool(settings),
+        # CPU a process used beyond its runs' measured time counts against its account's quota
+        runner=NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms)),
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
@@ -268,7 +271,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
     runs.routes = routing.commands_for
-    a.queue.handle(RunSource, metered_runs(runs.run_batch))
+    a.queue.handle(RunSource, metered_runs(runs.start_batch))
     a.queue.handle(TimerTick, timers.tick)
     a.queue.handle(SyncSchedule, timers.sync)
     a.queue.handle(DeleteEvents, events.delete)

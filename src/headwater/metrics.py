@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -17,7 +18,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.domain.runs import RunResult
-from headwater.ports import Task, TaskHandler
+from headwater.ports import Task, TaskHandler, TaskResults, results_of
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -39,12 +40,18 @@ DELIVERIES = Counter("headwater_webhook_deliveries", "Webhook delivery attempts,
 def metered_runs(handler: TaskHandler) -> TaskHandler:
     """Counts each run's outcome and duration as the RunSource handler returns them."""
 
-    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> list[Any]:
-        results = handler(tasks, on_partial)
+    def count(results: list[Any]) -> None:
         for result in results:
             if isinstance(result, RunResult):
                 RUNS.labels(result.error_code or "ok").inc()
                 RUN_SECONDS.observe(result.duration_ms / 1000)
+
+    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> TaskResults:
+        results = handler(tasks, on_partial)
+        if isinstance(results, Future):
+            results.add_done_callback(lambda done: None if done.exception() else count(done.result()))
+        else:
+            count(results)
         return results
 
     return handle
@@ -52,7 +59,7 @@ def metered_runs(handler: TaskHandler) -> TaskHandler:
 
 def metered_deliveries(handler: TaskHandler) -> TaskHandler:
     def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> list[Any]:
-        results = handler(tasks, on_partial)
+        results = results_of(handler(tasks, on_partial))
         for result in results:
             if result is not None:
                 DELIVERIES.labels(str(result)).inc()

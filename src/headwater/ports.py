@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -244,7 +245,15 @@ class Task:
 # Handlers take consecutive tasks of one command type and lane, so they can commit them together,
 # and a callback for partial results (a run's respond()); they return one result a task. A handler
 # that returns has finished its tasks; one that raises has them retried later.
-TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], list[Any]]
+TaskResults = list[Any] | Future[list[Any]]
+TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], TaskResults]
+"""A handler's results come back as a list, or in a Future when it has sent work off (a run) and
+holds no thread while it waits."""
+
+
+def results_of(value: TaskResults) -> list[Any]:
+    """A handler's results, waited for when they come in a Future."""
+    return value.result() if isinstance(value, Future) else value
 
 
 @dataclass
@@ -324,14 +333,16 @@ class Instance:
     env: dict[str, str] = field(default_factory=dict)
     http: dict[str, Any] | None = None  # {"endpoint": url, "customResponse": bool}
     memory_mb: int = 256
+    bill_to: str = ""  # the user whose quota pays for CPU the account's process uses beyond its runs
 
 
 class Runner(Protocol):
     """The Node runner (docs/runner-protocol.md). A failure of the call itself (the code does not
     load, the runner crashed) raises RunnerError; what the component's own code does wrong is in
-    `RunResult.error`."""
+    `RunResult.error`. Calls without an instance (describe, additional_props, options) name the
+    `account` whose process makes them: no runner process serves two accounts."""
 
-    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition: ...
+    def describe(self, bundle: Bundle, timeout_ms: int, account: str) -> ComponentDefinition: ...
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult: ...
@@ -341,16 +352,20 @@ class Runner(Protocol):
         """`run` of each event in order, each seeing the `db` the ones before it wrote (their writes
         merged into `instance.db`), in one call; `on_respond(index, response)`."""
 
+    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
+        """`run_many` with its results in a Future: a run that waits need hold no thread."""
+
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
 
     def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
         """An action's `run({$, steps})`: the result carries return_value, exports, sends, flow_exit."""
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int) -> list[dict[str, Any]]: ...
+                         timeout_ms: int, account: str) -> list[dict[str, Any]]: ...
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]: ...
+                prev_context: Any, query: str | None, timeout_ms: int, account: str) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 

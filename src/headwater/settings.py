@@ -42,6 +42,12 @@ class Settings:
     runner_memory_mb: int = field(default_factory=lambda: _int("RUNNER_MEMORY_MB", 1024))  # per runner process
     runner_max_tasks: int = field(default_factory=lambda: _int("RUNNER_MAX_TASKS", 512))  # threads+processes
     runner_idle_s: int = field(default_factory=lambda: _int("RUNNER_IDLE_S", 600))  # idle runners are stopped
+    # Runs (and hooks) of one account in flight at once; more wait their turn holding no thread,
+    # so one account's slow runs cannot hold the machine (docs/security.md, "Fair share").
+    account_max_concurrent_runs: int = field(
+        default_factory=lambda: _int("ACCOUNT_MAX_CONCURRENT_RUNS", 2 * (os.cpu_count() or 1)))
+    # The longest line a runner may write (a run's whole result): past it, the runner is failed.
+    runner_max_line_bytes: int = field(default_factory=lambda: _int("RUNNER_MAX_LINE_BYTES", 64 * 1024 * 1024))
     unsafe_no_sandbox: bool = field(default_factory=lambda: _bool("UNSAFE_NO_SANDBOX", False))
     max_body_bytes: int = field(default_factory=lambda: _int("MAX_BODY_BYTES", 1024 * 1024))
     max_code_bytes: int = field(default_factory=lambda: _int("MAX_CODE_BYTES", 512 * 1024))

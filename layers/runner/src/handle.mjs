@@ -120,6 +120,9 @@ class Slot {
   onMessage(m) {
     const call = this.current
     if (!call || (m.c !== null && m.c !== call.callId)) return
+    // Only the call's own id ends it (output while the bundle loads has none). Component code can
+    // post here too, so this is not the bound: the service keeps its own clock (node_runner.py).
+    if ((m.t === 'done' || m.t === 'fail') && m.c !== call.callId) return
     switch (m.t) {
       case 'log': call.logs.push({ level: m.level, message: m.message, ts: m.ts }); break
       case 'emit': call.emits.push({ event: m.event, meta: m.meta }); break
@@ -197,7 +200,7 @@ function slotFor(key, bundle, env, memoryMb) {
 // collected so far) or left work behind (`dirty`): its worker is gone, and the caller sends the
 // rest again on a fresh one. Calls on one key run one at a time, in arrival order.
 const queues = new Map() // key -> tail promise
-async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs, reqId, partialFor) {
+async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs, reqId, partialFor, onEnded = null) {
   const prev = queues.get(key)
   let release
   const mine = new Promise((r) => (release = r))
@@ -208,7 +211,7 @@ async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs, reqId
     const s = slotFor(key, bundle, env, memoryMb)
     s.pending++
     try {
-      return await dispatch(s, op, reqs, timeoutMs, reqId, partialFor)
+      return await dispatch(s, op, reqs, timeoutMs, reqId, partialFor, onEnded)
     } finally {
       s.pending--
       s.lastUsed = Date.now()
@@ -219,7 +222,8 @@ async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs, reqId
   }
 }
 
-function dispatch(s, op, reqs, timeoutMs, reqId, partialFor) {
+// `onEnded(i, m)` hears of each call as it ends (the service times each run by when it hears of it).
+function dispatch(s, op, reqs, timeoutMs, reqId, partialFor, onEnded) {
   return new Promise((resolve) => {
     const ended = []
     let timer = null
@@ -239,6 +243,7 @@ function dispatch(s, op, reqs, timeoutMs, reqId, partialFor) {
           m.state = call
           m.duration_ms = Math.round((performance.now() - started) * 1000) / 1000 // measured here: the component cannot touch this clock
           ended.push(m)
+          if (onEnded) onEnded(ended.length - 1, m)
           if (ended.length < calls.length && !s.dead) begin(calls[ended.length])
           else resolve(ended)
         },
@@ -318,16 +323,8 @@ async function runMany(req, bundle, onPartial) {
     const first = index
     // Only the first carries the db: the worker hands each run's db on to the next.
     const wreqs = req.events.slice(first).map((event, i) => ({ props: req.props, db: i === 0 ? db : undefined, event, http: req.http }))
-    let ended
-    try {
-      ended = await callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreqs, timeoutOf(req), req.id,
-        (i) => (p) => report({ ...p, index: first + i }))
-    } catch (e) {
-      if (e instanceof RunnerError && e.code === 'BUNDLE_MISSING') throw e // the service resends with code
-      failed(index++, e)
-      continue
-    }
-    for (const m of ended) {
+    // Each run is reported the moment it ends, not when its batch does.
+    const ended = (_, m) => {
       try {
         const result = resultOf(m)
         db = { ...db, ...result.db_writes }
@@ -337,6 +334,14 @@ async function runMany(req, bundle, onPartial) {
         failed(index, e)
       }
       index++
+    }
+    try {
+      await callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreqs, timeoutOf(req), req.id,
+        (i) => (p) => report({ ...p, index: first + i }), ended)
+    } catch (e) {
+      if (e instanceof RunnerError && e.code === 'BUNDLE_MISSING') throw e // the service resends with code
+      failed(index++, e)
+      continue
     }
   }
   return { count: req.events.length }

@@ -52,10 +52,12 @@ class Components:
             raise Invalid("The component code is empty.", {"component_code": ["empty"]})
         return code
 
-    def describe(self, code: str) -> tuple[Bundle, ComponentDefinition]:
+    def describe(self, code: str, account: str) -> tuple[Bundle, ComponentDefinition]:
+        """Bundles and loads the code in `account`'s own runner process (never one that serves
+        another account: module code runs while it is described)."""
         bundle = self.bundler.bundle(code)
         try:
-            return bundle, self.runner.describe(bundle, self.settings.describe_timeout_ms)
+            return bundle, self.runner.describe(bundle, self.settings.describe_timeout_ms, account)
         except RunnerError as e:
             if e.code in _USER_FAULTS:
                 prefix = "The component did not finish loading in time" if e.code == "TIMEOUT" else None
@@ -63,7 +65,7 @@ class Components:
             raise Unavailable(f"The runner failed: {e.message}") from None
 
     def save(self, namespace: str, created_by: str | None, code: str, url: str | None) -> Component:
-        bundle, definition = self.describe(code)
+        bundle, definition = self.describe(code, namespace)
         return self.store(namespace, created_by, code, url, bundle, definition)
 
     def store(
@@ -125,7 +127,8 @@ class Components:
         bundle = self.bundler.bundle(component.code, component.packages)
         try:
             return self.runner.options(bundle, f"options:{principal.user.id}", prop, configured, page, prev_context,
-                                       query, self.settings.describe_timeout_ms)
+                                       query, self.settings.describe_timeout_ms,
+                                       self.accounts.namespace(principal, None))
         except RunnerError as e:
             if e.code in _USER_FAULTS:
                 raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None

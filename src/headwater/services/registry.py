@@ -76,7 +76,7 @@ class Registry:
         rel = str(path.relative_to(root))
         try:
             code = self.bundler.source_of(str(path))
-            bundle, definition = self.components.describe(code)
+            bundle, definition = self.components.describe(code, REGISTRY_NAMESPACE)
         except HeadwaterError as e:
             if e.message.startswith(NOT_A_COMPONENT):
                 return PublishResult(rel, "helper", reason=e.message)

@@ -8,9 +8,9 @@ still queued, to run again; a task whose results are in is recognised and not ru
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -77,6 +77,8 @@ class Runs:
         # Fan-out of a run's committed events (Routing.commands_for), wired by the composition root.
         self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], list[Command]] = (
             lambda uow, emitter_id, namespace, created_at, events, hops: [])
+        # Commits the outcomes of runs the runner answered (its reader threads must not wait on the store).
+        self._finishing = ThreadPoolExecutor(max(2, settings.task_workers // 2), thread_name_prefix="run-finish")
 
     @property
     def lease_s(self) -> float:
@@ -98,6 +100,7 @@ class Runs:
             id=source.id,
             props=prop_forms.for_runner(source.configured_props, self.secrets),
             account=source.namespace,
+            bill_to=source.user_id,
             db=db,
             env={"PD_COMPONENT": source.id},
             http=http,
@@ -122,10 +125,12 @@ class Runs:
             self.bundler.bundle(component.code, component.packages), self.instance(source, db), hook,
             self.settings.hook_timeout_ms))
 
-    def additional_props(self, component: Component, source_id: str, configured: dict[str, Any]) -> list[dict]:
+    def additional_props(self, component: Component, namespace: str, source_id: str,
+                         configured: dict[str, Any]) -> list[dict]:
         try:
             bundle = self.bundler.bundle(component.code, component.packages)
-            return self.runner.additional_props(bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms)
+            return self.runner.additional_props(bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms,
+                                                namespace)
         except RunnerError as e:
             raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
 
@@ -183,12 +188,23 @@ class Runs:
 
     def run_batch(self, tasks: list[Task],
                   on_partial: Callable[[Task, dict[str, Any]], None]) -> list[RunResult | None]:
-        """Consecutive queued runs of one source (the RunSource handler): one after another through
-        the runner, then committed together. None for each when the source is gone or inactive."""
+        """`start_batch`, waited for (the SQS workers, which run one batch per invocation)."""
+        return self.start_batch(tasks, on_partial).result()
+
+    def start_batch(self, tasks: list[Task],
+                    on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult | None]]:
+        """Consecutive queued runs of one source (the RunSource handler): one runner call for all
+        of them, then committed together. None for each when the source is gone or inactive.
+
+        The source's lease is taken and its state read here; the runs go to the runner, and their
+        outcomes are committed when it answers, on the finishing pool: a run that only waits holds
+        no thread (one account's sleeping runs cannot hold every worker)."""
         commands = [task.command for task in tasks]
         assert all(isinstance(c, RunSource) for c in commands)
         source_id = tasks[0].command.lane or ""
-        with self.lease.hold(source_id, self.lease_s):
+        lease = self.lease.hold(source_id, self.lease_s)
+        lease.__enter__()
+        try:
             with self.uow(readonly=True) as uow:
                 source = uow.sources.get(source_id)
                 state = uow.state.get(source_id)
@@ -196,13 +212,40 @@ class Runs:
             if source is None or component is None or not source.active:
                 for command in commands:
                     self.release(command)  # type: ignore[arg-type]
-                return [None] * len(tasks)
-            return self._run(source, component, state, tasks, on_partial)
+                return _done([None] * len(tasks))
+            refused, runnable = self._admit(source, state, tasks)
+            ran = (self._submit(component, self.instance(source, state.db), [tasks[i] for i in runnable], on_partial)
+                   if runnable else _done([]))
+        except BaseException:
+            lease.__exit__(None, None, None)
+            raise
+        outcome: Future[list[RunResult | None]] = Future()
 
-    def _run(self, source: Source, component: Component, state: SourceState, tasks: list[Task],
-             on_partial: Callable[[Task, dict[str, Any]], None]) -> list[RunResult | None]:
-        ctx = self.context(source, component)
-        results: dict[int, RunResult] = {}
+        def finish(done: Future[list[RunResult]]) -> None:
+            try:
+                try:
+                    reported = done.result()
+                except RunnerError as e:  # the runner failed before it reported any run
+                    reported = [RunResult.failed(e.code, e.message, e.stack) for _ in runnable]
+                results = dict(refused)
+                results.update(zip(runnable, reported, strict=True))
+                outcome.set_result(self._record(source, component, tasks, results))
+            except BaseException as e:  # noqa: BLE001 - the queue retries the batch
+                outcome.set_exception(e)
+            finally:
+                lease.__exit__(None, None, None)
+
+        if ran.done():
+            finish(ran)
+        else:
+            ran.add_done_callback(lambda done: self._finishing.submit(finish, done))
+        return outcome
+
+    def _admit(self, source: Source, state: SourceState,
+               tasks: list[Task]) -> tuple[dict[int, RunResult], list[int]]:
+        """Which tasks run: not those whose results are in already, nor those over the free tier's
+        cap (they get their QUOTA_EXCEEDED result here)."""
+        refused: dict[int, RunResult] = {}
         runnable: list[int] = []
         for i, task in enumerate(tasks):
             command: RunSource = task.command  # type: ignore[assignment]
@@ -212,10 +255,13 @@ class Runs:
             if admission.admitted:
                 runnable.append(i)
             else:
-                results[i] = RunResult.failed("QUOTA_EXCEEDED", admission.refusal.message if admission.refusal else "")
-        if runnable:
-            ran = self._run_all(component, self.instance(source, state.db), [tasks[i] for i in runnable], on_partial)
-            results.update(zip(runnable, ran, strict=True))
+                refused[i] = RunResult.failed("QUOTA_EXCEEDED", admission.refusal.message if admission.refusal else "")
+        return refused, runnable
+
+    def _record(self, source: Source, component: Component, tasks: list[Task],
+                results: dict[int, RunResult]) -> list[RunResult | None]:
+        """The runs' outcomes, usage and fan-out in one commit (retried on a lost race)."""
+        ctx = self.context(source, component)
         outcomes = [Outcome(ctx, results[i], task.command.event, task.command.route_key or task.id)  # type: ignore[attr-defined]
                     for i, task in enumerate(tasks) if i in results]
 
@@ -234,23 +280,20 @@ class Runs:
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
 
-    def _run_all(self, component: Component, instance: Instance, tasks: list[Task],
-                 on_partial: Callable[[Task, dict[str, Any]], None]) -> list[RunResult]:
+    def _submit(self, component: Component, instance: Instance, tasks: list[Task],
+                on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult]]:
         """The tasks' runs in order, each seeing the `this.db` the ones before it left: one runner
         call for all of them (no round trip to the runner per run)."""
         commands: list[RunSource] = [t.command for t in tasks]  # type: ignore[misc]
         try:
             bundle = self.bundler.bundle(component.code, component.packages)
-            if len(tasks) == 1:
-                return [self.runner.run(bundle, instance, commands[0].event, commands[0].timeout_ms,
-                                        functools.partial(on_partial, tasks[0]))]
-            return self.runner.run_many(bundle, instance, [c.event for c in commands],
-                                        max(c.timeout_ms for c in commands),
-                                        lambda index, response: on_partial(tasks[index], response))
+            return self.runner.submit_many(bundle, instance, [c.event for c in commands],
+                                           max(c.timeout_ms for c in commands),
+                                           lambda index, response: on_partial(tasks[index], response))
         except RunnerError as e:
-            return [RunResult.failed(e.code, e.message, e.stack)] * len(tasks)
+            return _done([RunResult.failed(e.code, e.message, e.stack)] * len(tasks))
         except HeadwaterError as e:
-            return [RunResult.failed("RUNTIME_ERROR", e.message)] * len(tasks)
+            return _done([RunResult.failed("RUNTIME_ERROR", e.message)] * len(tasks))
 
     def refuse(self, source_id: str, trigger: Any, quota: QuotaExceeded) -> None:
         """A request turned away for quota (429) still leaves its QUOTA_EXCEEDED error event."""
@@ -276,3 +319,9 @@ class Runs:
         """After commit: live readers of these channels have new events."""
         for channel in channels:
             self.bus.published(emitter_id, channel)
+
+
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future

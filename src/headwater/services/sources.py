@@ -116,7 +116,7 @@ class Sources:
             {"component_id": ["one of component_id, component_code, component_url, component_key is required"]},
         )
 
-    def _props(self, component: Component, source_id: str, configured: dict[str, Any]) -> tuple[
+    def _props(self, component: Component, namespace: str, source_id: str, configured: dict[str, Any]) -> tuple[
         ValidatedProps, builtins.list[dict[str, Any]]
     ]:
         definition = component.definition
@@ -125,7 +125,7 @@ class Sources:
                           {"component_id": ["is not a source"]})
         prop_list = definition.configurable_props
         if definition.has_additional_props:
-            prop_list = self.runs.additional_props(component, source_id, configured)
+            prop_list = self.runs.additional_props(component, namespace, source_id, configured)
         validated = validate(prop_list, configured)
         if validated.errors:
             names = ", ".join(validated.errors)
@@ -157,7 +157,7 @@ class Sources:
         component = self._component_for(principal, namespace, req)
         source_id = ids.new_id("source")
         configured = dict(req.configured_props or {})
-        validated, prop_defs = self._props(component, source_id, configured)
+        validated, prop_defs = self._props(component, namespace, source_id, configured)
         ts = now_s()
         source = Source(
             id=source_id,
@@ -197,7 +197,7 @@ class Sources:
             if req.configured_props is not None
             else prop_forms.for_runner(old.configured_props, self.secrets)
         )
-        validated, prop_defs = self._props(component, source_id, configured)
+        validated, prop_defs = self._props(component, old.namespace, source_id, configured)
         active = req.active is not False
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:

@@ -178,7 +178,8 @@ class Workflows:
 
     def _instance(self, workflow: Workflow, step: Step, props: dict[str, Any]) -> Instance:
         return Instance(id=f"{workflow.id}:{step.name}", props=props, account=workflow.namespace,
-                        env={"PIPEDREAM_WORKFLOW_ID": workflow.id}, memory_mb=self.settings.run_memory_mb)
+                        bill_to=workflow.user_id, env={"PIPEDREAM_WORKFLOW_ID": workflow.id},
+                        memory_mb=self.settings.run_memory_mb)
 
     def _step(self, workflow: Workflow, step: Step, steps: dict[str, Any]) -> RunResult:
         """Evaluates the step's `{{ }}` props, then runs it; a failure of either is the step's error."""

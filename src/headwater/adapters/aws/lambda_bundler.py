@@ -16,7 +16,7 @@ from threading import Lock
 from typing import Any
 
 from headwater.adapters.aws.lambda_runner import Invoke
-from headwater.adapters.local.node_runner import DESCRIBE
+from headwater.adapters.runner_protocol import DESCRIBE
 from headwater.domain.errors import Invalid, Unavailable
 from headwater.ports import Bundle
 

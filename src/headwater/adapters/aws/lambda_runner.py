@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from headwater.adapters.local.node_runner import DESCRIBE, RunnerRequests
+from headwater.adapters.runner_protocol import DESCRIBE, RunnerRequests
 from headwater.ports import Bundle, RunnerError
 
 Invoke = Callable[[dict[str, Any], str], dict[str, Any]]

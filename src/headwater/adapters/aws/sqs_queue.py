@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.domain.commands import Command, RunSource, from_message, to_message
-from headwater.ports import Busy, Ingested, Task, TaskHandler
+from headwater.ports import Busy, Ingested, Task, TaskHandler, results_of
 
 log = logging.getLogger("headwater.sqs")
 
@@ -235,7 +235,7 @@ class SqsTaskQueue:
             return
         try:
             with self._holding(tasks[0], self.lease_wait_s):
-                handler(tasks, lambda task, response: None)
+                results_of(handler(tasks, lambda task, response: None))
         except Busy:
             self._send_back(group, self.busy_retry_s, settled)
             return
@@ -257,7 +257,7 @@ class SqsTaskQueue:
             if handler is None:
                 raise LookupError(f"no handler for {task.command.name!r}")
             with self._holding(task, self.inline_wait_s):
-                results = handler([task], partial)
+                results = results_of(handler([task], partial))
         except Exception:
             log.exception("inline run %s failed; its queued message runs it again later", task.id)
             loop.call_soon_threadsafe(_resolve, outcome, ("failed", None))

@@ -6,6 +6,11 @@ threads and /tmp (a tmpfs, charged to the writer) are outside them. A cgroup cou
 the kernel kill the runner that goes past its cap, and `pids.max` bounds its threads. The cgroups
 live under the service's own cgroup, in a `headwater-<pid>` directory per service process; those
 of services that died are removed at the next start. cgroup v1 (memory, pids, cpu controllers).
+
+Two more controllers let the service judge a runner from outside, whatever it says of itself:
+`cpuacct` measures the CPU its process tree used (billed to the account), and `freezer` stops
+every thread in it once its calls are over and their time is up (nothing a run started outlives
+the run's limit, even if the runner said the run had ended).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 log = logging.getLogger("headwater.runner")
 
 MOUNT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("memory", "pids", "cpu")
+CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
+OPTIONAL = frozenset({"cpu", "cpuacct", "freezer"})  # without them: no fair share, no CPU bill, no freeze
 
 
 class CgroupUnavailable(RuntimeError):
@@ -73,13 +79,42 @@ class RunnerCgroup:
             return int((memory / "memory.failcnt").read_text())  # older kernels: the cap was hit
         return 0
 
+    def cpu_ns(self) -> int | None:
+        """CPU time used by everything in here so far, in nanoseconds (None: not measured)."""
+        cpuacct = self.dirs.get("cpuacct")
+        if cpuacct is None:
+            return None
+        try:
+            return int((cpuacct / "cpuacct.usage").read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def can_freeze(self) -> bool:
+        return "freezer" in self.dirs
+
+    def freeze(self) -> None:
+        """Stops every thread inside until `thaw` (timers, loops and sockets included)."""
+        freezer = self.dirs.get("freezer")
+        if freezer is not None:
+            with contextlib.suppress(OSError):
+                _write(freezer / "freezer.state", "FROZEN")
+
+    def thaw(self) -> None:
+        freezer = self.dirs.get("freezer")
+        if freezer is not None:
+            with contextlib.suppress(OSError):
+                _write(freezer / "freezer.state", "THAWED")
+
     def kill_all(self) -> None:
-        """SIGKILL whatever is still inside (a sandbox whose init did not take it down)."""
+        """SIGKILL whatever is still inside (a sandbox whose init did not take it down); a frozen
+        task dies only once thawed, so the cgroup is thawed after the signals."""
         for directory in self.dirs.values():
             with contextlib.suppress(OSError):
                 for pid in (directory / "cgroup.procs").read_text().split():
                     with contextlib.suppress(OSError):
                         os.kill(int(pid), signal.SIGKILL)
+        self.thaw()
 
     def remove(self) -> None:
         for directory in self.dirs.values():
@@ -101,15 +136,15 @@ class CgroupRoot:
             try:
                 parent = mount / controller / _own_path(controller).lstrip("/")
             except (OSError, CgroupUnavailable):
-                if controller == "cpu":
-                    continue  # fairness is a nicety; memory and pids are the limits
+                if controller in OPTIONAL:
+                    continue  # memory and pids are the limits; the others make it fairer
                 raise CgroupUnavailable(f"no cgroup v1 {controller} controller under {mount}") from None
             _sweep_stale(parent)
             directory = parent / f"headwater-{os.getpid()}"
             try:
                 directory.mkdir(exist_ok=True)
             except OSError as e:
-                if controller == "cpu":
+                if controller in OPTIONAL:
                     continue
                 raise CgroupUnavailable(f"cannot create {directory}: {e.strerror}") from None
             dirs[controller] = directory

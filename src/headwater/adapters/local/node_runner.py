@@ -1,30 +1,41 @@
 """Node runner processes speaking JSON lines (docs/runner-protocol.md), one per account.
 
-Each account's code runs in its own runner process, in its own sandbox (docs/security.md): a
-crash, a leak or a memory blow-up of one account's code fails only that account's in-flight
-calls. Calls without an instance (describe, additional_props, options) share one more process,
-"describe". At most `HEADWATER_RUNNER_PROCESSES` processes live at once: past that the least
-recently used idle one is stopped, and idle ones are stopped after `HEADWATER_RUNNER_IDLE_S`. A
-process multiplexes many calls, keeps each instance's worker and each bundle warm, and is
-started again on the next call after it dies.
+Each account's code runs in its own runner process, in its own sandbox (docs/security.md), and
+nothing in a process ever serves another account: its runs, and the describe, `options` and
+`additionalProps` calls its account makes. Calls the operator makes (registry publishing) have
+a process of their own. At most `HEADWATER_RUNNER_PROCESSES` processes live at once: past that
+the least recently used idle one is stopped, and idle ones are stopped after
+`HEADWATER_RUNNER_IDLE_S`.
+
+Trust ends at the process: the code inside can write the process's pipes. So the supervisor
+here takes an answer only for a call it sent to that process, in its op's shape
+(adapters/runner_protocol.py), and fails the process on anything else; it measures each call's
+time itself, bills the CPU the process's cgroup used beyond that time to the account, ends a
+process that overruns a call's limit, and freezes a process whose calls are over once their
+limits have passed, so no work a run started outlives it. A run that waits holds no thread: its
+answer completes a Future from the process's reader thread. An account has at most
+`HEADWATER_ACCOUNT_MAX_CONCURRENT_RUNS` runs in flight; the rest wait in its process's queue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
+import heapq
 import itertools
 import json
 import logging
+import math
 import os
+import select
 import signal
 import subprocess
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,20 +43,33 @@ from typing import Any
 from headwater.adapters.local.cgroups import CgroupRoot, CgroupUnavailable, RunnerCgroup
 from headwater.adapters.local.egress import EgressProxy
 from headwater.adapters.local.sandbox import EGRESS, RUNNER, TMP, Bind, Sandbox, sandbox_for
-from headwater.domain.events import Emit
-from headwater.domain.models import ComponentDefinition
+from headwater.adapters.runner_protocol import (
+    DESCRIBE,
+    GRACE_S,
+    RUN_OPS,
+    BatchResults,
+    PartialHandler,
+    ProtocolViolation,
+    RunnerRequests,
+    account_of,
+    check_final,
+    instance_request,
+)
 from headwater.domain.runs import RunResult
 from headwater.ports import Bundle, Instance, RunnerError
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater.runner")
 
-PartialHandler = Callable[[dict[str, Any]], None]
-DESCRIBE = "describe"  # the process shared by calls that have no account
-_GRACE_S = 10.0
+ComputeBill = Callable[[str, int], None]
+"""(user id, milliseconds): CPU an account's process used beyond its calls' measured time."""
+
 _PR_SET_PDEATHSIG = 1
 _EXTRA_CA = "/etc/headwater-extra-ca.pem"
+_WRITE_TIMEOUT_S = 5.0  # a runner that reads no request for this long is not reading at all
 _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="runner-spawner")
+
+__all__ = ["DESCRIBE", "NodeRunnerPool", "runner_command"]
 
 
 def _die_with_parent() -> None:
@@ -64,16 +88,70 @@ def runner_command(settings: Settings, runner: str, tmp: str) -> list[str]:
             f"--allow-fs-write={tmp}", "--disable-warning=SecurityWarning", f"{runner}/src/stdio.mjs"]
 
 
+class Deadlines:
+    """One thread that calls things at given monotonic times (calls past their limit, processes
+    to freeze): timing a call costs a heap entry, not a thread."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        threading.Thread(target=self._loop, daemon=True, name="runner-deadlines").start()
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (when, next(self._seq), action))
+            if self._heap[0][2] is action:
+                self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    self._cond.wait(timeout=self._heap[0][0] - time.monotonic() if self._heap else None)
+                if self._stopped:
+                    return
+                _, _, action = heapq.heappop(self._heap)
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - one failing action must not stop the others
+                log.exception("runner deadline action failed")
+
+
+@dataclass(eq=False)
+class Call:
+    """One request sent to a runner process, until its answer (or the process's end)."""
+
+    id: int
+    op: str
+    message: dict[str, Any]
+    limit_s: float  # the call's own limit, which the runner enforces (a batch: all its runs)
+    on_partial: PartialHandler | None
+    bill_to: str
+    future: Future[dict[str, Any]] = field(default_factory=Future)
+    sent: float = 0.0
+
+
 @dataclass
 class Launched:
-    """One start of a runner process: what to clean up once it has exited."""
+    """One start of a runner process: its calls in flight, and what to clean up once it exited."""
 
     proc: subprocess.Popen
     name: str
     cgroup: RunnerCgroup | None
-    pending: dict[int, tuple[Future, PartialHandler | None]] = field(default_factory=dict)
+    pending: dict[int, Call] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
+    frozen: bool = False
+    failure: RunnerError | None = None  # why the supervisor ended it
+    cpu_mark_ns: int = 0  # the cgroup's CPU time when the process's use was last billed
+    quiet_at: float = 0.0  # when every call sent so far is past its limit
 
 
 class Launcher:
@@ -122,6 +200,8 @@ class Launcher:
         except OSError:
             self.stopped(name, cgroup)
             raise
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)  # a runner that stops reading cannot hold a writer
         log.debug("runner %s started for %s (pid %d)", name, account, proc.pid)
         return Launched(proc, name, cgroup)
 
@@ -136,58 +216,216 @@ class Launcher:
 class RunnerProcess:
     """One account's runner process (started on first use, and again after it died)."""
 
-    def __init__(self, account: str, launcher: Launcher) -> None:
+    def __init__(self, account: str, launcher: Launcher, deadlines: Deadlines, max_runs: int,
+                 max_line: int, bill: ComputeBill | None) -> None:
         self.account = account
         self.launcher = launcher
+        self.deadlines = deadlines
+        self.max_runs = max(1, max_runs)
+        self.max_line = max_line
+        self.bill = bill
         self.known_hashes: set[str] = set()
         self.busy = 0  # calls in flight (the pool only stops idle processes)
         self.last_used = time.monotonic()
         self._ids = itertools.count(1)
         self._write_lock = threading.Lock()
         self._start_lock = threading.Lock()
+        self._lock = threading.Lock()  # runs in flight, the queue, what is to be billed
+        self.runs_in_flight = 0
+        self.waiting: deque[Call] = deque()
+        self._wall_ms = 0.0  # measured time of the calls ended since the last bill
+        self._bill_to = ""
         self.live: Launched | None = None
 
     @property
     def alive(self) -> bool:
         return self.live is not None and self.live.proc.poll() is None
 
+    # sending
+
+    def submit(self, op: str, message: dict[str, Any], limit_s: float, on_partial: PartialHandler | None,
+               bill_to: str = "") -> Future[dict[str, Any]]:
+        """Sends one request; its final answer (checked) completes the Future. A run past the
+        account's share waits in the queue (holding no thread) until one of its runs ends."""
+        call = Call(next(self._ids), op, message, limit_s, on_partial, bill_to)
+        if op in RUN_OPS:
+            with self._lock:
+                if self.runs_in_flight >= self.max_runs:
+                    self.waiting.append(call)
+                    return call.future
+                self.runs_in_flight += 1
+        self._send(call)
+        return call.future
+
+    def request(self, message: dict[str, Any], limit_s: float, on_partial: PartialHandler | None) -> dict:
+        """`submit` and wait (for callers that have nothing else to do meanwhile)."""
+        return self.submit(str(message.get("op")), message, limit_s, on_partial).result()
+
     def _ensure_started(self) -> Launched:
         with self._start_lock:
             if not self.alive:
-                self.live = self.launcher.start(self.account)
+                live = self.launcher.start(self.account)
+                if live.cgroup is not None:
+                    live.cpu_mark_ns = live.cgroup.cpu_ns() or 0
+                self.live = live
                 self.known_hashes = set()
-                threading.Thread(target=self._read, args=(self.live,), daemon=True,
-                                 name=f"runner-{self.live.name}").start()
-                threading.Thread(target=self._drain_stderr, args=(self.live,), daemon=True).start()
+                threading.Thread(target=self._read, args=(live,), daemon=True, name=f"runner-{live.name}").start()
+                threading.Thread(target=self._drain_stderr, args=(live,), daemon=True).start()
             assert self.live is not None
             return self.live
 
+    def _send(self, call: Call) -> None:
+        try:
+            live = self._ensure_started()
+        except OSError as e:
+            self._ended(None, call, RunnerError("RUNNER_CRASHED", f"the runner did not start: {e.strerror}"))
+            return
+        with live.lock:
+            if live.closed:
+                closed = True
+            else:
+                closed = False
+                live.pending[call.id] = call
+                if live.frozen and live.cgroup is not None:
+                    live.cgroup.thaw()
+                    live.frozen = False
+        if closed:
+            self._ended(None, call, RunnerError("RUNNER_CRASHED", "runner process is not accepting requests"))
+            return
+        call.sent = time.monotonic()
+        self.deadlines.at(call.sent + call.limit_s + GRACE_S, lambda: self._overdue(live, call))
+        line = (json.dumps({"id": call.id, **call.message}, separators=(",", ":")) + "\n").encode()
+        with self._write_lock:
+            written = _write_all(live.proc, line)
+        if not written:
+            self._fail(live, RunnerError("RUNNER_CRASHED", "runner process is not accepting requests"))
+
+    # receiving
+
     def _read(self, live: Launched) -> None:
+        """Every line the process writes, checked: an answer to a call it was sent, in its shape,
+        or the process has failed (its calls fail; no one else's do)."""
         assert live.proc.stdout is not None
-        for line in live.proc.stdout:
+        out = live.proc.stdout
+        while True:
+            line = out.readline(self.max_line + 1)
+            if not line:
+                break
             try:
-                message = json.loads(line)
-            except ValueError:
-                log.warning("runner %s wrote a line that is not JSON: %.200r", live.name, line)
-                continue
-            entry = live.pending.get(message.get("id"))
-            if entry is None:
-                continue
-            future, on_partial = entry
-            if "partial" in message:
-                if on_partial:
-                    on_partial(message)
-                continue
-            live.pending.pop(message["id"], None)
-            future.set_result(message)
+                self._take(live, line)
+            except ProtocolViolation as e:
+                self._fail(live, e)
+                break
         live.proc.wait()
-        error = self._exit_error(live)
+        error = live.failure or self._exit_error(live)
         with live.lock:
             live.closed = True
             pending, live.pending = live.pending, {}
-        for future, _ in pending.values():
-            future.set_exception(error)
+        self._account_cpu(live)
+        for call in pending.values():
+            self._ended(None, call, error)
         self.launcher.stopped(live.name, live.cgroup)
+
+    def _take(self, live: Launched, line: bytes) -> None:
+        if not line.endswith(b"\n"):
+            raise ProtocolViolation(f"a line over {self.max_line} bytes" if len(line) > self.max_line
+                                    else "a line cut short")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise ProtocolViolation("a line that is not JSON") from None
+        if not isinstance(message, dict) or type(message.get("id")) is not int:
+            raise ProtocolViolation("a line without a request id")
+        call = live.pending.get(message["id"])
+        if call is None:
+            raise ProtocolViolation("an answer to a request it was not sent")
+        if "partial" in message:
+            if call.on_partial is None:
+                raise ProtocolViolation(f"a partial answer to {call.op}")
+            call.on_partial(message)
+            return
+        check_final(message)
+        self._ended(live, call, message)
+
+    def _ended(self, live: Launched | None, call: Call, answer: dict[str, Any] | RunnerError) -> None:
+        """A call is over: its time counts, the account's next waiting run goes, the process may
+        be idle (its CPU is billed, and it is frozen once its calls' limits have passed)."""
+        idle = False
+        if live is not None:
+            with live.lock:
+                if live.pending.pop(call.id, None) is None:
+                    return
+                idle = not live.pending
+                if call.sent:
+                    live.quiet_at = max(live.quiet_at, call.sent + call.limit_s)
+        following = None
+        with self._lock:
+            if call.sent:
+                self._wall_ms += (time.monotonic() - call.sent) * 1000
+            if call.bill_to:
+                self._bill_to = call.bill_to
+            if call.op in RUN_OPS:
+                if self.waiting:
+                    following = self.waiting.popleft()  # it takes this call's place
+                else:
+                    self.runs_in_flight -= 1
+        if isinstance(answer, RunnerError):
+            call.future.set_exception(answer)
+        else:
+            call.future.set_result(answer)
+        if idle and live is not None:
+            self._account_cpu(live)
+            self.deadlines.at(live.quiet_at, lambda: self._quiesce(live))
+        if following is not None:
+            self._send(following)
+
+    def _overdue(self, live: Launched, call: Call) -> None:
+        """The runner stops a call at its limit and says so; one that has not, GRACE_S later, is
+        not doing its job: the process ends, and its calls with it."""
+        if call.id in live.pending and live.pending[call.id] is call:
+            self._fail(live, RunnerError("TIMEOUT", f"the run did not stop within its limit of {call.limit_s:g} s; "
+                                         "the account's runner was stopped"))
+
+    def _quiesce(self, live: Launched) -> None:
+        """No call in flight and every limit passed: whatever still runs in there belongs to no
+        call, so the process is frozen (its next call thaws it)."""
+        with live.lock:
+            if live.closed or live.pending or live.frozen or time.monotonic() < live.quiet_at - 0.001:
+                return
+            if live.cgroup is None or not live.cgroup.can_freeze:
+                return
+            live.cgroup.freeze()
+            live.frozen = True
+        self._account_cpu(live)
+
+    def _account_cpu(self, live: Launched) -> None:
+        """Bills the CPU the process used since the last bill beyond its calls' measured time:
+        work after a call's end (forged or not) is paid for by the account that did it."""
+        used_ns = live.cgroup.cpu_ns() if live.cgroup is not None else None
+        if used_ns is None:
+            return
+        with self._lock:
+            used_ms = (used_ns - live.cpu_mark_ns) / 1e6
+            live.cpu_mark_ns = used_ns
+            extra = used_ms - self._wall_ms
+            self._wall_ms = 0.0
+            bill_to = self._bill_to
+        if extra >= 1 and bill_to and self.bill is not None:
+            try:
+                self.bill(bill_to, math.ceil(extra))
+            except Exception:  # noqa: BLE001 - the bill is recorded best-effort; the run is over
+                log.exception("could not bill %d ms of CPU to %s", extra, bill_to)
+
+    def _fail(self, live: Launched, error: RunnerError) -> None:
+        """Ends the process: its calls fail with `error` (the reader thread settles them)."""
+        with live.lock:
+            if live.failure is None:
+                live.failure = error
+        log.warning("runner %s of %s stopped: %s", live.name, self.account, error.message)
+        if live.cgroup is not None:
+            live.cgroup.kill_all()
+        with contextlib.suppress(OSError):
+            live.proc.kill()
 
     def _exit_error(self, live: Launched) -> RunnerError:
         """What the calls in flight get when the process is gone: OUT_OF_MEMORY when the kernel
@@ -201,35 +439,18 @@ class RunnerProcess:
     def _drain_stderr(self, live: Launched) -> None:
         assert live.proc.stderr is not None
         for line in live.proc.stderr:
-            log.warning("runner %s: %s", live.name, line.decode(errors="replace").rstrip())
-
-    def request(self, message: dict[str, Any], timeout_s: float, on_partial: PartialHandler | None) -> dict:
-        live = self._ensure_started()
-        request_id = next(self._ids)
-        future: Future = Future()
-        with live.lock:
-            if live.closed:
-                raise RunnerError("RUNNER_CRASHED", "runner process is not accepting requests")
-            live.pending[request_id] = (future, on_partial)
-        line = json.dumps({"id": request_id, **message}, separators=(",", ":")) + "\n"
-        try:
-            with self._write_lock:
-                assert live.proc.stdin is not None
-                live.proc.stdin.write(line.encode())
-                live.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            live.pending.pop(request_id, None)
-            raise RunnerError("RUNNER_CRASHED", "runner process is not accepting requests") from None
-        try:
-            return future.result(timeout=timeout_s)
-        except FutureTimeout:
-            live.pending.pop(request_id, None)
-            raise RunnerError("TIMEOUT", f"the runner did not answer within {timeout_s:g} s") from None
+            log.warning("runner %s: %s", live.name, line[:2000].decode(errors="replace").rstrip())
 
     def close(self) -> None:
         live = self.live
+        with self._lock:
+            waiting, self.waiting = list(self.waiting), deque()
+        for call in waiting:
+            call.future.set_exception(RunnerError("RUNNER_CRASHED", "the runner was stopped"))
         if live is None or live.proc.poll() is not None:
             return
+        if live.cgroup is not None:
+            live.cgroup.thaw()
         try:
             assert live.proc.stdin is not None
             live.proc.stdin.close()  # the runner finishes and exits when its input ends
@@ -239,53 +460,27 @@ class RunnerProcess:
             live.proc.wait(timeout=5)
 
 
-def run_result(data: dict[str, Any]) -> RunResult:
-    """The wire form of a run or hook result (docs/runner-protocol.md) as a RunResult."""
-    return RunResult(
-        emits=[Emit(e.get("event"), e.get("meta") or {}) for e in data.get("emits", [])],
-        db_writes=data.get("db_writes") or {},
-        logs=data.get("logs") or [],
-        response=data.get("response"),
-        error=data.get("error"),
-        duration_ms=float(data.get("duration_ms") or 0),
-        return_value=data.get("return_value"),
-        exports=data.get("exports") or {},
-        sends=data.get("sends") or [],
-        flow_exit=data.get("flow_exit"),
-    )
-
-
-class BatchResults:
-    """The partials of a `run` with `events`: each run's result as soon as the runner knows it,
-    and `respond()`s handed on with their run's index. When the runner dies or times out part
-    way, the runs it reported keep their results and only the rest fail."""
-
-    def __init__(self, count: int, on_respond: Callable[[int, dict[str, Any]], None] | None) -> None:
-        self.count = count
-        self.on_respond = on_respond
-        self.results: dict[int, RunResult] = {}
-
-    def __call__(self, message: dict[str, Any]) -> None:
-        index = int(message.get("index", 0))
-        if message.get("partial") == "result":
-            error = message.get("error") or {}
-            self.results[index] = (run_result(message.get("result") or {}) if message.get("ok") else
-                                   RunResult.failed(error.get("code", "RUNTIME_ERROR"), error.get("message", ""),
-                                                    error.get("stack")))
-        elif self.on_respond is not None:
-            self.on_respond(index, message.get("response") or {})
-
-    def outcomes(self, failure: RunnerError | None) -> list[RunResult]:
-        if failure is not None and not self.results:
-            raise failure
-        missing = (RunResult.failed(failure.code, failure.message, failure.stack) if failure else
-                   RunResult.failed("RUNNER_CRASHED", "the runner did not report this run"))
-        return [self.results.get(i) or missing for i in range(self.count)]
-
-
-def instance_request(instance: Instance) -> dict[str, Any]:
-    return {"instance": instance.id, "env": instance.env, "props": instance.props, "db": instance.db,
-            "http": instance.http, "memory_mb": instance.memory_mb}
+def _write_all(proc: subprocess.Popen, data: bytes) -> bool:
+    """Writes a request line without ever blocking on a runner that stopped reading for more
+    than _WRITE_TIMEOUT_S (the pipe is non-blocking): False when it cannot be written."""
+    stdin = proc.stdin
+    if stdin is None:
+        return False
+    fd = stdin.fileno()
+    view = memoryview(data)
+    deadline = time.monotonic() + _WRITE_TIMEOUT_S
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                return False
+        except OSError as e:
+            if e.errno == errno.EINTR:
+                continue
+            return False
+    return True
 
 
 def _cgroups(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | None:
@@ -295,74 +490,21 @@ def _cgroups(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | None:
         return CgroupRoot.create()
     except CgroupUnavailable as e:
         log.warning("runner processes run without a cgroup (%s): their memory and threads are bounded only "
-                    "per worker by V8, not per process by the kernel", e)
+                    "per worker by V8, not per process by the kernel, and work left after a run is not frozen", e)
         return None
-
-
-class RunnerRequests(ABC):
-    """The Runner port's methods as runner requests (docs/runner-protocol.md), over `call`: the
-    local pool and the runner Lambda's client differ only in how a request travels."""
-
-    @abstractmethod
-    def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
-             on_partial: PartialHandler | None = None, account: str = DESCRIBE,
-             timeout_s: float | None = None) -> dict[str, Any]:
-        """Sends one request and returns the runner's result; `on_partial` gets its partials."""
-
-    def meta_fields(self) -> dict[str, Any]:
-        """Added to the requests that have no instance (describe, additional_props, options)."""
-        return {}
-
-    def describe(self, bundle: Bundle, timeout_ms: int) -> ComponentDefinition:
-        request = {"timeout_ms": timeout_ms, **self.meta_fields()}
-        return ComponentDefinition.from_runner(self.call("describe", request, bundle))
-
-    def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
-            on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-        on_partial = (lambda message: on_respond(message.get("response") or {})) if on_respond else None
-        request = {**instance_request(instance), "event": event, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, on_partial, account=_account(instance)))
-
-    def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                 on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        collect = BatchResults(len(events), on_respond)
-        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        try:
-            self.call("run", request, bundle, collect, account=_account(instance),
-                      timeout_s=len(events) * timeout_ms / 1000 + _GRACE_S)
-        except RunnerError as e:
-            return collect.outcomes(e)
-        return collect.outcomes(None)
-
-    def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
-        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
-        return run_result(self.call("hook", request, bundle, account=_account(instance)))
-
-    def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
-        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
-        return run_result(self.call("run", request, bundle, account=_account(instance)))
-
-    def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int) -> list[dict[str, Any]]:
-        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms, **self.meta_fields()}
-        return list(self.call("additional_props", request, bundle)["configurable_props"])
-
-    def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int) -> dict[str, Any]:
-        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
-                   "timeout_ms": timeout_ms, **self.meta_fields(), **({"query": query} if query is not None else {})}
-        return self.call("options", request, bundle)
 
 
 class NodeRunnerPool(RunnerRequests):
     """The Runner port over per-account processes: typed requests in, wire dicts only in here."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, bill: ComputeBill | None = None) -> None:
         self.settings = settings
+        self.bill = bill
         sandbox = sandbox_for(settings)  # SandboxUnavailable: the service must not start
         self.egress = EgressProxy(settings.allow_loopback_urls, settings.allow_private_urls)
         self.cgroups = _cgroups(settings, sandbox)
         self.launcher = Launcher(settings, sandbox, self.cgroups, self.egress)
+        self.deadlines = Deadlines()
         self.max_processes = max(1, settings.runner_processes)
         self._processes: OrderedDict[str, RunnerProcess] = OrderedDict()
         self._cond = threading.Condition()
@@ -378,7 +520,9 @@ class NodeRunnerPool(RunnerRequests):
             while True:
                 process = self._processes.get(account)
                 if process is None and len(self._processes) < self.max_processes:
-                    process = self._processes[account] = RunnerProcess(account, self.launcher)
+                    process = self._processes[account] = RunnerProcess(
+                        account, self.launcher, self.deadlines, self.settings.account_max_concurrent_runs,
+                        self.settings.runner_max_line_bytes, self.bill)
                 if process is not None:
                     self._processes.move_to_end(account)
                     process.busy += 1
@@ -411,6 +555,8 @@ class NodeRunnerPool(RunnerRequests):
     def meta_fields(self) -> dict[str, Any]:
         return {"memory_mb": self.settings.describe_memory_mb}
 
+    # calls
+
     def call(
         self,
         op: str,
@@ -421,29 +567,62 @@ class NodeRunnerPool(RunnerRequests):
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """One runner op on the account's process (which keeps its instances and bundles warm)."""
-        process = self._acquire(account)
-        try:
-            return self._call(process, op, request, bundle, on_partial, timeout_s)
-        finally:
-            self._release(process)
+        return self.submit(op, request, bundle, on_partial, account, timeout_s).result()
 
-    def _call(self, process: RunnerProcess, op: str, request: dict[str, Any], bundle: Bundle | None,
-              on_partial: PartialHandler | None, timeout_s: float | None = None) -> dict[str, Any]:
-        timeout_s = timeout_s or request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
+    def submit(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
+               on_partial: PartialHandler | None = None, account: str = DESCRIBE,
+               timeout_s: float | None = None, bill_to: str = "") -> Future[dict[str, Any]]:
+        """`call` whose result comes in a Future, completed by the process's reader thread."""
+        process = self._acquire(account)
+        limit_s = timeout_s - GRACE_S if timeout_s else request.get("timeout_ms", 30_000) / 1000
         message: dict[str, Any] = {"op": op, **request}
+        warm = bundle is not None and bundle.hash in process.known_hashes
         if bundle is not None:
-            warm = bundle.hash in process.known_hashes
             message["bundle"] = {"hash": bundle.hash} if warm else {"hash": bundle.hash, "code": bundle.code}
-        response = process.request(message, timeout_s, on_partial)
-        if bundle is not None and not response.get("ok") and response["error"].get("code") == "BUNDLE_MISSING":
-            message["bundle"] = {"hash": bundle.hash, "code": bundle.code}
-            response = process.request(message, timeout_s, on_partial)
-        if response.get("ok"):
-            if bundle is not None:
-                process.known_hashes.add(bundle.hash)
-            return response["result"]
-        error = response.get("error") or {}
-        raise RunnerError(error.get("code", "RUNTIME_ERROR"), error.get("message", ""), error.get("stack"))
+        result: Future[dict[str, Any]] = Future()
+
+        def answered(sent: Future[dict[str, Any]]) -> None:
+            error = sent.exception()
+            if error is not None:
+                self._release(process)
+                result.set_exception(error)
+                return
+            response = sent.result()
+            if bundle is not None and not response.get("ok") and response["error"].get("code") == "BUNDLE_MISSING" \
+                    and "code" not in message["bundle"]:
+                message["bundle"] = {"hash": bundle.hash, "code": bundle.code}
+                process.submit(op, message, limit_s, on_partial, bill_to).add_done_callback(answered)
+                return
+            self._release(process)
+            if response.get("ok"):
+                if bundle is not None:
+                    process.known_hashes.add(bundle.hash)
+                result.set_result(response["result"])
+            else:
+                failed = response.get("error") or {}
+                result.set_exception(RunnerError(failed.get("code", "RUNTIME_ERROR"), failed.get("message", ""),
+                                                 failed.get("stack")))
+
+        process.submit(op, message, limit_s, on_partial, bill_to).add_done_callback(answered)
+        return result
+
+    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
+        """The runs of one instance in one request; nothing waits for them but the Future."""
+        collect = BatchResults(len(events), on_respond)
+        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
+        outcome: Future[list[RunResult]] = Future()
+
+        def answered(sent: Future[dict[str, Any]]) -> None:
+            error = sent.exception()
+            try:
+                outcome.set_result(collect.outcomes(error if isinstance(error, RunnerError) else None))
+            except RunnerError as failure:
+                outcome.set_exception(failure)
+
+        self.submit("run", request, bundle, collect, account_of(instance),
+                    len(events) * timeout_ms / 1000 + GRACE_S, instance.bill_to).add_done_callback(answered)
+        return outcome
 
     def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:
         """What the runner Lambda (lambda.mjs) answers to one invocation: the request run whole on
@@ -452,8 +631,8 @@ class NodeRunnerPool(RunnerRequests):
         process = self._acquire(account)
         partials: list[dict[str, Any]] = []
         try:
-            timeout_s = request.get("timeout_ms", 30_000) / 1000 + _GRACE_S
-            response = process.request(request, timeout_s, partials.append)
+            limit_s = request.get("timeout_ms", 30_000) / 1000 * max(1, len(request.get("events") or [1]))
+            response = process.submit(str(request.get("op")), request, limit_s, partials.append).result()
         except RunnerError as e:
             return {"ok": False, "error": {"code": e.code, "message": e.message}}
         finally:
@@ -467,11 +646,7 @@ class NodeRunnerPool(RunnerRequests):
             self._processes.clear()
         for process in processes:
             process.close()
+        self.deadlines.stop()
         self.egress.close()
         if self.cgroups is not None:
             self.cgroups.close()
-
-
-def _account(instance: Instance) -> str:
-    """Whose process runs an instance: its account (never shared with another account's)."""
-    return f"account:{instance.account}" if instance.account else "account:-"

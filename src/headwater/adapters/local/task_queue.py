@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
@@ -268,17 +269,18 @@ class LocalTaskQueue:
                 batch = [queued.popleft()]
                 while queued and queued[0].command.name == batch[0].command.name and len(batch) < MAX_RUN_BATCH:
                     batch.append(queued.popleft())
-            try:
-                self._run(batch)
-            finally:
-                with self._cond:
-                    self._busy.discard(lane)
-                    if self._lanes.get(lane):
-                        self._ready.append(lane)
-                        self._cond.notify()
-                    else:
-                        self._lanes.pop(lane, None)
-                        self._lane_since.pop(lane, None)
+            self._run(lane, batch)
+
+    def _lane_done(self, lane: str) -> None:
+        """The lane's batch is over: its next tasks (if any) are ready for a worker."""
+        with self._cond:
+            self._busy.discard(lane)
+            if self._lanes.get(lane):
+                self._ready.append(lane)
+                self._cond.notify()
+            else:
+                self._lanes.pop(lane, None)
+                self._lane_since.pop(lane, None)
 
     def _yields(self, lane: str) -> bool:
         """Whether the lane's work should wait for requests to pause. Called with the lock held."""
@@ -291,7 +293,10 @@ class LocalTaskQueue:
             return False
         return not any(task.id in self._outcomes for task in self._lanes.get(lane, ()))
 
-    def _run(self, batch: list[Task]) -> None:
+    def _run(self, lane: str, batch: list[Task]) -> None:
+        """Runs a lane's batch. A handler that sends its work off returns a Future: the worker goes
+        back to other lanes at once, and the batch is finished when the Future is (the lane stays
+        busy until then, so a source's runs stay in order and never overlap)."""
         outcomes = {task.id: self._outcomes.pop(task.id, None) for task in batch}
 
         def on_partial(task: Task, response: dict[str, Any]) -> None:
@@ -304,24 +309,47 @@ class LocalTaskQueue:
             if outcome is not None:
                 outcome.get_loop().call_soon_threadsafe(_resolve, outcome, value)
 
+        def failed(error: BaseException) -> None:
+            log.error("%d %s tasks failed (first %s, attempt %d)", len(batch), kind, batch[0].id,
+                      batch[0].attempts + 1, exc_info=error)
+            for task in batch:
+                settle(task, ("failed", None))
+                self._retry(task)
+
+        def finished(results: list[Any]) -> None:
+            self._finish([task.id for task in batch])
+            for task, result in zip(batch, results, strict=True):
+                settle(task, ("done", result))
+
         kind = batch[0].command.name
         handler = self.handlers.get(kind)
         if handler is None:
             log.error("no handler for %r; %d tasks dropped", kind, len(batch))
             self._finish([task.id for task in batch])
+            self._lane_done(lane)
             return
         try:
             results = handler(batch, on_partial)
-        except Exception:
-            log.exception("%d %s tasks failed (first %s, attempt %d)", len(batch), kind, batch[0].id,
-                          batch[0].attempts + 1)
-            for task in batch:
-                settle(task, ("failed", None))
-                self._retry(task)
+        except Exception as e:  # noqa: BLE001 - the tasks are retried
+            failed(e)
+            self._lane_done(lane)
             return
-        self._finish([task.id for task in batch])
-        for task, result in zip(batch, results, strict=True):
-            settle(task, ("done", result))
+        if not isinstance(results, Future):
+            finished(results)
+            self._lane_done(lane)
+            return
+
+        def done(future: Future[list[Any]]) -> None:
+            try:
+                error = future.exception()
+                if error is None:
+                    finished(future.result())
+                else:
+                    failed(error)
+            finally:
+                self._lane_done(lane)
+
+        results.add_done_callback(done)
 
     def _retry(self, task: Task) -> None:
         if task.attempts >= len(RETRY_DELAYS_S):
