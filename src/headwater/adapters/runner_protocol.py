@@ -69,8 +69,9 @@ def check_response(response: Any) -> dict[str, Any]:
     _need(isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599,
           "a response status outside 100..599")
     headers = response.get("headers") or {}
-    _need(_is_dict(headers) and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()),
-          "response headers that are not strings")
+    _need(_is_dict(headers) and all(isinstance(k, str) and (isinstance(v, str) or (
+        isinstance(v, list) and all(isinstance(item, str) for item in v))) for k, v in headers.items()),
+          "response headers that are not strings (or lists of strings)")
     _need(response.get("body") is None or isinstance(response["body"], str), "a response body that is not a string")
     return response
 
