@@ -19,7 +19,7 @@ from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
 from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
-from headwater.domain.runs import RunResult, merge_db
+from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.timers import Timer
 from headwater.ports import Secrets, UnitOfWork, UnitOfWorkFactory
@@ -144,8 +144,13 @@ class Sources:
                 raise Invalid(f"The {hook} hook failed: {result.error.get('message') or result.error.get('code')}",
                               {"hooks": [f"{hook}: {result.error.get('message')}"]})
             results.append(result)
-            db = merge_db(db, result.db_writes)
+            db = self._db_after(db, result)
         return results
+
+    def _db_after(self, db: dict[str, Any], result: RunResult) -> dict[str, Any]:
+        """The `this.db` the next hook sees: what committing `result` will leave (writes over the
+        bound are dropped then, with a DB_TOO_LARGE error event, by domain.runs.record)."""
+        return apply_db(db, result.db_writes, self.settings.db_max_bytes)[0]
 
     def _outcomes(self, source: Source, component: Component,
                   results: builtins.list[RunResult]) -> builtins.list[Outcome]:
@@ -215,7 +220,7 @@ class Sources:
             )
             if active:
                 for result in results:
-                    db = merge_db(db, result.db_writes)
+                    db = self._db_after(db, result)
                 outcomes += self._outcomes(source, component, self._hooks(source, component, ["activate"], db))
             renamed = bool(req.name and req.name != old.name)
             for slug in candidate_slugs(slugify(req.name)) if req.name and renamed else [old.name_slug]:
