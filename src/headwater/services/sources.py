@@ -116,7 +116,8 @@ class Sources:
             {"component_id": ["one of component_id, component_code, component_url, component_key is required"]},
         )
 
-    def _props(self, component: Component, source_id: str, configured: dict[str, Any]) -> tuple[
+    def _props(self, component: Component, source_id: str, configured: dict[str, Any],
+               stored_secrets: builtins.set[str] | None = None, carried: builtins.set[str] | None = None) -> tuple[
         ValidatedProps, builtins.list[dict[str, Any]]
     ]:
         definition = component.definition
@@ -126,7 +127,7 @@ class Sources:
         prop_list = definition.configurable_props
         if definition.has_additional_props:
             prop_list = self.runs.additional_props(component, source_id, configured)
-        validated = validate(prop_list, configured)
+        validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
@@ -202,7 +203,9 @@ class Sources:
             if req.configured_props is not None
             else prop_forms.for_runner(old.configured_props, self.secrets)
         )
-        validated, prop_defs = self._props(component, source_id, configured)
+        secret = prop_forms.stored_secrets(old.configured_props)
+        carried = prop_forms.carried_secrets(req.configured_props, old.configured_props)
+        validated, prop_defs = self._props(component, source_id, configured, secret, carried)
         active = req.active is not False
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:
@@ -212,7 +215,7 @@ class Sources:
             source = Source(
                 **{**old.__dict__,
                    "component_id": component.id,
-                   "configured_props": prop_forms.to_stored(validated, self.secrets, old.configured_props),
+                   "configured_props": prop_forms.to_stored(validated, self.secrets, old.configured_props, carried),
                    "prop_defs": prop_defs,
                    "endpoint_id": (old.endpoint_id or ids.new_id("endpoint")) if validated.http_props else None,
                    "active": active,
