@@ -27,6 +27,7 @@ from headwater.api import (
     webhooks,
     workflows,
 )
+from headwater.api.endpoint_origin import EndpointOrigin
 from headwater.api.ingest import IngestApp
 from headwater.api.middleware import ContainFaults, RequestGuard
 from headwater.bootstrap import Services
@@ -40,9 +41,10 @@ V1_ROUTERS = [
 
 def create_app(services: Services) -> ASGIApp:
     """The HTTP interface of sources in front of the FastAPI app that serves everything else, every
-    answer counted for /metrics, and any fault that escapes them all answered 500, not dropped."""
+    answer counted for /metrics, any fault that escapes them all answered 500, not dropped, and
+    every endpoint answer sandboxed out of the console's origin (api/endpoint_origin.py)."""
     ingest = IngestApp(services.ingest, services.settings.http_max_body_bytes, create_api(services))
-    return ContainFaults(MetricsMiddleware(ingest))
+    return EndpointOrigin(ContainFaults(MetricsMiddleware(ingest)))
 
 
 def create_api(services: Services, routers: list[APIRouter] | None = None, site: bool = True) -> FastAPI:

@@ -1,11 +1,14 @@
 """Validating configured prop values against a component's configurable_props (SPEC Prop settings).
 
-Returns every problem at once, per prop, so a 422 can say all that is wrong in one answer.
+Returns every problem at once, per prop, so a 422 can say all that is wrong in one answer. A
+problem never quotes the value of a prop that is secret, an app's credentials, or a value that was
+stored as a secret (the code being deployed may no longer mark it so): a 422 would hand it back.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +55,8 @@ def _option_values(options: Any) -> list[Any] | None:
     return [o.get("value") if isinstance(o, dict) else o for o in options]
 
 
-def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps) -> None:
+def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps, unquoted: str | None = None) -> None:
+    """`unquoted`: how to name a value that must not be quoted (a secret), None to quote it."""
     name, ptype = prop["name"], prop["type"]
     is_array = ptype.endswith("[]")
     base = ptype[:-2] if is_array else ptype
@@ -72,11 +76,15 @@ def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps) -> None:
             if "max" in prop and _is_int(prop["max"]) and item > prop["max"]:
                 out.fail(name, f"must be at most {prop['max']}")
         if allowed is not None and item not in allowed:
-            out.fail(name, f"{json.dumps(item)} is not one of the options {json.dumps(allowed)}")
+            shown = unquoted or json.dumps(item)
+            out.fail(name, f"{shown} is not one of the options {json.dumps(allowed)}")
             return
 
 
-def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any]) -> ValidatedProps:
+def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any],
+             stored_secrets: Collection[str] = (), carried: Collection[str] = ()) -> ValidatedProps:
+    """`stored_secrets`: props whose stored value is a secret (encrypted); `carried`: those of them
+    whose value in `configured` is the stored one (the caller sent none, or the mask)."""
     out = ValidatedProps()
     known = {p["name"] for p in configurable_props}
     for name in configured:
@@ -105,7 +113,7 @@ def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any
             try:
                 timer = Timer.parse(source)
             except TimerError as e:
-                out.fail(name, str(e))
+                out.fail(name, "the stored value is not a valid timer" if name in stored_secrets else str(e))
                 continue
             out.timers[name] = timer
             out.values[name] = timer.stored()
@@ -131,7 +139,8 @@ def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any
             else:
                 out.fail(name, "is required")
                 continue
-        _check_value(prop, value, out)
+        quiet = bool(prop.get("secret")) or name in stored_secrets
+        _check_value(prop, value, out, ("the stored value" if name in carried else "the value") if quiet else None)
         if name not in out.errors:
             out.values[name] = value
             if prop.get("secret"):

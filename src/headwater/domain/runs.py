@@ -52,12 +52,14 @@ class RunResult:
 @dataclass(frozen=True)
 class Limits:
     """DECISIONS, Limits: what one source may keep. A larger emit is not stored (a `$errors`
-    event EVENT_TOO_LARGE says so), a longer log line is cut and marked, and an emit to one
-    more custom channel than allowed is refused (CHANNEL_LIMIT)."""
+    event EVENT_TOO_LARGE says so), a longer log line is cut and marked, an emit to one more
+    custom channel than allowed is refused (CHANNEL_LIMIT), and a run whose `this.db` writes would
+    make the source's db larger than `max_db_bytes` of JSON has none of them applied (DB_TOO_LARGE)."""
 
     max_event_bytes: int = 1024 * 1024
     max_log_bytes: int = 64 * 1024
     max_channels: int = 100
+    max_db_bytes: int = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,35 @@ def merge_db(db: dict[str, Any], writes: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in merged.items() if v is not None}
 
 
+def db_size(db: dict[str, Any]) -> int:
+    """The size `this.db` is bounded in: bytes of its compact JSON, as a whole."""
+    return len(compact_json(db).encode())
+
+
+def apply_db(db: dict[str, Any], writes: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], str | None]:
+    """`this.db` after one run's writes, or unchanged with the reason when they would make it larger
+    than `max_bytes` (all of the run's writes or none: a partial set could break the component's own
+    invariants). Writes that leave an already oversized db no larger (deletions, say) are applied,
+    so a source over a lowered limit can still shrink back under it."""
+    if not writes:
+        return db, None
+    merged = merge_db(db, writes)
+    size = db_size(merged)
+    if size <= max_bytes or size <= db_size(db):
+        return merged, None
+    return db, (f"The run's this.db writes were not applied: they would make the source's db {size} bytes "
+                f"of JSON, over the limit of {max_bytes} bytes.")
+
+
 def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any, now_ms: int,
            task_id: str | None = None) -> Recorded:
     """The new state and the events of one run or hook: emits ordered by ts and deduped, then its
-    `$logs`, refused emits as warnings, and its `$errors` event, each with the next id."""
+    `$logs`, refused emits as warnings, and its `$errors` events (refused db writes and emits, then
+    the run's own error), each with the next id."""
     outcome = dedupe(ctx.dedupe, state.dedupe, order_by_ts(result.emits))
-    new = replace(state, db=merge_db(state.db, result.db_writes), dedupe=outcome.state)
+    limits = ctx.limits
+    db, db_refused = apply_db(state.db, result.db_writes, limits.max_db_bytes)
+    new = replace(state, db=db, dedupe=outcome.state)
     if task_id is not None:
         new.applied = [*state.applied, task_id][-APPLIED_KEPT:]
     events: list[StoredEvent] = []
@@ -112,8 +137,9 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
         }
         events.append(StoredEvent(event_id, now_ms, event, metadata, channel, encoded))
 
-    limits = ctx.limits
     refusals: list[dict[str, Any]] = []
+    if db_refused:  # the run's other outcomes (emits, logs) stand: only its db writes are dropped
+        refusals.append({"code": "DB_TOO_LARGE", "message": db_refused})
     channels = set(new.channels)
     for emit in outcome.kept:
         encoded = compact_json(emit.event)

@@ -1,8 +1,14 @@
 """Configured props in their three forms: stored (secrets encrypted), for the runner (plain), for
-the API (DECISIONS response form: http endpoint_url, timer cron/interval_seconds, secrets masked)."""
+the API (DECISIONS response form: http endpoint_url, timer cron/interval_seconds, secrets masked).
+
+A value stored as a secret stays a secret until the caller sends a new value for it, whatever the
+code deployed later declares: new code that drops `secret: true` (or turns an app prop into a plain
+one) must not turn the stored value into plaintext in the store and in every answer.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from headwater.domain.models import Source
@@ -14,8 +20,30 @@ MASK = "********"
 SECRET = "$secret"
 
 
-def to_stored(validated: ValidatedProps, secrets: Secrets, previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Encrypts secret and app values; a secret given back as the mask keeps its stored value."""
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and (
+        SECRET in value or (isinstance(value.get("$auth"), dict) and SECRET in value["$auth"]))
+
+
+def stored_secrets(stored: dict[str, Any]) -> set[str]:
+    """The props whose stored value is encrypted (a secret prop's, or an app's credentials)."""
+    return {name for name, value in stored.items() if _is_secret(value)}
+
+
+def carried_secrets(given: dict[str, Any] | None, stored: dict[str, Any]) -> set[str]:
+    """The stored secrets an update keeps as they are: all of them when it sends no props, else
+    those it sends back masked (a new value is the caller's to declare as it likes)."""
+    secret = stored_secrets(stored)
+    if given is None:
+        return secret
+    return {name for name in secret if given.get(name) == MASK
+            or (isinstance(given.get(name), dict) and given[name].get("$auth") == MASK)}
+
+
+def to_stored(validated: ValidatedProps, secrets: Secrets, previous: dict[str, Any] | None = None,
+              carried: Collection[str] = ()) -> dict[str, Any]:
+    """Encrypts secret and app values; a secret given back as the mask keeps its stored value, and
+    a `carried` one stays encrypted even when the prop is no longer declared secret."""
     previous = previous or {}
     stored: dict[str, Any] = {}
     for name, value in validated.values.items():
@@ -24,6 +52,8 @@ def to_stored(validated: ValidatedProps, secrets: Secrets, previous: dict[str, A
             stored[name] = previous[name] if keep else {SECRET: secrets.encrypt(value)}
         elif name in validated.app_props:
             stored[name] = {"$auth": {SECRET: secrets.encrypt(value["$auth"])}}
+        elif name in carried and name not in validated.timers:  # a timer is read as stored (schedules)
+            stored[name] = {SECRET: secrets.encrypt(value)}
         else:
             stored[name] = value
     return stored

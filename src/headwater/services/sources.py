@@ -19,7 +19,7 @@ from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
 from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
-from headwater.domain.runs import RunResult, merge_db
+from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.timers import Timer
 from headwater.ports import Secrets, UnitOfWork, UnitOfWorkFactory
@@ -116,7 +116,8 @@ class Sources:
             {"component_id": ["one of component_id, component_code, component_url, component_key is required"]},
         )
 
-    def _props(self, component: Component, namespace: str, source_id: str, configured: dict[str, Any]) -> tuple[
+    def _props(self, component: Component, namespace: str, source_id: str, configured: dict[str, Any],
+               stored_secrets: builtins.set[str] | None = None, carried: builtins.set[str] | None = None) -> tuple[
         ValidatedProps, builtins.list[dict[str, Any]]
     ]:
         definition = component.definition
@@ -126,7 +127,7 @@ class Sources:
         prop_list = definition.configurable_props
         if definition.has_additional_props:
             prop_list = self.runs.additional_props(component, namespace, source_id, configured)
-        validated = validate(prop_list, configured)
+        validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
@@ -144,8 +145,13 @@ class Sources:
                 raise Invalid(f"The {hook} hook failed: {result.error.get('message') or result.error.get('code')}",
                               {"hooks": [f"{hook}: {result.error.get('message')}"]})
             results.append(result)
-            db = merge_db(db, result.db_writes)
+            db = self._db_after(db, result)
         return results
+
+    def _db_after(self, db: dict[str, Any], result: RunResult) -> dict[str, Any]:
+        """The `this.db` the next hook sees: what committing `result` will leave (writes over the
+        bound are dropped then, with a DB_TOO_LARGE error event, by domain.runs.record)."""
+        return apply_db(db, result.db_writes, self.settings.db_max_bytes)[0]
 
     def _outcomes(self, source: Source, component: Component,
                   results: builtins.list[RunResult]) -> builtins.list[Outcome]:
@@ -197,7 +203,9 @@ class Sources:
             if req.configured_props is not None
             else prop_forms.for_runner(old.configured_props, self.secrets)
         )
-        validated, prop_defs = self._props(component, old.namespace, source_id, configured)
+        secret = prop_forms.stored_secrets(old.configured_props)
+        carried = prop_forms.carried_secrets(req.configured_props, old.configured_props)
+        validated, prop_defs = self._props(component, old.namespace, source_id, configured, secret, carried)
         active = req.active is not False
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:
@@ -207,7 +215,7 @@ class Sources:
             source = Source(
                 **{**old.__dict__,
                    "component_id": component.id,
-                   "configured_props": prop_forms.to_stored(validated, self.secrets, old.configured_props),
+                   "configured_props": prop_forms.to_stored(validated, self.secrets, old.configured_props, carried),
                    "prop_defs": prop_defs,
                    "endpoint_id": (old.endpoint_id or ids.new_id("endpoint")) if validated.http_props else None,
                    "active": active,
@@ -215,7 +223,7 @@ class Sources:
             )
             if active:
                 for result in results:
-                    db = merge_db(db, result.db_writes)
+                    db = self._db_after(db, result)
                 outcomes += self._outcomes(source, component, self._hooks(source, component, ["activate"], db))
             renamed = bool(req.name and req.name != old.name)
             for slug in candidate_slugs(slugify(req.name)) if req.name and renamed else [old.name_slug]:
