@@ -68,7 +68,7 @@ def configured_registry(node: Path, runner_dir: Path) -> str:
     try:
         proc = subprocess.run([str(node), str(runner_dir / "node_modules" / "npm" / "bin" / "npm-cli.js"),
                                "config", "get", "registry"], capture_output=True, text=True, timeout=30,
-                              env=env, cwd=tempfile.gettempdir())
+                              env=env, cwd=runner_dir)
         registry = proc.stdout.strip().splitlines()[-1].strip() if proc.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired, IndexError):
         registry = ""
