@@ -12,6 +12,8 @@ import * as esbuild from 'esbuild'
 import { isBuiltin } from 'node:module'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
+import http from 'node:http'
+import net from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
@@ -54,13 +56,30 @@ function builtinName(spec) {
   return isBuiltin(spec) ? spec : null
 }
 
+// What an import of an npm package may be, before anything runs: `name[@version][/subpath]`.
+// The name follows npm's rules (validate-npm-package-name; capitals as old packages have them):
+// an optional `@scope/`, url-safe characters, no leading `.`, `_` or `-`, at most 214 characters.
+// The version is a registry version, range or tag: semver-range characters only (no `:`, `/`,
+// `\`; never a leading `-`). Subpaths have plain segments, no `.`/`..`. Whatever is not this
+// never reaches npm's command line (where `--registry=...` would be an option).
+const NPM_SPECIFIER = /^((?:@[a-z0-9][a-z0-9._-]*\/)?[A-Za-z0-9][A-Za-z0-9._-]*)(?:@([0-9A-Za-z^~<>=*][0-9A-Za-z^~<>=*|.+ -]{0,99}))?((?:\/[A-Za-z0-9._~@+=,$!-]+)*\/?)$/
+
+export function packageRefusal(spec) {
+  const m = NPM_SPECIFIER.exec(spec)
+  if (m && m[1].length <= 214 && !m[3].split('/').some((seg) => seg === '.' || seg === '..')) return null
+  return `import "${quoted(spec)}" is not allowed: it is not an npm package name (with an optional @version and /subpath) or a node builtin`
+}
+
+// A specifier as error messages quote it: the user's own text, cut short.
+const quoted = (spec) => (spec.length > 200 ? `${spec.slice(0, 200)}...` : spec)
+
 // Imports that could put files of the machine into a bundle are refused, whatever their kind
 // (import, require, dynamic import, and `with { type: 'text' | 'bytes' | 'json' | 'file' }`):
 // absolute paths, URLs other than node: and data:, package subpaths with `..`, versions that are
 // not registry versions (file:, link:, git...), and, in a one-file component (`entry`), relative
 // paths. What resolves is checked again afterwards (`insideRoots`), symlinks followed.
 export function importRefusal(spec, entry) {
-  const no = (why) => `import "${spec}" is not allowed: ${why}`
+  const no = (why) => `import "${quoted(spec)}" is not allowed: ${why}`
   if (spec.startsWith('/') || spec.startsWith('\\')) return no('absolute paths cannot be imported (only npm packages and node builtins)')
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(spec)
   if (scheme && !['node', 'data'].includes(scheme[1].toLowerCase())) return no('only npm packages and node builtins can be imported')
@@ -101,8 +120,10 @@ async function scan(stdin) {
         const refused = importRefusal(s, stdin.single && isEntry(args.importer, stdin))
         if (refused) return { errors: [{ text: refused }] }
         if (!isBare(s)) return undefined // relative files are followed (entry_file mode)
+        const bad = packageRefusal(s)
+        if (bad) return { errors: [{ text: bad }] }
         const p = parseSpecifier(s)
-        if (!p) return { errors: [{ text: `invalid import "${s}"` }] }
+        if (!p) return { errors: [{ text: `invalid import "${quoted(s)}"` }] }
         if (!isPipedream(p.name)) {
           if (!found.has(p.name) || (found.get(p.name) === null && p.version)) found.set(p.name, p.version)
         }
@@ -182,27 +203,135 @@ function run(cmd, args, opts) {
   })
 }
 
-function npmArgs(args, npmCache) {
+// How every npm run here is told what to do: its command and options, then `--`, then the package
+// specs (already checked by `packageRefusal`), so nothing a component wrote is ever an option.
+// npm reaches the network only through `ctx.proxy` (see `registryProxy`), which opens connections
+// to the configured registry and nothing else; retries are few and short, so an answer that is
+// slow or a 5xx does not hold a bundler for long; no git dependencies; no scripts.
+const NPM_OPTIONS = [
+  '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', '--no-progress', '--ignore-scripts',
+  '--allow-git=none', '--fetch-retries=1', '--fetch-retry-mintimeout=500', '--fetch-retry-maxtimeout=2000',
+  '--fetch-timeout=30000',
+]
+// Settings npm reads from the environment that would send it elsewhere than through our proxy.
+const NPM_ENV_DROPPED = /^(https?_proxy|all_proxy|proxy|no_proxy|npm_config_(https?[-_]proxy|proxy|noproxy|no[-_]proxy|registry))$/i
+
+export function npmArgs(command, options, specs, ctx) {
   const node = fs.existsSync(NODE22) ? NODE22 : process.execPath
-  const all = [NPM_CLI, ...args, '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', '--no-progress']
-  if (npmCache) all.push('--cache', npmCache)
-  return [node, all, { env: { ...process.env, npm_config_update_notifier: 'false' } }]
+  const all = [NPM_CLI, command, ...options, ...NPM_OPTIONS]
+  if (ctx.cache) all.push(`--cache=${ctx.cache}`)
+  if (ctx.registry) all.push(`--registry=${ctx.registry}`)
+  if (ctx.proxy) all.push(`--proxy=${ctx.proxy}`, `--https-proxy=${ctx.proxy}`, '--noproxy=')
+  all.push('--', ...specs)
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !NPM_ENV_DROPPED.test(k)))
+  return [node, all, { env: { ...env, npm_config_update_notifier: 'false' } }]
 }
 
+// What a user is told when npm fails: the failure's class (npm's error code) and nothing npm
+// printed, which can quote what a server answered.
 function npmFailure(r, what) {
-  const lines = (r.err + '\n' + r.out).trim().split('\n').filter((l) => l.trim() && !/complete log of this run|^npm error\s*$|A complete log/.test(l))
-  return new BundleError('INSTALL_ERROR', `${what}: ${lines.slice(-12).join('\n') || `npm exited with status ${r.code}`}`)
+  const code = /^npm error code (E[A-Z0-9_]{1,30})\s*$/m.exec(r.err + '\n' + r.out)
+  return new BundleError('INSTALL_ERROR', `${what} (${code ? `npm error ${code[1]}` : `npm exited with status ${r.code}`})`)
+}
+
+// npm's only way out: an HTTP proxy on 127.0.0.1 in this process that opens connections to the
+// registry's host and port and refuses every other. In the service's sandbox (no network of its
+// own: `egress` is its egress directory) each connection is asked of the service's egress proxy,
+// which allows the same one host and port; elsewhere (Lambda, no sandbox) it connects directly.
+// CONNECT for https registries, absolute-form requests for http ones.
+export async function registryProxy(registry, egress) {
+  const url = new URL(registry)
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase()
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80))
+  const allowed = (h, p) => h.replace(/^\[(.*)\]$/, '$1').toLowerCase() === host && Number(p) === port
+  const open = (h, p) => (egress ? viaEgress(egress, h, p) : direct(h, p))
+  const server = http.createServer((req, res) => {
+    let target
+    try {
+      target = new URL(req.url)
+    } catch {
+      target = null
+    }
+    if (!target || target.protocol !== 'http:' || !allowed(target.hostname, target.port || 80)) {
+      res.writeHead(403).end()
+      return
+    }
+    open(host, port).then((up) => {
+      const headers = { ...req.headers }
+      delete headers['proxy-connection']
+      delete headers['proxy-authorization']
+      const out = http.request({ method: req.method, path: target.pathname + target.search, headers, createConnection: () => up }, (answer) => {
+        res.writeHead(answer.statusCode, answer.headers)
+        answer.pipe(res)
+      })
+      out.on('error', () => res.destroy())
+      req.pipe(out)
+    }, () => res.writeHead(502).end())
+  })
+  server.on('connect', (req, client, head) => {
+    const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url)
+    client.on('error', () => {})
+    if (!m || !allowed(m[1], m[2])) {
+      client.end('HTTP/1.1 403 Forbidden\r\n\r\n')
+      return
+    }
+    open(host, port).then((up) => {
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+      if (head && head.length) up.write(head)
+      up.on('error', () => client.destroy())
+      client.on('close', () => up.destroy())
+      up.pipe(client)
+      client.pipe(up)
+    }, () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'))
+  })
+  server.on('clientError', (e, sock) => sock.destroy())
+  await new Promise((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+  server.unref()
+  return `http://127.0.0.1:${server.address().port}`
+}
+
+function direct(host, port) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host, port })
+    s.once('connect', () => resolve(s))
+    s.once('error', reject)
+  })
+}
+
+// One connection through the egress proxy's control socket (docs/runner-protocol.md, "Egress").
+function viaEgress(dir, host, port) {
+  return new Promise((resolve, reject) => {
+    const c = net.connect({ path: path.join(dir, 'control.sock') })
+    let reply = ''
+    let answered = false
+    c.setEncoding('utf8')
+    c.on('connect', () => c.write(`CONNECT ${host} ${port}\n`))
+    c.on('data', (d) => {
+      reply += d
+      const end = reply.indexOf('\n')
+      if (end < 0 || answered) return
+      answered = true
+      const line = reply.slice(0, end)
+      c.destroy()
+      if (!line.startsWith('OK ')) return reject(new Error(line))
+      const s = net.connect({ path: path.join(dir, path.basename(line.slice(3).trim())) })
+      s.once('connect', () => resolve(s))
+      s.once('error', reject)
+    })
+    c.on('error', (e) => answered || reject(e))
+    c.on('close', () => answered || reject(new Error('the egress proxy closed the request')))
+  })
 }
 
 // name@range -> the exact version npm would install (the highest that satisfies, or the tag's).
-async function resolveVersion(name, range, store, npmCache) {
+async function resolveVersion(name, range, store, ctx) {
   const semver = await semverLib()
   if (range && semver.valid(range)) return semver.clean(range)
   const spec = `${name}@${range || 'latest'}`
   const memo = memoFile(store, spec)
   const known = recentlyResolved(memo)
   if (known) return known
-  const [node, args, opts] = npmArgs(['view', spec, 'version', '--json'], npmCache)
+  const [node, args, opts] = npmArgs('view', ['--json'], [spec, 'version'], ctx)
   const r = await run(node, args, { ...opts, cwd: TMP_DIR })
   let found
   try {
@@ -251,7 +380,7 @@ const TMP_DIR = fs.existsSync('/tmp') ? '/tmp' : process.cwd()
 const storeName = (name, version) => `${name.replace('/', '+')}@${version}`
 
 // The store's tree for name@version, installed (one npm run, scripts off) if it is not there.
-async function ensureTree(store, name, version, npmCache) {
+async function ensureTree(store, name, version, ctx) {
   const dir = path.join(store, storeName(name, version))
   if (fs.existsSync(path.join(dir, '.complete'))) return dir
   const tmpRoot = path.join(store, '.tmp')
@@ -259,7 +388,7 @@ async function ensureTree(store, name, version, npmCache) {
   const tmp = fs.mkdtempSync(path.join(tmpRoot, `${storeName(name, version)}-`))
   try {
     fs.writeFileSync(path.join(tmp, 'package.json'), JSON.stringify({ name: 'headwater-package', private: true, dependencies: { [name]: version } }))
-    const [node, args, opts] = npmArgs(['install', '--ignore-scripts'], npmCache)
+    const [node, args, opts] = npmArgs('install', [], [], ctx)
     const r = await run(node, args, { ...opts, cwd: tmp })
     if (r.code !== 0) throw npmFailure(r, `npm package ${name}@${version} could not be installed`)
     fs.writeFileSync(path.join(tmp, '.complete'), '')
@@ -276,13 +405,14 @@ async function ensureTree(store, name, version, npmCache) {
 
 // Each imported package at a version: the lock's when it satisfies the import, else the
 // import's range (or latest) resolved by npm; then its tree in the store.
-async function install(packages, store, npmCache, lock) {
+async function install(packages, store, ctx, lock) {
   const trees = new Map() // name -> store dir
   const versions = {}
   await Promise.all([...packages].map(async ([name, range]) => {
-    const locked = lock && typeof lock[name] === 'string' ? lock[name] : null
-    const version = locked && (await satisfies(locked, range)) ? locked : await resolveVersion(name, range, store, npmCache)
-    trees.set(name, await ensureTree(store, name, version, npmCache))
+    // a recorded version is an exact registry version, or ignored (never a URL, path or tag)
+    const locked = lock && typeof lock[name] === 'string' && (await semverLib()).valid(lock[name]) === lock[name] ? lock[name] : null
+    const version = locked && (await satisfies(locked, range)) ? locked : await resolveVersion(name, range, store, ctx)
+    trees.set(name, await ensureTree(store, name, version, ctx))
     versions[name] = version
   }))
   return { trees, versions: Object.fromEntries(Object.entries(versions).sort(([a], [b]) => a.localeCompare(b))) }
@@ -317,6 +447,8 @@ function resolvePlugin(trees, stdin) {
         const p = isBare(s) ? parseSpecifier(s) : null
         if (p && isPipedream(p.name)) return { path: p.name === '@pipedream/types' ? TYPES : PLATFORM }
         const userPackage = p && inUserCode(args.importer) && !args.importer.startsWith(platformDir)
+        const bad = userPackage ? packageRefusal(s) : null
+        if (bad) return { errors: [{ text: bad }] }
         const tree = userPackage ? trees.get(p.name) : null
         if (userPackage && !tree) return { errors: [{ text: `import "${s}": package ${p.name} was not installed` }] }
         const r = await build.resolve(userPackage ? p.name + p.subpath : s, {
@@ -398,6 +530,8 @@ function sourcePlugin() {
         const refused = importRefusal(args.path, false)
         if (refused) return { errors: [{ text: refused }] }
         if (!isBare(args.path)) return undefined // the operator's own files, next to the entry (registry publish, workflows)
+        const bad = packageRefusal(args.path)
+        if (bad) return { errors: [{ text: bad }] }
         const p = parseSpecifier(args.path)
         if (!p || p.version || isPipedream(p.name)) return { path: args.path, external: true }
         const range = nearestDeps(args.resolveDir)[p.name]
@@ -436,7 +570,9 @@ async function bundle(req) {
 
 async function bundleFrom(stdin, req, store) {
   const { loader, packages, esm } = await scan(stdin)
-  const { trees, versions } = await install(packages, store, req.npm_cache, req.lock)
+  const ctx = { cache: req.npm_cache, registry: registryOf(req), proxy: null }
+  if (packages.size) ctx.proxy = await registryProxy(ctx.registry, typeof req.egress === 'string' ? req.egress : null)
+  const { trees, versions } = await install(packages, store, ctx, req.lock)
   const sourcefile = entryName(stdin.sourcefile, loader, esm)
   const entry = { ...stdin, sourcefile }
   let res
@@ -457,6 +593,21 @@ async function bundleFrom(stdin, req, store) {
   if (!req.out) throw new BundleError('LOAD_ERROR', 'request has no "out" file')
   writeAtomic(req.out, res.outputFiles[0].contents)
   return { ok: true, out: req.out, packages: versions }
+}
+
+// The registry npm installs from: the request's (the service passes the one `npm config get
+// registry` names), else npm's default. Only http(s) URLs.
+const DEFAULT_REGISTRY = 'https://registry.npmjs.org/'
+function registryOf(req) {
+  if (typeof req.registry !== 'string' || req.registry === '') return DEFAULT_REGISTRY
+  let url
+  try {
+    url = new URL(req.registry)
+  } catch {
+    url = null
+  }
+  if (!url || !['http:', 'https:'].includes(url.protocol) || !url.hostname) throw new BundleError('LOAD_ERROR', 'bad bundler request: "registry" must be an http(s) URL')
+  return url.href
 }
 
 async function source(req) {

@@ -6,18 +6,23 @@ Node bundler runs only for new code. npm packages live in one store shared by ev
 `<data_dir>/npm-store/<name>@<version>/` (installed once, never changed), downloads in one npm
 cache. A `lock` (a component's recorded versions) makes a bundle made again install the same.
 
-Users' code is only parsed here, never run, but what it imports is read into the bundle: so the
-bundler runs in a bubblewrap sandbox (adapters/local/sandbox.py) that sees the runner code, the
-component's own work dir (its npm packages), the npm cache and a fresh output dir, and nothing
-else of the machine; and bundle.mjs refuses absolute and escaping imports with a LOAD_ERROR naming
-the import (a 422 here). `source_of` (registry publish, workflow files: the operator's own local
-files, from the CLI) reads next to the entry file and stays outside the sandbox.
+Users' code is only parsed here, never run, but what it imports is read into the bundle and
+named to npm: so the bundler runs in a bubblewrap sandbox (adapters/local/sandbox.py) that sees the
+runner code, the package store, the npm cache and a fresh output dir, and nothing else of the
+machine, with no network of its own: npm reaches the configured registry (`npm config get
+registry`, read once) through an egress proxy that allows that host and port and nothing else.
+bundle.mjs refuses absolute and escaping imports, and imports that are not npm package names, with
+a LOAD_ERROR naming the import (a 422 here), and ends npm's options with `--`. `source_of`
+(registry publish, workflow files: the operator's own local files, from the CLI) reads next to the
+entry file and stays outside the sandbox.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -27,27 +32,57 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from headwater.adapters.local.sandbox import RUNNER, TMP, Bind, Sandbox, sandbox_for
+from headwater.adapters.local.egress import EgressProxy
+from headwater.adapters.local.sandbox import EGRESS, RUNNER, TMP, Bind, Sandbox, sandbox_for
 from headwater.domain import ids
 from headwater.domain.errors import Invalid, Unavailable
 from headwater.ports import Bundle
 from headwater.settings import Settings
 
 _MEMORY_CACHE = 256
-# The settings npm reads from the environment (registry, proxy, certificates); nothing else of
-# the service's environment reaches the bundler.
-_NPM_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR",
-            "LANG")
+_MESSAGE_MAX = 2000  # characters of a bundler failure a user is shown
+# The settings npm reads from the environment (certificates, npm_config_*), proxies and the
+# registry excepted (npm is given ours); nothing else of the service's environment reaches it.
+_NPM_ENV = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR", "LANG")
+_NPM_ENV_DROPPED = ("proxy", "registry")
 _STORE, _NPM_CACHE, _OUT = "/npm-store", "/npm-cache", "/out"
+DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 
 
 def npm_env() -> dict[str, str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": TMP}
     for key, value in os.environ.items():
-        if key.upper() in _NPM_ENV or key.lower().startswith("npm_config_"):
+        npm_setting = key.lower().startswith("npm_config_") and not any(w in key.lower() for w in _NPM_ENV_DROPPED)
+        if key.upper() in _NPM_ENV or npm_setting:
             env[key] = value
     return env
+
+
+@functools.cache
+def configured_registry(node: Path, runner_dir: Path) -> str:
+    """The registry the operator's npm settings name (`npm config get registry`: ~/.npmrc,
+    npm_config_registry...), or npm's default; an http(s) URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    try:
+        proc = subprocess.run([str(node), str(runner_dir / "node_modules" / "npm" / "bin" / "npm-cli.js"),
+                               "config", "get", "registry"], capture_output=True, text=True, timeout=30,
+                              env=env, cwd=runner_dir)
+        registry = proc.stdout.strip().splitlines()[-1].strip() if proc.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        registry = ""
+    return registry if registry_address(registry) else DEFAULT_REGISTRY
+
+
+def registry_address(registry: str) -> tuple[str, int] | None:
+    """The (host, port) an http(s) registry URL names, or None."""
+    try:
+        url = urlsplit(registry)
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return (url.hostname, port) if url.scheme in ("http", "https") and url.hostname else None
 
 
 def _sweep_unfinished(tmp_root: Path, older_than_s: float = 3600) -> None:
@@ -125,21 +160,30 @@ class LocalBundler:
         for directory in (store, npm_cache, scratch):
             directory.mkdir(parents=True, exist_ok=True)
         out_dir = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch))
+        registry = configured_registry(self.settings.node, self.settings.runner_dir)
+        egress: EgressProxy | None = None
         try:
             if self.sandbox is None:
                 result = self._run({"entry_code": code, "out": str(out_dir / "bundle.cjs"), "store": str(store),
-                                    "npm_cache": str(npm_cache), "lock": lock})
+                                    "npm_cache": str(npm_cache), "lock": lock, "registry": registry})
             else:
-                binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True)]
+                # npm's one way out: an egress proxy that connects to the registry and nothing else
+                address = registry_address(registry)
+                egress = EgressProxy(False, False, only=[address] if address else [])
+                binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True),
+                         Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
                 npmrc = Path.home() / ".npmrc"
                 if npmrc.is_file():
                     binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
                 result = self._run({"entry_code": code, "out": f"{_OUT}/bundle.cjs", "store": _STORE,
-                                    "npm_cache": _NPM_CACHE, "lock": lock}, binds)
+                                    "npm_cache": _NPM_CACHE, "lock": lock, "registry": registry,
+                                    "egress": EGRESS}, binds)
             packages = result.get("packages") or {}
             out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
             os.replace(out_dir / "bundle.cjs", out)
         finally:
+            if egress is not None:
+                egress.close()
             shutil.rmtree(out_dir, ignore_errors=True)
 
     def source_of(self, entry_file: str) -> str:
@@ -177,5 +221,6 @@ class LocalBundler:
         except (IndexError, ValueError):
             raise Unavailable(f"The bundler failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
         if not result.get("ok"):
-            raise Invalid(result.get("message") or "The component could not be bundled.")
+            message = str(result.get("message") or "The component could not be bundled.")
+            raise Invalid(message if len(message) <= _MESSAGE_MAX else message[:_MESSAGE_MAX] + "...")
         return result

@@ -12,6 +12,10 @@ ever in the data stream, so TLS and every client library work unchanged.
 
 Each runner has its own directory (its tickets are invisible to other accounts) and a bound on
 open connections, so no account can exhaust the service's file descriptors.
+
+A proxy made with `only` (the bundler's: the npm registry's host and port) opens connections to
+those `(host, port)` pairs and refuses every other request, whatever the URL policy would say of
+it: the pairs are the operator's configuration, not users' input.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,8 +61,10 @@ class EgressProxy:
     """One asyncio loop on its own thread, serving every runner's control socket."""
 
     def __init__(self, allow_loopback: bool, allow_private: bool,
-                 resolve: Callable[[str, int], list[str]] | None = None) -> None:
+                 resolve: Callable[[str, int], list[str]] | None = None,
+                 only: Collection[tuple[str, int]] | None = None) -> None:
         self.allow = (allow_loopback, allow_private)
+        self.only = None if only is None else frozenset((_host_key(h), p) for h, p in only)
         self._resolve = resolve or _resolve
         _sweep_orphans()
         # Short (socket paths hold 107 bytes at most) and named by pid, so a later start can tell
@@ -93,8 +99,10 @@ class EgressProxy:
         shutil.rmtree(self.root, ignore_errors=True)
 
     async def _close_all(self) -> None:
+        tasks = [task for runner in self._runners.values() for task in runner.tasks]
         for name in list(self._runners):
             await self._close(name)
+        await asyncio.gather(*tasks, return_exceptions=True)  # cancelled: let them end before the loop stops
 
     async def _open(self, name: str) -> Path:
         await self._close(name)
@@ -183,10 +191,18 @@ class EgressProxy:
     async def _connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         loop = asyncio.get_running_loop()
         try:
-            addresses = await loop.run_in_executor(
-                None, lambda: allowed_addresses(host, lambda h: self._resolve(h, port), *self.allow))
+            if self.only is not None:
+                if (_host_key(host), port) not in self.only:
+                    allowed = ", ".join(f"{h} port {p}" for h, p in sorted(self.only))
+                    raise _Failure("EPOLICY", f"refused by policy: only {allowed} can be reached")
+                addresses = await loop.run_in_executor(None, lambda: self._resolve(host, port))
+            else:
+                addresses = await loop.run_in_executor(
+                    None, lambda: allowed_addresses(host, lambda h: self._resolve(h, port), *self.allow))
         except Refused as e:
             raise _Failure("ENOTFOUND" if isinstance(e, Unresolved) else "EPOLICY", str(e)) from None
+        except OSError as e:  # the name did not resolve
+            raise _Failure("ENOTFOUND", f"{host}: {getattr(e, 'strerror', None) or e}") from None
         error: OSError | None = None
         for address in addresses:
             try:
@@ -214,6 +230,10 @@ def _parse(line: bytes) -> tuple[str, int]:
     if len(parts) != 3 or parts[0] != "CONNECT" or not parts[2].isdigit() or not 0 < int(parts[2]) < 65536:
         raise _Failure("EINVAL", "expected: CONNECT <host> <port>")
     return parts[1], int(parts[2])
+
+
+def _host_key(host: str) -> str:
+    return host.strip("[]").lower()
 
 
 def _resolve(host: str, port: int) -> list[str]:

@@ -8,9 +8,10 @@ holds only what the process needs:
 - a runner sees the system's libraries, the runner code (read-only, at /runner), a private tmpfs
   /tmp, its own egress directory (/run/egress, the only way out: it has no network interface but
   lo) and nothing else; its pid namespace hides the service and every other process;
-- the bundler sees the same libraries and runner code, the files npm needs to reach the registry
-  (it keeps the network), and read-write only the component's work dir, the npm cache and its
-  output dir.
+- the bundler sees the same libraries and runner code, npm's settings and CA certificates, an
+  egress directory of its own (it has no network interface but lo either: npm reaches the
+  registry through the service's egress proxy, which allows that one host), and read-write only
+  the package store, the npm cache and its output dir.
 
 Sandboxes run as uid 65534 inside their user namespace, cannot make further user namespaces, and
 die with the service. Paths inside never name the host's checkout or data directory.
@@ -37,9 +38,9 @@ TMP = "/tmp"
 _UID = "65534"  # nobody
 # What dynamically linked programs (node, esbuild) need from /etc.
 _SYSTEM_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
-# What npm needs to reach the registry (name resolution, CA certificates, npm's own settings).
-_NETWORK_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/ssl",
-                "/etc/ca-certificates", "/etc/pki", "/etc/npmrc")
+# What npm needs to speak to the registry (CA certificates, npm's own settings); no name
+# resolution: the egress proxy resolves.
+_NPM_ETC = ("/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/npmrc")
 _PROBE_TIMEOUT_S = 20
 
 
@@ -76,9 +77,9 @@ def _system_mounts() -> list[str]:
     return [*args, "--proc", "/proc", "--dev", "/dev"]
 
 
-def _isolation(share_net: bool) -> list[str]:
+def _isolation() -> list[str]:
     return [
-        "--unshare-all", *(["--share-net"] if share_net else []),
+        "--unshare-all",
         "--unshare-user", "--uid", _UID, "--gid", _UID, "--disable-userns",
         "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
     ]
@@ -92,7 +93,7 @@ class Sandbox:
                env: dict[str, str], extra: Iterable[Bind] = ()) -> list[str]:
         """A runner process: `node_args` run inside with /runner, /tmp and /run/egress."""
         return [
-            self.bwrap, *_isolation(share_net=False), *_system_mounts(),
+            self.bwrap, *_isolation(), *_system_mounts(),
             *Bind(runner_dir, RUNNER).args(),
             "--size", str(tmp_bytes), "--tmpfs", TMP,
             *Bind(egress_dir, EGRESS).args(),
@@ -103,10 +104,11 @@ class Sandbox:
 
     def bundler(self, runner_dir: Path, binds: Iterable[Bind], env: dict[str, str],
                 command: Sequence[str]) -> list[str]:
-        """A bundler run: network kept (npm), the given directories bound, nothing else."""
-        etc = [a for path in _NETWORK_ETC for a in ("--ro-bind-try", path, path)]
+        """A bundler run: no network but lo (npm goes out through an egress directory, one of
+        `binds`), the given directories bound, nothing else."""
+        etc = [a for path in _NPM_ETC for a in ("--ro-bind-try", path, path)]
         return [
-            self.bwrap, *_isolation(share_net=True), *_system_mounts(), *etc,
+            self.bwrap, *_isolation(), *_system_mounts(), *etc,
             *Bind(runner_dir, RUNNER).args(), "--tmpfs", TMP,
             *[a for bind in binds for a in bind.args()],
             "--clearenv", *[a for k, v in env.items() for a in ("--setenv", k, v)],
