@@ -104,6 +104,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.bundler import LocalBundler
     from headwater.adapters.local.node_runner import NodeRunnerPool
     from headwater.adapters.local.scheduler import LocalScheduler
+    from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
 
@@ -121,22 +122,21 @@ def local_adapters(settings: Settings) -> Adapters:
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
+        secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
     )
 
 
 def _outside(settings: Settings) -> dict[str, Any]:
-    """The adapters both sets share: what reaches outside the store (URLs, mail, S3, secrets)."""
+    """The adapters both sets share: what reaches outside the store (URLs, mail, S3)."""
     from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
     from headwater.adapters.local.event_bus import LocalEventBus
-    from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.url_fetcher import HttpUrlFetcher
     from headwater.adapters.webhook_sender import HttpWebhookSender
 
     return {
         "fetcher": HttpUrlFetcher(settings),
-        "secrets": FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         "bus": LocalEventBus(),
         "sender": HttpWebhookSender(settings),
         "mailer": SmtpMailer(settings),
@@ -146,7 +146,7 @@ def _outside(settings: Settings) -> dict[str, Any]:
 
 def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runner: Runner | None = None,
                  bundler: Bundler | None = None) -> Adapters:
-    """DynamoDB, SQS and EventBridge Scheduler behind the same ports (docs/aws.md). `clients` are
+    """DynamoDB, SQS, EventBridge Scheduler and KMS behind the same ports (docs/aws.md). `clients` are
     boto3 clients by service name (built here at first use when not given: a warm Lambda
     container keeps them). The runner is the runner Lambda (emulated: the local sandboxed
     processes behind the same invoke); so is the bundler (the runner Lambda's `bundle` op)."""
@@ -154,6 +154,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
 
     from headwater.adapters.aws.config import AwsConfig
     from headwater.adapters.aws.dynamodb.store import DynamoStore
+    from headwater.adapters.aws.kms_secrets import KmsSecrets
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
 
@@ -185,6 +186,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
+        secrets=KmsSecrets(lambda: _client(clients, "kms", config), config.kms_key_arn),
     )
 
 

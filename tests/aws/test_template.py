@@ -25,24 +25,27 @@ TEMPLATE = ROOT / "template.yaml"
 SCOPE: dict[str, set[str]] = {
     "UsersFunction": {"ResourcesTable"},
     "ComponentsFunction": {"ResourcesTable", "RunnerFunction"},
-    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket"},
+    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket",
+                        "SecretsKey"},
     "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "FanOutQueue", "EventDeletionQueue",
                        "PayloadBucket"},
     "SubscriptionsFunction": {"ResourcesTable"},
-    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket"},
+    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket",
+                         "SecretsKey"},
     "WorkflowsFunction": {"ResourcesTable", "EventsTable"},
     "HttpIngestFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
-                           "PayloadBucket"},
+                           "PayloadBucket", "SecretsKey"},
     "HealthFunction": {"ResourcesTable"},
     "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
-                         "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket"},
+                         "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket", "SecretsKey"},
     "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "PayloadBucket"},
     "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
-                         "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup", "SchedulerRole"},
+                         "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup", "SchedulerRole",
+                         "SecretsKey"},
     "FanOutFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "FanOutQueue", "RunQueue",
                        "WebhookDeliveryQueue", "PayloadBucket"},
     "WebhookDeliveryFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "WebhookDeliveryQueue",
-                                "PayloadBucket"},
+                                "PayloadBucket", "SecretsKey"},
     "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "EventDeletionQueue",
                               "PayloadBucket", "TimerScheduleGroup"},
     "RunnerFunction": {"BundleBucket"},
@@ -68,7 +71,7 @@ def translated(monkeypatch_module: pytest.MonkeyPatch) -> dict[str, Any]:
     for resource in body["Resources"].values():  # what `sam package` does: code uploaded to S3
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
-    return transform(body, {"SecretKey": "x" * 43 + "="}, NoManagedPolicies())  # type: ignore[no-any-return]
+    return transform(body, {}, NoManagedPolicies())  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
