@@ -191,27 +191,39 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
 
 
 def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -> tuple[Runner, Bundler]:
-    """The runner Lambda, invoked one request at a time, runs components and bundles them (into
-    the bundle bucket). Emulated, the same requests and answers go to the local sandboxed runner
-    processes and bundler, the bundles into the moto bucket (emulated/runner.py). Component files
-    of the operator's (`source_of`: publish, workflow files) are read by the local bundler."""
+    """The runner Lambda, invoked one request at a time, runs components and bundles them. It has
+    no AWS permission: the bundle bucket is read here and reached by the runner only through the
+    presigned URLs a request carries (S3Bundles). Emulated, the same requests and answers go to the
+    local sandboxed runner processes and bundler (emulated/runner.py), the URLs to the moto bucket.
+    Component files of the operator's (`source_of`: publish, workflow files) are read by the local
+    bundler."""
+    from headwater.adapters.aws.bundle_bucket import S3Bundles
     from headwater.adapters.aws.lambda_bundler import LambdaBundler
     from headwater.adapters.aws.lambda_runner import LambdaRunner, boto3_invoke
     from headwater.adapters.local.bundler import LocalBundler
 
+    bundles = None
+    if config.bundle_bucket:
+        import boto3
+        from botocore.config import Config
+
+        # SigV4 (buckets refuse SigV2 URLs); its own client: the presigned URLs carry this signature
+        s3 = boto3.client("s3", endpoint_url=config.endpoint_url, config=Config(signature_version="s3v4"))
+        bundles = S3Bundles(clients.setdefault("s3-presign", s3), config.bundle_bucket)
     if settings.backend == "aws-emulated" or not config.runner_function:
         from headwater.adapters.local.node_runner import NodeRunnerPool
         from headwater.emulated.runner import EmulatedRunnerFunction
 
         pool = NodeRunnerPool(settings)
         local = LocalBundler(settings)
-        if not config.bundle_bucket:
+        if bundles is None:
             return LambdaRunner(pool.invoke, on_close=pool.close), local
-        s3 = _client(clients, "s3", config)
-        function = EmulatedRunnerFunction(pool, local, s3, config.bundle_bucket)
-        return LambdaRunner(function.invoke, on_close=pool.close), LambdaBundler(function.invoke, local.source_of)
+        function = EmulatedRunnerFunction(pool, local)
+        return (LambdaRunner(function.invoke, on_close=pool.close, bundles=bundles),
+                LambdaBundler(function.invoke, local.source_of, bundles))
     invoke = boto3_invoke(_client(clients, "lambda", config), config.runner_function)
-    return LambdaRunner(invoke), LambdaBundler(invoke, lambda entry_file: LocalBundler(settings).source_of(entry_file))
+    return (LambdaRunner(invoke, bundles=bundles),
+            LambdaBundler(invoke, lambda entry_file: LocalBundler(settings).source_of(entry_file), bundles))
 
 
 def _client(clients: dict[str, Any], service: str, config: Any) -> Any:
