@@ -74,6 +74,17 @@ def test_another_key_or_a_changed_value_does_not_decrypt(aws_clients: Callable[[
         KmsSecrets(lambda: kms, ours).decrypt(f"{prefix}.{other.split('.')[1]}.{body}")
 
 
+def test_a_value_of_the_former_fernet_key_is_refused_with_a_reason(aws_clients: Callable[[str], Any]) -> None:
+    from cryptography.fernet import Fernet
+
+    from headwater.domain.errors import Unavailable
+
+    kms = aws_clients("kms")
+    legacy = Fernet(Fernet.generate_key()).encrypt(b'"s3cr3t"').decode()
+    with pytest.raises(Unavailable, match="set it again"):
+        KmsSecrets(lambda: kms, kms_key(kms)).decrypt(legacy)
+
+
 def test_functions_that_never_use_a_secret_make_no_kms_client() -> None:
     connected: list[bool] = []
     KmsSecrets(lambda: connected.append(True), "arn:aws:kms:us-east-1:123456789012:key/x")

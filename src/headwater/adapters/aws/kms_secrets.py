@@ -72,9 +72,10 @@ class KmsSecrets:
         return f"{PREFIX}.{_b64(wrapped)}.{_b64(nonce + sealed)}"
 
     def decrypt(self, token: str) -> Any:
-        prefix, wrapped_text, body_text = token.split(".")
-        if prefix != PREFIX:
-            raise ValueError(f"not a {PREFIX} secret")
+        if not token.startswith(PREFIX + "."):  # a Fernet token of the former SecretKey parameter
+            raise Unavailable("A secret stored before secret props were encrypted with KMS cannot be read: "
+                              "set it again (docs/aws.md, Secrets).")
+        _, wrapped_text, body_text = token.split(".")
         wrapped, body = _unb64(wrapped_text), _unb64(body_text)
         key = self._unwrap(wrapped)
         return json.loads(AESGCM(key).decrypt(body[:_NONCE_BYTES], body[_NONCE_BYTES:], wrapped))
