@@ -105,6 +105,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.bundler import LocalBundler
     from headwater.adapters.local.node_runner import NodeRunnerPool
     from headwater.adapters.local.scheduler import LocalScheduler
+    from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
 
@@ -124,22 +125,21 @@ def local_adapters(settings: Settings) -> Adapters:
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
+        secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
     )
 
 
 def _outside(settings: Settings) -> dict[str, Any]:
-    """The adapters both sets share: what reaches outside the store (URLs, mail, S3, secrets)."""
+    """The adapters both sets share: what reaches outside the store (URLs, mail, S3)."""
     from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
     from headwater.adapters.local.event_bus import LocalEventBus
-    from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.url_fetcher import HttpUrlFetcher
     from headwater.adapters.webhook_sender import HttpWebhookSender
 
     return {
         "fetcher": HttpUrlFetcher(settings),
-        "secrets": FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         "bus": LocalEventBus(),
         "sender": HttpWebhookSender(settings),
         "mailer": SmtpMailer(settings),
@@ -149,7 +149,7 @@ def _outside(settings: Settings) -> dict[str, Any]:
 
 def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runner: Runner | None = None,
                  bundler: Bundler | None = None) -> Adapters:
-    """DynamoDB, SQS and EventBridge Scheduler behind the same ports (docs/aws.md). `clients` are
+    """DynamoDB, SQS, EventBridge Scheduler and KMS behind the same ports (docs/aws.md). `clients` are
     boto3 clients by service name (built here at first use when not given: a warm Lambda
     container keeps them). The runner is the runner Lambda (emulated: the local sandboxed
     processes behind the same invoke); so is the bundler (the runner Lambda's `bundle` op)."""
@@ -157,6 +157,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
 
     from headwater.adapters.aws.config import AwsConfig
     from headwater.adapters.aws.dynamodb.store import DynamoStore
+    from headwater.adapters.aws.kms_secrets import KmsSecrets
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
 
@@ -188,31 +189,44 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
+        secrets=KmsSecrets(lambda: _client(clients, "kms", config), config.kms_key_arn),
     )
 
 
 def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -> tuple[Runner, Bundler]:
-    """The runner Lambda, invoked one request at a time, runs components and bundles them (into
-    the bundle bucket). Emulated, the same requests and answers go to the local sandboxed runner
-    processes and bundler, the bundles into the moto bucket (emulated/runner.py). Component files
-    of the operator's (`source_of`: publish, workflow files) are read by the local bundler."""
+    """The runner Lambda, invoked one request at a time, runs components and bundles them. It has
+    no AWS permission: the bundle bucket is read here and reached by the runner only through the
+    presigned URLs a request carries (S3Bundles). Emulated, the same requests and answers go to the
+    local sandboxed runner processes and bundler (emulated/runner.py), the URLs to the moto bucket.
+    Component files of the operator's (`source_of`: publish, workflow files) are read by the local
+    bundler."""
+    from headwater.adapters.aws.bundle_bucket import S3Bundles
     from headwater.adapters.aws.lambda_bundler import LambdaBundler
     from headwater.adapters.aws.lambda_runner import LambdaRunner, boto3_invoke
     from headwater.adapters.local.bundler import LocalBundler
 
+    bundles = None
+    if config.bundle_bucket:
+        import boto3
+        from botocore.config import Config
+
+        # SigV4 (buckets refuse SigV2 URLs); its own client: the presigned URLs carry this signature
+        s3 = boto3.client("s3", endpoint_url=config.endpoint_url, config=Config(signature_version="s3v4"))
+        bundles = S3Bundles(clients.setdefault("s3-presign", s3), config.bundle_bucket)
     if settings.backend == "aws-emulated" or not config.runner_function:
         from headwater.adapters.local.node_runner import NodeRunnerPool
         from headwater.emulated.runner import EmulatedRunnerFunction
 
         pool = NodeRunnerPool(settings)
         local = LocalBundler(settings)
-        if not config.bundle_bucket:
+        if bundles is None:
             return LambdaRunner(pool.invoke, on_close=pool.close), local
-        s3 = _client(clients, "s3", config)
-        function = EmulatedRunnerFunction(pool, local, s3, config.bundle_bucket)
-        return LambdaRunner(function.invoke, on_close=pool.close), LambdaBundler(function.invoke, local.source_of)
+        function = EmulatedRunnerFunction(pool, local)
+        return (LambdaRunner(function.invoke, on_close=pool.close, bundles=bundles),
+                LambdaBundler(function.invoke, local.source_of, bundles))
     invoke = boto3_invoke(_client(clients, "lambda", config), config.runner_function)
-    return LambdaRunner(invoke), LambdaBundler(invoke, lambda entry_file: LocalBundler(settings).source_of(entry_file))
+    return (LambdaRunner(invoke, bundles=bundles),
+            LambdaBundler(invoke, lambda entry_file: LocalBundler(settings).source_of(entry_file), bundles))
 
 
 def _client(clients: dict[str, Any], service: str, config: Any) -> Any:

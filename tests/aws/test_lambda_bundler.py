@@ -1,7 +1,9 @@
-"""Bundling on AWS is the runner Lambda's (op `bundle`): LambdaBundler gets the hash and npm
-versions back, the bundle lands in the bundle bucket by code hash, and a runner container that
-has not got it (a fresh /tmp) runs it by hash from the bucket; no code travels in a payload.
-Here the emulated runner function (the sandboxed local runner and bundler) over moto's S3."""
+"""Bundling on AWS is the runner Lambda's (op `bundle`), and the runner has no AWS permission:
+LambdaBundler hands it presigned PUT URLs of the bundle's two objects and gets the hash and npm
+versions back; a Python container that finds the bundle in the bucket does not ask the runner; a
+runner container that has not got it (a fresh /tmp) runs it through the presigned GET the request
+carries. No code travels in a payload. Here the emulated runner function (the sandboxed local
+runner and bundler) and a moto server standing for S3, reached by HTTP through the URLs."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
+from botocore.config import Config
 
+from headwater.adapters.aws.bundle_bucket import S3Bundles
 from headwater.adapters.aws.lambda_bundler import LambdaBundler
 from headwater.adapters.aws.lambda_runner import LambdaRunner
 from headwater.adapters.local.bundler import LocalBundler
 from headwater.adapters.local.node_runner import NodeRunnerPool
 from headwater.domain.errors import Invalid
+from headwater.emulated.deployment import start_moto
 from headwater.emulated.runner import EmulatedRunnerFunction
 from headwater.ports import Instance
 from headwater.settings import Settings
@@ -30,24 +34,33 @@ CODE = """export default {
 }"""
 
 
+@pytest.fixture(scope="module")
+def s3() -> Iterator[Any]:
+    """A moto server (real HTTP, so presigned URLs are fetched as the runner fetches them)."""
+    server = start_moto()
+    host, port = server.get_host_and_port()
+    client = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                          aws_access_key_id="t", aws_secret_access_key="t",  # noqa: S106 - moto's
+                          config=Config(signature_version="s3v4"))
+    client.create_bucket(Bucket=BUCKET)
+    yield client
+    server.stop()
+
+
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    credentials = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t"}
-    for name, value in credentials.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("s3")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+def bundles(s3: Any) -> Iterator[S3Bundles]:
+    yield S3Bundles(s3, BUCKET)
+    for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        s3.delete_object(Bucket=BUCKET, Key=item["Key"])
 
 
 class Container:
     """One runner container: its /tmp (a data dir of its own), its processes, every request seen."""
 
-    def __init__(self, data_dir: Path, s3: Any) -> None:
+    def __init__(self, data_dir: Path) -> None:
         settings = Settings(data_dir=data_dir, runner_processes=1)
         self.pool = NodeRunnerPool(settings)
-        self.function = EmulatedRunnerFunction(self.pool, LocalBundler(settings), s3, BUCKET)
+        self.function = EmulatedRunnerFunction(self.pool, LocalBundler(settings))
         self.requests: list[dict[str, Any]] = []
 
     def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:
@@ -55,39 +68,44 @@ class Container:
         return self.function.invoke(request, account)
 
 
-def test_a_bundle_made_by_the_runner_runs_by_hash_from_the_bucket_in_a_fresh_container(tmp_path: Path,
-                                                                                          s3: Any) -> None:
-    first = Container(tmp_path / "first", s3)
-    bundler = LambdaBundler(first.invoke)
+def test_a_bundle_made_by_the_runner_runs_by_hash_from_the_bucket_in_a_fresh_container(tmp_path: Path, s3: Any,
+                                                                                          bundles: S3Bundles) -> None:
+    first = Container(tmp_path / "first")
+    bundler = LambdaBundler(first.invoke, bundles=bundles)
     try:
         bundle = bundler.bundle(CODE)
         assert bundler.bundle(CODE) is bundle
     finally:
         first.pool.close()
     assert [r["op"] for r in first.requests] == ["bundle"]  # once per code in a warm container
+    put = first.requests[0]["put"]
+    assert set(put) == {"cjs", "json"} and all("X-Amz-Signature=" in url for url in put.values())
     assert bundle.code == "" and len(bundle.hash) == 64 and bundle.packages == {}
     stored = s3.get_object(Bucket=BUCKET, Key=f"bundles/{bundle.hash}.cjs")["Body"].read().decode()
     assert "doubled" in stored
     meta = json.loads(s3.get_object(Bucket=BUCKET, Key=f"bundles/{bundle.hash}.json")["Body"].read())
     assert meta == {"packages": {}}
 
-    fresh = Container(tmp_path / "fresh", s3)  # nothing of the first container's /tmp
-    runner = LambdaRunner(fresh.invoke, on_close=fresh.pool.close)
+    fresh = Container(tmp_path / "fresh")  # nothing of the first container's /tmp
+    other_python_container = LambdaBundler(fresh.invoke, bundles=bundles)
+    assert other_python_container.bundle(CODE) == bundle and fresh.requests == []  # from the bucket, unasked
+    runner = LambdaRunner(fresh.invoke, on_close=fresh.pool.close, bundles=bundles)
     try:
         assert runner.describe(bundle, 10_000).key == "bundle-round-trip"
         result = runner.run(bundle, Instance("dc_1", {}, account="u_1"), {"n": 21}, 10_000)
     finally:
         runner.close()
     assert result.error is None and [e.event for e in result.emits] == [{"doubled": 42}]
-    assert all("code" not in r.get("bundle", {}) for r in fresh.requests)
+    assert all("code" not in r["bundle"] and "X-Amz-Signature=" in r["bundle"]["url"] for r in fresh.requests)
     assert not (tmp_path / "fresh" / "bundles" / f"{bundle.hash}.cjs").exists()
 
 
-def test_code_that_does_not_bundle_is_invalid_and_nothing_is_stored(tmp_path: Path, s3: Any) -> None:
-    container = Container(tmp_path, s3)
+def test_code_that_does_not_bundle_is_invalid_and_nothing_is_stored(tmp_path: Path, s3: Any,
+                                                                     bundles: S3Bundles) -> None:
+    container = Container(tmp_path)
     try:
         with pytest.raises(Invalid) as refused:
-            LambdaBundler(container.invoke).bundle(
+            LambdaBundler(container.invoke, bundles=bundles).bundle(
                 'import secrets from "/etc/passwd"\nexport default { run() { return secrets } }')
     finally:
         container.pool.close()

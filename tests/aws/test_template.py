@@ -24,28 +24,31 @@ TEMPLATE = ROOT / "template.yaml"
 # What each function may reach: the resources its code uses (docs/aws.md, Permissions).
 SCOPE: dict[str, set[str]] = {
     "UsersFunction": {"ResourcesTable"},
-    "ComponentsFunction": {"ResourcesTable", "RunnerFunction"},
-    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket"},
+    "ComponentsFunction": {"ResourcesTable", "RunnerFunction", "BundleBucket"},
+    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket",
+                        "SecretsKey", "BundleBucket"},
     "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "FanOutQueue", "EventDeletionQueue",
                        "PayloadBucket"},
     "SubscriptionsFunction": {"ResourcesTable"},
-    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket"},
+    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket",
+                         "SecretsKey"},
     "WorkflowsFunction": {"ResourcesTable", "EventsTable"},
     "HttpIngestFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
-                           "PayloadBucket"},
+                           "PayloadBucket", "SecretsKey", "BundleBucket"},
     "HealthFunction": {"ResourcesTable"},
     "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
-                         "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket"},
+                         "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket", "SecretsKey", "BundleBucket"},
     "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "PayloadBucket"},
     "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
-                         "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup", "SchedulerRole"},
-    "FanOutFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunQueue", "WebhookDeliveryQueue",
-                       "PayloadBucket"},
+                         "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup", "SchedulerRole",
+                         "SecretsKey", "BundleBucket"},
+    "FanOutFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "FanOutQueue", "RunQueue",
+                       "WebhookDeliveryQueue", "PayloadBucket"},
     "WebhookDeliveryFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "WebhookDeliveryQueue",
-                                "PayloadBucket"},
-    "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "PayloadBucket",
-                              "TimerScheduleGroup"},
-    "RunnerFunction": {"BundleBucket"},
+                                "PayloadBucket", "SecretsKey"},
+    "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "EventDeletionQueue",
+                              "PayloadBucket", "TimerScheduleGroup"},
+    "RunnerFunction": set(),  # its logs only (tests/aws/test_least_privilege.py)
 }
 CONSUMERS = {"RunQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",
              "WebhookDeliveryQueue": "WebhookDeliveryFunction", "EventDeletionQueue": "EventDeletionFunction"}
@@ -68,7 +71,7 @@ def translated(monkeypatch_module: pytest.MonkeyPatch) -> dict[str, Any]:
     for resource in body["Resources"].values():  # what `sam package` does: code uploaded to S3
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
-    return transform(body, {"SecretKey": "x" * 43 + "="}, NoManagedPolicies())  # type: ignore[no-any-return]
+    return transform(body, {}, NoManagedPolicies())  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
@@ -207,15 +210,21 @@ def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def test_the_runner_alone_reaches_the_bundle_bucket_and_only_its_bundles(template: Template) -> None:
+def test_the_runner_reaches_the_bundles_only_through_the_urls_its_callers_sign(template: Template) -> None:
+    """The functions that invoke the runner read and write `bundles/*` (and sign the runner's URLs
+    with that); the runner's own role and environment hold nothing of the bucket's."""
     functions = template.functions()
-    assert functions["RunnerFunction"].environment["HEADWATER_BUNDLE_BUCKET"] == {"Ref": "BundleBucket"}
-    statements = _statements(template.resources["RunnerRole"])
-    on_bucket = [s for s in statements if "BundleBucket" in json.dumps(s["Resource"])]
-    assert {json.dumps(s["Resource"]) for s in on_bucket} == {json.dumps({"Fn::Sub": "${BundleBucket.Arn}/bundles/*"}),
-                                                             json.dumps({"Fn::GetAtt": ["BundleBucket", "Arn"]})}
-    assert {a for s in on_bucket for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
-        "s3:GetObject", "s3:PutObject", "s3:ListBucket"}
-    for name, function in functions.items():
-        if name != "RunnerFunction":
-            assert "BundleBucket" not in json.dumps(function.environment), name
+    callers = {name for name, resource in template.of_type("AWS::Serverless::Function").items()
+               if "RunnerFunction" in json.dumps(resource["Properties"].get("Policies", []))}
+    assert callers == {"ComponentsFunction", "SourcesFunction", "HttpIngestFunction", "FallbackFunction",
+                       "RunQueueFunction"}
+    for name in callers:
+        statements = [s for p in template.resources[name]["Properties"]["Policies"] for s in p.get("Statement", [])]
+        on_bucket = [s for s in statements if "BundleBucket" in json.dumps(s["Resource"])]
+        objects, bucket = {"Fn::Sub": "${BundleBucket.Arn}/bundles/*"}, {"Fn::GetAtt": ["BundleBucket", "Arn"]}
+        assert {json.dumps(s["Resource"]) for s in on_bucket} == {json.dumps(objects), json.dumps(bucket)}
+        assert {a for s in on_bucket for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+            "s3:GetObject", "s3:PutObject", "s3:ListBucket"}, name
+    assert "BundleBucket" not in json.dumps(template.resources["RunnerRole"])
+    assert "Environment" not in template.resources["RunnerFunction"]["Properties"]
+    assert functions["SourcesFunction"].environment["HEADWATER_BUNDLE_BUCKET"] == {"Ref": "BundleBucket"}

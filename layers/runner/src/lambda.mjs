@@ -10,10 +10,14 @@
 //
 // Bundling happens here too (op `bundle`, docs/aws.md "Bundles"): bundle.mjs in a child process
 // with no credentials in its environment, its npm store and cache under /tmp; the bundle is kept
-// in /tmp/bundles and put in the bundle bucket (HEADWATER_BUNDLE_BUCKET) as
-// `bundles/<sha256>.cjs` with `bundles/<sha256>.json` ({packages}); the answer is {hash, packages}.
-// A run whose bundle this container has not got is given it from /tmp or S3 before the caller
-// is told BUNDLE_MISSING, so bundles do not travel in payloads.
+// in /tmp/bundles and, when the request carries `put` (presigned PUT URLs of
+// `bundles/<sha256>.cjs` and `bundles/<sha256>.json` in the bundle bucket), put there, the .json
+// ({packages}) last; the answer is {hash, packages}. A run whose bundle this container has not got
+// is given it from /tmp or through the request's presigned GET (`bundle.url`) before the caller is
+// told BUNDLE_MISSING, so bundles do not travel in payloads.
+//
+// This function's role has no AWS permission but its own logs: the bucket is reached only through
+// the URLs the trusted caller signed for this one request, and no AWS SDK is loaded here.
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
@@ -25,7 +29,6 @@ const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '.
 const TMP = process.env.HEADWATER_RUNNER_TMP || '/tmp' // set by tests only
 const CHILD_TMP = path.join(TMP, 'runner')
 const BUNDLES = path.join(TMP, 'bundles')
-const BUCKET = process.env.HEADWATER_BUNDLE_BUCKET || ''
 const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
 
@@ -77,30 +80,17 @@ async function ask(event, partials) {
   })
 }
 
-// ---- the bundle bucket (the SDK only when a bucket is set: the runtime provides it) ----------
-let s3 = null
-async function bucket() {
-  if (!s3) {
-    const sdk = await import('@aws-sdk/client-s3')
-    s3 = { sdk, client: new sdk.S3Client({}) }
-  }
-  return s3
+// ---- the bundle bucket, through the request's presigned URLs only ------------------------------
+async function urlGet(url) {
+  const r = await fetch(url)
+  if (r.status === 403 || r.status === 404) return null // gone, or the URL expired
+  if (!r.ok) throw new Error(`bundle bucket GET: HTTP ${r.status}`)
+  return await r.text()
 }
 
-async function s3Get(key) {
-  const { sdk, client } = await bucket()
-  try {
-    const r = await client.send(new sdk.GetObjectCommand({ Bucket: BUCKET, Key: key }))
-    return await r.Body.transformToString()
-  } catch (e) {
-    if (e?.name === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404) return null
-    throw e
-  }
-}
-
-async function s3Put(key, body, contentType) {
-  const { sdk, client } = await bucket()
-  await client.send(new sdk.PutObjectCommand({ Bucket: BUCKET, Key: key, Body: body, ContentType: contentType }))
+async function urlPut(url, body, contentType) {
+  const r = await fetch(url, { method: 'PUT', body, headers: { 'content-type': contentType } })
+  if (!r.ok) throw new Error(`bundle bucket PUT: HTTP ${r.status}`)
 }
 
 const local = (hash, ext) => path.join(BUNDLES, `${hash}.${ext}`)
@@ -120,12 +110,12 @@ function writeLocal(hash, ext, text) {
   fs.renameSync(tmp, local(hash, ext))
 }
 
-// A bundle's code: this container's /tmp, else the bucket (kept in /tmp then).
-async function bundleCode(hash) {
+// A bundle's code: this container's /tmp, else the bucket through the request's URL (kept in /tmp then).
+async function bundleCode(hash, url) {
   if (!HASH.test(hash)) return null
   const held = readLocal(hash, 'cjs')
-  if (held !== null || !BUCKET) return held
-  const code = await s3Get(`bundles/${hash}.cjs`)
+  if (held !== null || typeof url !== 'string') return held
+  const code = await urlGet(url)
   if (code !== null) writeLocal(hash, 'cjs', code)
   return code
 }
@@ -157,14 +147,13 @@ function runBundler(request) {
 }
 
 async function bundleOp(event) {
-  const { code, lock } = event
+  const { code, lock, put } = event
   if (typeof code !== 'string') return { ok: false, error: { code: 'BAD_REQUEST', message: 'the bundle op needs code' } }
   const hash = createHash('sha256').update(code).digest('hex')
+  // Made before in this container: the pair from /tmp (the caller asks only when the bucket has not
+  // got it, so it is put there again); a pair missing its .cjs is made again.
   let meta = readLocal(hash, 'json')
-  // Made before by another container: the pair from the bucket (into /tmp, for the describe
-  // that follows a save); a pair missing its .cjs is made again.
-  if (meta === null && BUCKET) meta = await s3Get(`bundles/${hash}.json`)
-  if (meta !== null && (await bundleCode(hash)) === null) meta = null
+  if (meta !== null && readLocal(hash, 'cjs') === null) meta = null
   if (meta === null) {
     const out = path.join(TMP, `bundle-${hash}.cjs`)
     const r = await runBundler({
@@ -179,21 +168,23 @@ async function bundleOp(event) {
     const bundled = fs.readFileSync(out, 'utf8')
     fs.rmSync(out, { force: true })
     writeLocal(hash, 'cjs', bundled)
-    if (BUCKET) {
-      await s3Put(`bundles/${hash}.cjs`, bundled, 'application/javascript')
-      await s3Put(`bundles/${hash}.json`, meta, 'application/json')
-    }
   }
   writeLocal(hash, 'json', meta)
+  if (put && typeof put.cjs === 'string' && typeof put.json === 'string') {
+    await urlPut(put.cjs, readLocal(hash, 'cjs'), 'application/javascript')
+    await urlPut(put.json, meta, 'application/json')
+  }
   return { ok: true, result: { hash, packages: JSON.parse(meta).packages || {} } }
 }
 
 async function answer(event, partials) {
   if (event?.op === 'bundle') return bundleOp(event)
-  let res = await ask(event, partials)
   const b = event?.bundle
+  // The presigned URL stays in this process: component code gets the bundle, never a URL.
+  if (b && typeof b === 'object') event = { ...event, bundle: typeof b.code === 'string' ? { hash: b.hash, code: b.code } : { hash: b.hash } }
+  let res = await ask(event, partials)
   if (!res.ok && res.error?.code === 'BUNDLE_MISSING' && b && typeof b.hash === 'string' && typeof b.code !== 'string') {
-    const code = await bundleCode(b.hash)
+    const code = await bundleCode(b.hash, b.url)
     if (code !== null) {
       partials.length = 0
       res = await ask({ ...event, bundle: { hash: b.hash, code } }, partials)

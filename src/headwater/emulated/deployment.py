@@ -1,7 +1,8 @@
 """The emulated deployment: a moto server on loopback, provisioned from template.yaml (tables,
-queues with their dead-letter queues, the schedule group), and the environment template.yaml
-gives the functions. `headwater serve` writes where it is (`aws-emulated.json` in the data dir)
-and every `headwater` command with the same data dir finds it there (`load_environment`)."""
+queues with their dead-letter queues, the schedule group, the secret props' KMS key), and the
+environment template.yaml gives the functions. `headwater serve` writes where it is
+(`aws-emulated.json` in the data dir) and every `headwater` command with the same data dir finds
+it there (`load_environment`)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,7 @@ _CREDENTIALS = {"AWS_ACCESS_KEY_ID": "emulated", "AWS_SECRET_ACCESS_KEY": "emula
 # Settings the operator gives the emulated deployment as they give the local one (the same
 # settings, the same defaults): template.yaml's parameters for them are not applied here.
 _OPERATOR = ("HEADWATER_BACKEND", "HEADWATER_PUBLIC_URL", "HEADWATER_LOG_LEVEL", "HEADWATER_WEBHOOK_RETRY_SCHEDULE",
-             "HEADWATER_DATA_DIR", "HEADWATER_ALLOW_PRIVATE_URLS", "HEADWATER_ALLOW_LOOPBACK_URLS",
-             "HEADWATER_SECRET_KEY")
+             "HEADWATER_DATA_DIR", "HEADWATER_ALLOW_PRIVATE_URLS", "HEADWATER_ALLOW_LOOPBACK_URLS")
 _TUNABLE = ("HEADWATER_SSE_MAX_S",)  # template.yaml's value unless the environment has one
 
 
@@ -136,6 +136,10 @@ def provision(template: Template, endpoint: str, public_url: str) -> Deployment:
     for name, resource in template.of_type("AWS::Scheduler::ScheduleGroup").items():
         names[name] = str(resolver.resolve(resource["Properties"]["Name"]))
         client("scheduler").create_schedule_group(Name=names[name])
+    for name, resource in template.of_type("AWS::KMS::Key").items():  # the secret props' key (KmsSecrets)
+        metadata = client("kms").create_key(Description=str(resource["Properties"].get("Description", name)),
+                                            KeySpec="SYMMETRIC_DEFAULT", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]
+        names[name], arns[name] = metadata["KeyId"], metadata["Arn"]
     for name in template.of_type("AWS::S3::Bucket"):
         names[name] = f"{STACK}-{name}".lower()
         client("s3").create_bucket(Bucket=names[name])

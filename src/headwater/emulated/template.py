@@ -1,5 +1,6 @@
 """template.yaml as the emulator reads it: functions with their handlers, HTTP API routes, SQS
-event source mappings, resources, and the intrinsic functions it uses (Ref, GetAtt, Sub, If)."""
+event source mappings (AWS::Lambda::EventSourceMapping), resources, and the intrinsic functions
+it uses (Ref, GetAtt, Sub, If)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ class Function:
     runtime: str
     timeout: int
     environment: dict[str, Any] = field(default_factory=dict)
-    queues: tuple[tuple[str, int], ...] = ()  # SQS event source mappings: (queue logical id, batch size)
+    # SQS event source mappings (AWS::Lambda::EventSourceMapping naming it): (queue logical id, batch size)
+    queues: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -99,13 +101,14 @@ class Template:
 
     def functions(self) -> dict[str, Function]:
         defaults = self.body.get("Globals", {}).get("Function", {})
+        mappings = [m["Properties"] for m in self.of_type("AWS::Lambda::EventSourceMapping").values()]
         out = {}
         for name, resource in self.of_type("AWS::Serverless::Function").items():
             props = resource["Properties"]
             env = {**defaults.get("Environment", {}).get("Variables", {}),
                    **props.get("Environment", {}).get("Variables", {})}
-            queues = tuple((e["Properties"]["Queue"]["Fn::GetAtt"][0], int(e["Properties"].get("BatchSize", 10)))
-                           for e in props.get("Events", {}).values() if e["Type"] == "SQS")
+            queues = tuple((m["EventSourceArn"]["Fn::GetAtt"][0], int(m.get("BatchSize", 10)))
+                           for m in mappings if m["FunctionName"] == {"Ref": name})
             out[name] = Function(name, props["Handler"], props.get("Runtime", defaults.get("Runtime", "")),
                                  int(props.get("Timeout", defaults.get("Timeout", 3))), env, queues)
         return out

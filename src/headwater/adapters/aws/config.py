@@ -27,7 +27,10 @@ class AwsConfig:
     timer_function_arn: str = field(default_factory=lambda: _env("TIMER_FUNCTION_ARN"))
     runner_function: str = field(default_factory=lambda: _env("RUNNER_FUNCTION"))  # the runner Lambda's name
     payload_bucket: str = field(default_factory=lambda: _env("PAYLOAD_BUCKET"))  # bodies over SQS's 256 KB
-    bundle_bucket: str = field(default_factory=lambda: _env("BUNDLE_BUCKET"))  # the runner's bundles (emulated)
+    # Component bundles by code hash: read here, reached by the runner through presigned URLs only.
+    bundle_bucket: str = field(default_factory=lambda: _env("BUNDLE_BUCKET"))
+    # The KMS key of the secret props' envelope encryption (KmsSecrets): an identifier, not a secret.
+    kms_key_arn: str = field(default_factory=lambda: _env("KMS_KEY_ARN"))
     idempotency_table: str = field(default_factory=lambda: _env("IDEMPOTENCY_TABLE", "headwater-idempotency"))
     endpoint_url: str | None = field(default_factory=lambda: _env("AWS_ENDPOINT_URL") or None)
 

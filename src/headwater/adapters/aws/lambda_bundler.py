@@ -1,20 +1,23 @@
 """The Bundler port over the runner Lambda's `bundle` op (layers/runner/src/lambda.mjs): the
-runner bundles in its /tmp and keeps the bundle in the bundle bucket by code hash, so the
-Python functions need neither esbuild nor npm, nor access to that bucket.
+runner bundles in its /tmp, so the Python functions need neither esbuild nor npm.
 
-The answer is the hash and the npm versions, never the code (payloads stay small): the Bundle
-returned has empty `code`, which LambdaRunner never needs to send, since the runner fetches a
-bundle it has not got from the bucket. A code's bundle is remembered per container, so a warm
-function asks the runner once per code.
+The runner has no AWS permission: a bundle the bucket already holds (by code hash) is answered
+from there without asking it, and a bundle op carries presigned PUT URLs of that hash's two
+objects (`S3Bundles.put_urls`), where the runner puts the bundle. The answer is the hash and the
+npm versions, never the code (payloads stay small): the Bundle returned has empty `code`, which
+LambdaRunner never needs to send, since it hands the runner a presigned GET of the bundle. A
+code's bundle is remembered per container, so a warm function asks once per code.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from threading import Lock
 from typing import Any
 
+from headwater.adapters.aws.bundle_bucket import S3Bundles
 from headwater.adapters.aws.lambda_runner import Invoke
 from headwater.adapters.runner_protocol import DESCRIBE
 from headwater.domain.errors import Invalid, Unavailable
@@ -25,9 +28,11 @@ _USER_FAULTS = ("BUNDLE_FAILED", "TIMEOUT", "BAD_REQUEST")  # the code's fault: 
 
 
 class LambdaBundler:
-    def __init__(self, invoke: Invoke, source_of: Callable[[str], str] | None = None) -> None:
+    def __init__(self, invoke: Invoke, source_of: Callable[[str], str] | None = None,
+                 bundles: S3Bundles | None = None) -> None:
         self.invoke = invoke
         self._source_of = source_of
+        self.bundles = bundles
         self._by_code: OrderedDict[str, Bundle] = OrderedDict()
         self._guard = Lock()
 
@@ -36,7 +41,14 @@ class LambdaBundler:
             cached = self._by_code.get(code)
         if cached is not None:
             return cached
-        response = self.invoke({"op": "bundle", "code": code, "lock": dict(lock or {})}, DESCRIBE)
+        digest = hashlib.sha256(code.encode()).hexdigest()  # lambda.mjs's hash of the code
+        packages = self.bundles.packages(digest) if self.bundles is not None else None
+        if packages is not None:
+            return self._remember(code, Bundle(hash=digest, code="", packages=packages))
+        request: dict[str, Any] = {"op": "bundle", "code": code, "lock": dict(lock or {})}
+        if self.bundles is not None:
+            request["put"] = self.bundles.put_urls(digest)
+        response = self.invoke(request, DESCRIBE)
         if not response.get("ok"):
             error = response.get("error") or {}
             message = str(error.get("message") or "The component could not be bundled.")
@@ -45,7 +57,11 @@ class LambdaBundler:
             raise Unavailable(f"The bundler failed: {message}")
         result: dict[str, Any] = response["result"]
         packages = {str(k): str(v) for k, v in (result.get("packages") or {}).items()}
-        bundle = Bundle(hash=str(result["hash"]), code="", packages=packages)
+        if result.get("hash") != digest:
+            raise Unavailable("The bundler answered for other code.")
+        return self._remember(code, Bundle(hash=digest, code="", packages=packages))
+
+    def _remember(self, code: str, bundle: Bundle) -> Bundle:
         with self._guard:
             self._by_code[code] = bundle
             while len(self._by_code) > _MEMORY_CACHE:

@@ -1,13 +1,14 @@
 """The Runner port over the runner Lambda (layers/runner/src/lambda.mjs): one runner request
 per synchronous invocation, the payload being the request of docs/runner-protocol.md.
 
-A bundle is sent by hash first: a runner container keeps bundles under /tmp and fetches one
-it has not got from the bundle bucket (where its `bundle` op put it, LambdaBundler), and answers
-BUNDLE_MISSING when neither has it; a Bundle that carries its code then goes again with it (one
-from LambdaBundler carries none: the error stands). Lambda cannot stream a synchronous answer,
-so a run's `respond` partials come back in the response's `partials`, and are handed on when
-the run ends. The invoke payload is at
-most 6 MB: a request that would be larger is refused here, not sent.
+A bundle is sent by hash first, with a presigned GET of it in the bundle bucket (the runner
+has no AWS permission: S3Bundles): a runner container keeps bundles under /tmp, fetches one it
+has not got through that URL, and answers BUNDLE_MISSING when neither has it; a Bundle that
+carries its code then goes again with it (one from LambdaBundler carries none: the error stands).
+The request carries the run's own instance (its decrypted props), nothing of other sources.
+Lambda cannot stream a synchronous answer, so a run's `respond` partials come back in the
+response's `partials`, and are handed on when the run ends. The invoke payload is at most 6 MB:
+a request that would be larger is refused here, not sent.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from headwater.adapters.aws.bundle_bucket import S3Bundles
 from headwater.adapters.runner_protocol import DESCRIBE, RunnerRequests
 from headwater.ports import Bundle, RunnerError
 
@@ -40,9 +42,11 @@ def boto3_invoke(client: Any, function_name: str) -> Invoke:
 
 
 class LambdaRunner(RunnerRequests):
-    def __init__(self, invoke: Invoke, on_close: Callable[[], None] | None = None) -> None:
+    def __init__(self, invoke: Invoke, on_close: Callable[[], None] | None = None,
+                 bundles: S3Bundles | None = None) -> None:
         self.invoke = invoke
         self.on_close = on_close
+        self.bundles = bundles
 
     def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
              on_partial: Callable[[dict[str, Any]], None] | None = None, account: str = DESCRIBE,
@@ -51,6 +55,8 @@ class LambdaRunner(RunnerRequests):
         message: dict[str, Any] = {"op": op, **request}
         if bundle is not None:
             message["bundle"] = {"hash": bundle.hash}
+            if self.bundles is not None:
+                message["bundle"]["url"] = self.bundles.get_url(bundle.hash)
         response = self.invoke(message, account)
         missing = (response.get("error") or {}).get("code") == "BUNDLE_MISSING"
         if bundle is not None and bundle.code and not response.get("ok") and missing:
