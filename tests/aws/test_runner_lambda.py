@@ -143,3 +143,26 @@ def test_a_bundle_this_container_made_is_put_again_and_one_missing_its_code_is_m
     (tmp_path / "a" / "bundles" / stored.name).unlink()
     remade, = invoke(tmp_path, "a", [{"id": 3, "op": "bundle", "code": CODE}])
     assert remade["ok"] and (tmp_path / "a" / "bundles" / stored.name).exists()
+
+
+MARKS = """export default { key: 'marks', name: 'Marks', version: '0.0.1', type: 'source', props: {},
+  async run(event) { const fs = await import('node:fs');
+    fs.writeFileSync('mark-' + event.mark, 'x');
+    this.$emit(fs.readdirSync('.').filter((n) => n.startsWith('mark-')).sort()) } }"""
+
+
+def test_a_warm_child_never_serves_a_second_account(tmp_path: Path, bucket: Bucket) -> None:
+    """One container, invocations of two accounts in turn: each account's runs see only what that
+    account left in the child's /tmp (before: one warm child and one /tmp served every account)."""
+    made, = invoke(tmp_path, "c", [{"id": 1, "op": "bundle", "code": MARKS, "lock": {},
+                                    "put": bucket.put(digest(MARKS))}])
+    assert made["ok"], made
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "bundle": {"hash": digest(MARKS)}}
+    first, again, other, back = invoke(tmp_path, "c", [
+        {**run, "id": 2, "account": "account:a", "event": {"mark": "a1"}},
+        {**run, "id": 3, "account": "account:a", "event": {"mark": "a2"}},
+        {**run, "id": 4, "account": "account:b", "event": {"mark": "b1"}},
+        {**run, "id": 5, "account": "account:a", "event": {"mark": "a3"}},
+    ])
+    seen = [r["result"]["emits"][0]["event"] for r in (first, again, other, back)]
+    assert seen == [["mark-a1"], ["mark-a1", "mark-a2"], ["mark-b1"], ["mark-a3"]], seen

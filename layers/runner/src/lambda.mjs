@@ -33,6 +33,7 @@ const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
 
 let child = null
+let childAccount = null // the one account whose calls this child has served
 let nextId = 1
 const pending = new Map() // id -> {resolve, partials}
 
@@ -46,14 +47,20 @@ function start() {
   ]
   const proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
   createInterface({ input: proc.stdout, crlfDelay: Infinity }).on('line', (line) => {
+    // Trust ends at the child: a line that is not an answer to a call in flight is the child
+    // failing (its calls end RUNNER_CRASHED when it exits).
     let message
     try {
       message = JSON.parse(line)
     } catch {
+      proc.kill('SIGKILL')
       return
     }
-    const call = pending.get(message.id)
-    if (!call) return
+    const call = message && typeof message === 'object' ? pending.get(message.id) : undefined
+    if (!call) {
+      proc.kill('SIGKILL')
+      return
+    }
     if (message.partial) call.partials.push(message)
     else {
       pending.delete(message.id)
@@ -63,6 +70,7 @@ function start() {
   proc.on('exit', (code, signal) => {
     if (child === proc) child = null
     for (const [id, call] of pending) {
+      if (call.proc !== proc) continue // a call of the child that replaced this one
       pending.delete(id)
       call.resolve({ id, ok: false, error: { code: 'RUNNER_CRASHED', message: `runner process exited with ${signal || code}` } })
     }
@@ -71,11 +79,23 @@ function start() {
   return proc
 }
 
+// No child serves two accounts: an invocation for another account than the warm child's gets a
+// fresh child and an empty /tmp/runner (a cold start, the price of not sharing one).
 async function ask(event, partials) {
-  if (!child) child = start()
+  const account = typeof event.account === 'string' ? event.account : ''
+  if (child && childAccount !== account) {
+    const old = child
+    child = null
+    old.kill('SIGKILL')
+    fs.rmSync(CHILD_TMP, { recursive: true, force: true })
+  }
+  if (!child) {
+    child = start()
+    childAccount = account
+  }
   const id = nextId++
   return new Promise((resolve) => {
-    pending.set(id, { resolve, partials })
+    pending.set(id, { resolve, partials, proc: child })
     child.stdin.write(JSON.stringify({ ...event, id }) + '\n')
   })
 }

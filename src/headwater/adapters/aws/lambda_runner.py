@@ -52,7 +52,8 @@ class LambdaRunner(RunnerRequests):
              on_partial: Callable[[dict[str, Any]], None] | None = None, account: str = DESCRIBE,
              timeout_s: float | None = None) -> dict[str, Any]:
         """One invocation (the function's own timeout bounds it: `timeout_s` is the pool's)."""
-        message: dict[str, Any] = {"op": op, **request}
+        # `account`: the runner Lambda never lets one child process serve two accounts
+        message: dict[str, Any] = {"op": op, **request, "account": account}
         if bundle is not None:
             message["bundle"] = {"hash": bundle.hash}
             if self.bundles is not None:
