@@ -66,6 +66,7 @@ ComputeBill = Callable[[str, int], None]
 
 _PR_SET_PDEATHSIG = 1
 _EXTRA_CA = "/etc/headwater-extra-ca.pem"
+_BILL_EVERY_S = 1.0  # how often a busy process's CPU is read (and each time it is frozen or ends)
 _WRITE_TIMEOUT_S = 5.0  # a runner that reads no request for this long is not reading at all
 _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="runner-spawner")
 
@@ -151,7 +152,9 @@ class Launched:
     frozen: bool = False
     failure: RunnerError | None = None  # why the supervisor ended it
     cpu_mark_ns: int = 0  # the cgroup's CPU time when the process's use was last billed
+    billed_at: float = 0.0  # when (monotonic) that was
     quiet_at: float = 0.0  # when every call sent so far is past its limit
+    quiesce_due: float = 0.0  # when the freeze check is next due (0: none scheduled)
 
 
 class Launcher:
@@ -374,8 +377,9 @@ class RunnerProcess:
         else:
             call.future.set_result(answer)
         if idle and live is not None:
-            self._account_cpu(live)
-            self.deadlines.at(live.quiet_at, lambda: self._quiesce(live))
+            if time.monotonic() - live.billed_at >= _BILL_EVERY_S:  # a busy process: bill now and then
+                self._account_cpu(live)
+            self._schedule_quiesce(live)
         if following is not None:
             self._send(following)
 
@@ -386,11 +390,24 @@ class RunnerProcess:
             self._fail(live, RunnerError("TIMEOUT", f"the run did not stop within its limit of {call.limit_s:g} s; "
                                          "the account's runner was stopped"))
 
+    def _schedule_quiesce(self, live: Launched) -> None:
+        """One freeze check per process at a time, at the latest limit (not one per call)."""
+        with live.lock:
+            if live.quiesce_due:
+                return
+            live.quiesce_due = live.quiet_at
+        self.deadlines.at(live.quiet_at, lambda: self._quiesce(live))
+
     def _quiesce(self, live: Launched) -> None:
         """No call in flight and every limit passed: whatever still runs in there belongs to no
         call, so the process is frozen (its next call thaws it)."""
         with live.lock:
-            if live.closed or live.pending or live.frozen or time.monotonic() < live.quiet_at - 0.001:
+            live.quiesce_due = 0.0
+            if live.closed or live.pending or live.frozen:
+                return
+            if time.monotonic() < live.quiet_at - 0.001:  # a later call moved the limit
+                live.quiesce_due = live.quiet_at
+                self.deadlines.at(live.quiet_at, lambda: self._quiesce(live))
                 return
             if live.cgroup is None or not live.cgroup.can_freeze:
                 return
@@ -407,6 +424,7 @@ class RunnerProcess:
         with self._lock:
             used_ms = (used_ns - live.cpu_mark_ns) / 1e6
             live.cpu_mark_ns = used_ns
+            live.billed_at = time.monotonic()
             extra = used_ms - self._wall_ms
             self._wall_ms = 0.0
             bill_to = self._bill_to
