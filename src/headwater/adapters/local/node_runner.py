@@ -260,10 +260,6 @@ class RunnerProcess:
         self._send(call)
         return call.future
 
-    def request(self, message: dict[str, Any], limit_s: float, on_partial: PartialHandler | None) -> dict:
-        """`submit` and wait (for callers that have nothing else to do meanwhile)."""
-        return self.submit(str(message.get("op")), message, limit_s, on_partial).result()
-
     def _ensure_started(self) -> Launched:
         with self._start_lock:
             if not self.alive:
