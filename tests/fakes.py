@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from headwater.adapters.responses import InProcessResponses
 from headwater.bootstrap import Adapters, Services, bootstrap
 from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.errors import Conflict
@@ -26,7 +27,7 @@ from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult, merge_db
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
-from headwater.ports import Bundle, Busy, Ingested, Instance, SendResult, Task, TaskHandler, results_of
+from headwater.ports import Bundle, Busy, Instance, NowHandler, SendResult, Task, TaskHandler, results_of
 from headwater.settings import Settings
 
 
@@ -426,7 +427,7 @@ class FakeLease:
         self.held: set[str] = set()
 
     @contextmanager
-    def hold(self, source_id: str, ttl_s: float) -> Iterator[None]:
+    def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
         if source_id in self.held:
             raise Busy(source_id)
         self.held.add(source_id)
@@ -450,12 +451,12 @@ class FakeQueue:
             self.ids += 1
             self.pending.append((Task(str(self.ids), command), delay))
 
-    def handle(self, command: type[Command], handler: TaskHandler) -> None:
+    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
         self.handlers[command.name] = handler
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
+    async def ingest(self, command: RunSource, respond: bool = False) -> str:
         self.enqueue([(command, 0.0)])
-        return Ingested(self.pending[-1][0].id, asyncio.get_running_loop().create_future() if respond else None)
+        return self.pending[-1][0].id
 
     def of(self, kind: type[Command]) -> list[Any]:
         return [t.command for t, _ in self.pending if isinstance(t.command, kind)]
@@ -637,7 +638,8 @@ def world(max_writes: int | None = None, **settings: Any) -> World:
     store = FakeStore(queue, usage, max_writes)
     runner, scheduler, bus, sender = FakeRunner(), FakeScheduler(), FakeBus(), FakeSender()
     adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), bundler=FakeBundler(), runner=runner,
-                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, scheduler=scheduler, bus=bus,
+                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, responses=InProcessResponses(),
+                        scheduler=scheduler, bus=bus,
                         sender=sender, mailer=FakeMailer(), objects=FakeObjects())
     services = bootstrap(Settings(**settings), adapters)
     return World(services, store, queue, runner, scheduler, usage, bus, sender)

@@ -1,100 +1,121 @@
-"""The local task queue's scheduling: work nobody waits on yields to requests, for a bounded time;
-a run whose caller waits for its answer never does. Real SQLite, real worker threads."""
+"""The local task queue on real SQLite and real threads: a waiting request's run starts on its
+event loop as soon as its task commits and its answer comes back as a value; what cannot start
+there goes to a worker; every committed task runs, in order per source, and leaves the table."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.task_queue import LocalTaskQueue
+from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import RunSource
 from headwater.ports import Task
 
-STREAM_S = 1.0
-
 
 class Recorder:
-    """The RunSource handler: when each source's runs started; answers the `custom` source's."""
+    """The RunSource handler and its non-blocking form: which thread ran each task, in what order;
+    the `custom` source's runs respond."""
 
-    def __init__(self) -> None:
-        self.started: dict[str, list[float]] = {}
+    def __init__(self, start_now: bool = True) -> None:
+        self.start_now = start_now
+        self.ran: list[tuple[str, str, int]] = []  # (source, event n, thread)
         self.changed = threading.Condition()
 
     def __call__(self, batch: list[Task], on_partial: Any) -> list[None]:
-        now = time.monotonic()
         with self.changed:
             for task in batch:
-                source_id = task.command.source_id  # type: ignore[attr-defined]
-                self.started.setdefault(source_id, []).append(now)
-                if source_id == "custom":
-                    on_partial(task, {"status": 200})
+                command: RunSource = task.command  # type: ignore[assignment]
+                self.ran.append((command.source_id, command.event["n"], threading.get_ident()))
+                if command.source_id == "custom":
+                    on_partial(task, {"status": 200, "body": str(command.event["n"])})
             self.changed.notify_all()
         return [None] * len(batch)
 
+    def now(self, batch: list[Task], on_partial: Any) -> list[None] | None:
+        return self(batch, on_partial) if self.start_now else None
+
     def wait_for(self, runs: int) -> None:
         with self.changed:
-            assert self.changed.wait_for(lambda: sum(map(len, self.started.values())) >= runs, timeout=30)
+            assert self.changed.wait_for(lambda: len(self.ran) >= runs, timeout=30), self.ran
 
 
-def run(source_id: str) -> RunSource:
-    return RunSource(source_id, {"n": 1}, 1000, "http")
+def run(source_id: str, n: int) -> RunSource:
+    return RunSource(source_id, {"n": n}, 1000, "http")
 
 
-async def stream_then_ask(queue: LocalTaskQueue) -> tuple[int, float, float]:
-    """Four callers send `plain` requests for STREAM_S; once the first is committed, a `custom`
-    request waits for its run's answer. Returns (plain requests, when custom was answered, when
-    the last plain request was committed)."""
-    first = asyncio.Event()
-    stop_at = time.monotonic() + STREAM_S
-    sent = 0
-
-    async def caller() -> None:
-        nonlocal sent
-        while time.monotonic() < stop_at:
-            await queue.ingest(run("plain"))
-            sent += 1
-            first.set()
-
-    callers = [asyncio.create_task(caller()) for _ in range(4)]
-    await first.wait()
-    ingested = await queue.ingest(run("custom"), respond=True)
-    kind, _ = await asyncio.wait_for(ingested.outcome, timeout=STREAM_S)
-    assert kind == "respond"
-    answered = time.monotonic()
-    await asyncio.gather(*callers)
-    return sent, answered, time.monotonic()
+@pytest.fixture
+def database(tmp_path: Path) -> Database:
+    return Database(tmp_path / "queue.db")
 
 
-def ran(tmp_path: Path, yield_s: float) -> tuple[Recorder, int, float, float]:
-    """The scenario on a queue that yields for `yield_s`, once every run it queued has run."""
-    queue = LocalTaskQueue(Database(tmp_path / "queue.db"), workers=2, yield_s=yield_s, quiet_s=0.2)
-    recorder = Recorder()
-    queue.handle(RunSource, recorder)
+def started(database: Database, recorder: Recorder) -> Iterator[LocalTaskQueue]:
+    queue = LocalTaskQueue(database, workers=2, responses=InProcessResponses())
+    queue.handle(RunSource, recorder, now=recorder.now)
     queue.start()
     try:
-        plain, answered, last_commit = asyncio.run(stream_then_ask(queue))
-        recorder.wait_for(plain + 1)
+        yield queue
     finally:
         queue.stop()
-    assert len(recorder.started["plain"]) == plain
-    return recorder, plain, answered, last_commit
 
 
-def test_runs_nobody_waits_on_go_after_the_requests_and_a_waiting_caller_does_not_wait(tmp_path: Path) -> None:
-    recorder, _, answered, last_commit = ran(tmp_path, yield_s=30.0)
-    assert answered < last_commit, "the caller waiting for its answer waited for the stream"
-    assert min(recorder.started["plain"]) >= last_commit, "a run nobody waited on went while requests came"
+async def ask(queue: LocalTaskQueue, n: int) -> tuple[Any, int]:
+    task_id = await queue.ingest(run("custom", n), respond=True)
+    return await queue.responses.wait(task_id, 30), threading.get_ident()
 
 
-def test_yielding_is_bounded(tmp_path: Path) -> None:
-    recorder, _, _, last_commit = ran(tmp_path, yield_s=0.1)
-    assert min(recorder.started["plain"]) < last_commit - STREAM_S / 2, "runs waited longer than yield_s"
+def test_a_waiting_requests_run_starts_on_its_event_loop_and_answers_as_a_value(database: Database) -> None:
+    recorder = Recorder()
+    for queue in started(database, recorder):
+        answer, loop_thread = asyncio.run(ask(queue, 7))
+        assert answer == ("respond", {"status": 200, "body": "7"})
+        assert recorder.ran == [("custom", 7, loop_thread)]
 
 
-def test_no_yielding_when_turned_off(tmp_path: Path) -> None:
-    recorder, _, _, last_commit = ran(tmp_path, yield_s=0)
-    assert min(recorder.started["plain"]) < last_commit - STREAM_S / 2
+def test_a_run_that_cannot_start_on_the_loop_goes_to_a_worker(database: Database) -> None:
+    recorder = Recorder(start_now=False)
+    for queue in started(database, recorder):
+        answer, loop_thread = asyncio.run(ask(queue, 1))
+        assert answer == ("respond", {"status": 200, "body": "1"})
+        assert recorder.ran[0][2] != loop_thread
+
+
+def test_every_task_runs_once_in_order_per_source_and_leaves_the_table(database: Database) -> None:
+    recorder = Recorder()
+    for queue in started(database, recorder):
+        async def main() -> list[Any]:
+            plain = [queue.ingest(run(f"dc_{i % 3}", i)) for i in range(60)]
+            asked = [ask(queue, i) for i in range(20)]
+            results = await asyncio.gather(*plain, *asked)
+            return [answer for answer, _ in results[60:]]
+
+        answers = asyncio.run(main())
+        recorder.wait_for(80)
+        assert answers == [("respond", {"status": 200, "body": str(i)}) for i in range(20)]
+        for source in ("dc_0", "dc_1", "dc_2", "custom"):
+            numbers = [n for s, n, _ in recorder.ran if s == source]
+            assert numbers == sorted(numbers) and len(numbers) == len(set(numbers))
+        assert len(recorder.ran) == 80
+    # finished tasks are deleted with the writer's next group, at the latest as it stops
+    assert database.connection().execute("SELECT count(*) FROM tasks").fetchone()[0] == 0
+
+
+def test_a_task_committed_before_a_restart_runs_after_it(database: Database) -> None:
+    queue = LocalTaskQueue(database, workers=1, responses=InProcessResponses())
+    queue.writer.start()
+
+    async def commit_only() -> str:
+        return await queue.ingest(run("dc_a", 1))
+
+    asyncio.run(commit_only())
+    queue.writer.stop()
+    recorder = Recorder()
+    for _ in started(database, recorder):
+        recorder.wait_for(1)
+        assert [(s, n) for s, n, _ in recorder.ran] == [("dc_a", 1)]

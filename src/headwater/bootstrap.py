@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from headwater.ports import (
     EventBus,
     Mailer,
     ObjectStore,
+    Responses,
     Runner,
     Scheduler,
     Secrets,
@@ -63,6 +65,7 @@ class Adapters:
     fetcher: UrlFetcher
     secrets: Secrets
     queue: TaskQueue
+    responses: Responses
     scheduler: Scheduler
     bus: EventBus
     sender: WebhookSender
@@ -70,6 +73,7 @@ class Adapters:
     objects: ObjectStore
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
+    loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -95,6 +99,11 @@ class Services:
         for start in self.adapters.starters:
             start()
 
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The server's event loop, running: adapters that can do their I/O there do (the runner's pipes)."""
+        for use in self.adapters.loop_users:
+            use(loop)
+
     def close(self) -> None:
         for stop in self.adapters.stoppers:
             stop()
@@ -108,26 +117,31 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
+    from headwater.adapters.responses import InProcessResponses
 
     store = SqliteStore(settings.database_path)
-    queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000)
+    responses = InProcessResponses()
+    queue = LocalTaskQueue(store.db, settings.task_workers, responses, settings.background_yield_ms / 1000)
     usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)
     _local_gauges(queue)
+    runner = NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms))
     return Adapters(
         uow=store.uow,
         usage=store.usage,
         lease=store.lease,
         bundler=LocalBundler(settings),
         # CPU a process used beyond its runs' measured time counts against its account's quota
-        runner=NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms)),
+        runner=runner,
         queue=queue,
+        responses=responses,
         scheduler=scheduler,
         **_outside(settings),
         secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
+        loop_users=[runner.attach],
     )
 
 
@@ -160,6 +174,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.kms_secrets import KmsSecrets
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
+    from headwater.adapters.responses import InProcessResponses
 
     config = AwsConfig()
     clients = dict(clients or {})
@@ -170,7 +185,9 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     if config.payload_bucket:
         clients.setdefault("s3", boto3.client("s3", endpoint_url=config.endpoint_url))
         payloads = S3Payloads(clients["s3"], config.payload_bucket)
-    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes(), payloads=payloads)
+    responses = InProcessResponses()
+    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, responses, routes=config.routes(),
+                         payloads=payloads)
     store.on_commit(queue.send)
     scheduler = EventBridgeScheduler(
         clients["scheduler"], clients["sqs"], clients["dynamodb"], group_name=config.schedule_group,
@@ -187,6 +204,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         bundler=bundler,
         runner=runner,
         queue=queue,
+        responses=responses,
         scheduler=scheduler,
         **_outside(settings),
         secrets=KmsSecrets(lambda: _client(clients, "kms", config), config.kms_key_arn),
@@ -277,7 +295,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
-    ingest = Ingest(components, sources, runs, a.queue, settings)
+    ingest = Ingest(components, sources, runs, a.queue, a.responses, settings)
     subscriptions = Subscriptions(a.uow, accounts)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
@@ -285,7 +303,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
     runs.routes = routing.commands_for
-    a.queue.handle(RunSource, metered_runs(runs.start_batch))
+    a.queue.handle(RunSource, metered_runs(runs.start_batch),
+                   now=metered_runs(runs.start_now))
     a.queue.handle(TimerTick, timers.tick)
     a.queue.handle(SyncSchedule, timers.sync)
     a.queue.handle(DeleteEvents, events.delete)

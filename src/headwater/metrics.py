@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.domain.runs import RunResult
-from headwater.ports import Task, TaskHandler, TaskResults, results_of
+from headwater.ports import NowHandler, Task, TaskHandler, TaskResults, results_of
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -37,7 +37,10 @@ DELIVERIES = Counter("headwater_webhook_deliveries", "Webhook delivery attempts,
                      ["outcome"], registry=REGISTRY)
 
 
-def metered_runs(handler: TaskHandler) -> TaskHandler:
+_Handler = TypeVar("_Handler", TaskHandler, NowHandler)
+
+
+def metered_runs(handler: _Handler) -> _Handler:
     """Counts each run's outcome and duration as the RunSource handler returns them."""
 
     def count(results: list[Any]) -> None:
@@ -46,15 +49,15 @@ def metered_runs(handler: TaskHandler) -> TaskHandler:
                 RUNS.labels(result.error_code or "ok").inc()
                 RUN_SECONDS.observe(result.duration_ms / 1000)
 
-    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> TaskResults:
+    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> TaskResults | None:
         results = handler(tasks, on_partial)
         if isinstance(results, Future):
             results.add_done_callback(lambda done: None if done.exception() else count(done.result()))
-        else:
+        elif results is not None:
             count(results)
         return results
 
-    return handle
+    return handle  # type: ignore[return-value]
 
 
 def metered_deliveries(handler: TaskHandler) -> TaskHandler:

@@ -251,26 +251,42 @@ TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], Tas
 holds no thread while it waits."""
 
 
+NowHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], "TaskResults | None"]
+
+
 def results_of(value: TaskResults) -> list[Any]:
     """A handler's results, waited for when they come in a Future."""
     return value.result() if isinstance(value, Future) else value
 
 
-@dataclass
-class Ingested:
-    task_id: str
-    outcome: Any = None  # an asyncio.Future when a response was asked for
+Answer = tuple[str, Any]
+"""What a waiting request hears of its run: ("respond", response) at the run's respond() call, or
+("done", the handler's result) when it ended without one, or ("failed", None)."""
 
 
 class TaskQueue(Protocol):
     """Delivers committed commands to their handlers, one at a time per lane, at least once."""
 
-    def handle(self, command: type[Command], handler: TaskHandler) -> None: ...
+    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
+        """`now`: the handler's form that never blocks, which a queue may call on the event loop
+        to start a waiting request's run at once; it returns None when it would have to block."""
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
-        """Queues one run durably (group commit) and returns once it is. With `respond`,
-        `Ingested.outcome` resolves to ("respond", response) at the run's respond() call, or to
-        ("done", handler result) when the run ends without one, or ("failed", None)."""
+    async def ingest(self, command: RunSource, respond: bool = False) -> str:
+        """Queues one run durably (group commit) and returns its task id once it is. With `respond`,
+        the caller waits for the run's answer (`Responses.wait`), and the run starts at once."""
+
+
+class Responses(Protocol):
+    """Carries a run's answer to the request waiting for it (customResponse)."""
+
+    def expect(self, task_id: str) -> None:
+        """Somebody will wait for this task's answer (said before its run can answer)."""
+
+    def deliver(self, task_id: str, answer: Answer) -> None:
+        """From any thread; ignored for a task nobody waits on, and after the task's first answer."""
+
+    async def wait(self, task_id: str, timeout_s: float) -> Answer | None:
+        """The task's first answer, or None when none came in time."""
 
 
 class Scheduler(Protocol):
@@ -292,9 +308,9 @@ class Scheduler(Protocol):
 class SourceLease(Protocol):
     """One holder per source at a time, across machines (runs and hooks never overlap)."""
 
-    def hold(self, source_id: str, ttl_s: float) -> AbstractContextManager[None]:
-        """Waits for the lease (up to `ttl_s`), holds it for the block; raises Busy when it
-        cannot be had. A holder that dies loses it after `ttl_s`."""
+    def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractContextManager[None]:
+        """Waits for the lease (up to `wait_s`, by default `ttl_s`), holds it for the block; raises
+        Busy when it cannot be had. A holder that dies loses it after `ttl_s`."""
 
 
 class Busy(Exception):

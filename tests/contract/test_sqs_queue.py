@@ -17,6 +17,7 @@ import pytest
 
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
+from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import Command, DeleteEvents, RunSource, SyncSchedule, to_message
 from headwater.ports import Task
 from tests.contract.conftest import EVENTS, RESOURCES
@@ -66,7 +67,7 @@ def setup(aws_clients: Callable[[str], Any]) -> Setup:
     create_tables(dynamodb, RESOURCES, EVENTS)
     store = DynamoStore(dynamodb, RESOURCES, EVENTS)
     url = sqs.create_queue(QueueName="runs")["QueueUrl"]
-    queue = SqsTaskQueue(sqs, url, store, lease_wait_s=0, inline_fallback_s=0)
+    queue = SqsTaskQueue(sqs, url, store, InProcessResponses(), lease_wait_s=0, inline_fallback_s=0)
     store.on_commit(queue.send)
     return Setup(queue, store, sqs, url)
 
@@ -147,18 +148,18 @@ def test_a_message_that_is_not_a_command_is_left_for_the_dead_letter_queue(setup
 
 def test_an_ingested_run_is_queued_under_its_message_id(setup: Setup) -> None:
     setup.queue.handle(RunSource, setup.record("runs"))
-    ingested = asyncio.run(setup.queue.ingest(run("dc_a")))
-    assert ingested.outcome is None
+    task_id = asyncio.run(setup.queue.ingest(run("dc_a")))
     assert setup.queue.poll_once() == 1
-    assert [t.id for _, tasks in setup.seen for t in tasks] == [ingested.task_id]
+    assert [t.id for _, tasks in setup.seen for t in tasks] == [task_id]
 
 
 def respond_inline(setup: Setup, command: RunSource) -> tuple[str, Any]:
     async def main() -> tuple[str, Any]:
-        ingested = await setup.queue.ingest(command, respond=True)
-        outcome = await ingested.outcome
+        task_id = await setup.queue.ingest(command, respond=True)
+        outcome = await setup.queue.responses.wait(task_id, 30)
         await setup.queue.drain()
-        return ingested.task_id, outcome
+        assert outcome is not None
+        return task_id, outcome
     return asyncio.run(main())
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from headwater import __version__
 from headwater.api import (
@@ -44,7 +45,20 @@ def create_app(services: Services) -> ASGIApp:
     answer counted for /metrics, any fault that escapes them all answered 500, not dropped, and
     every endpoint answer sandboxed out of the console's origin (api/endpoint_origin.py)."""
     ingest = IngestApp(services.ingest, services.settings.http_max_body_bytes, create_api(services))
-    return EndpointOrigin(ContainFaults(MetricsMiddleware(ingest)))
+    return AttachLoop(services, EndpointOrigin(ContainFaults(MetricsMiddleware(ingest))))
+
+
+class AttachLoop:
+    """At the server's start (its lifespan), the services learn of the event loop they serve on."""
+
+    def __init__(self, services: Services, app: ASGIApp) -> None:
+        self.services = services
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            self.services.attach(asyncio.get_running_loop())
+        await self.app(scope, receive, send)
 
 
 def create_api(services: Services, routers: list[APIRouter] | None = None, site: bool = True) -> FastAPI:

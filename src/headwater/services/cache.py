@@ -39,3 +39,29 @@ class TtlCache(Generic[K, V]):
     def forget(self, key: K) -> None:
         with self._lock:
             self._items.pop(key, None)
+
+
+class BoundedDict(Generic[K, V]):
+    """At most `max_items` entries, the least recently put dropped first; safe across threads."""
+
+    def __init__(self, max_items: int) -> None:
+        self.max_items = max_items
+        self._items: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def get(self, key: K) -> V | None:
+        return self._items.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = value
+            while len(self._items) > self.max_items:
+                self._items.pop(next(iter(self._items)))
+
+    def pop(self, key: K, default: V | None = None) -> V | None:
+        with self._lock:
+            return self._items.pop(key, default)

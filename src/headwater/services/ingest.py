@@ -20,13 +20,14 @@ from headwater.domain.commands import RunSource
 from headwater.domain.errors import NotFound
 from headwater.domain.models import Source
 from headwater.domain.runs import RunResult
-from headwater.ports import TaskQueue
+from headwater.ports import Responses, TaskQueue
 from headwater.services.components import Components
 from headwater.services.runs import Admission, Runs
 from headwater.services.sources import Sources
 from headwater.settings import Settings
 
 _GRACE_S = 5.0
+_ACCEPTED = b'{"success": true}'
 
 
 MAX_JSON_DEPTH = 128
@@ -157,11 +158,12 @@ def http_event(method: str, path: str, query: list[tuple[str, str]], headers: li
 
 class Ingest:
     def __init__(self, components: Components, sources: Sources, runs: Runs, queue: TaskQueue,
-                 settings: Settings) -> None:
+                 responses: Responses, settings: Settings) -> None:
         self.components = components
         self.sources = sources
         self.runs = runs
         self.queue = queue
+        self.responses = responses
         self.settings = settings
         self._custom: dict[str, bool] = {}
 
@@ -201,16 +203,16 @@ class Ingest:
                             reserved_by=source.user_id if admission.reserved_day else None,
                             reserved_day=admission.reserved_day)
         try:
-            ingested = await self.queue.ingest(command, respond=custom)
+            task_id = await self.queue.ingest(command, respond=custom)
         except BaseException:
             await asyncio.to_thread(self.runs.release, command)
             raise
         if not custom:
-            return HttpAnswer.json(200, {"success": True})
-        try:
-            kind, value = await asyncio.wait_for(ingested.outcome, timeout=timeout_ms / 1000 + _GRACE_S)
-        except TimeoutError:
+            return HttpAnswer(200, _ACCEPTED, {"content-type": "application/json"})
+        answer = await self.responses.wait(task_id, timeout_ms / 1000 + _GRACE_S)
+        if answer is None:
             return HttpAnswer.json(504, {"error": "The source did not respond in time."})
+        kind, value = answer
         if kind == "respond" and value:
             return self._answer(value)
         if isinstance(value, RunResult) and value.error and value.error.get("code") == "TIMEOUT":

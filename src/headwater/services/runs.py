@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +22,7 @@ from headwater.domain.models import Component, Source, SourceState, StoredEvent
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
     Bundler,
+    Busy,
     EventBus,
     Instance,
     Runner,
@@ -34,13 +35,14 @@ from headwater.ports import (
     UsageRepository,
 )
 from headwater.services import props as prop_forms
-from headwater.services.cache import TtlCache
+from headwater.services.cache import BoundedDict, TtlCache
 from headwater.services.clock import now_ms, utc_day
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.settings import Settings
 
 _TIER_TTL_S = 5.0
 _COMPONENT_CACHE = 10_000
+_HOT_SOURCES = 1024  # sources whose state is kept in memory (the most recently run)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,18 @@ class Admission:
     admitted: bool
     reserved_day: str | None = None  # set when a place was counted for it (free tier)
     refusal: QuotaExceeded | None = None
+
+
+@dataclass(frozen=True)
+class _Hot:
+    """What a source's runs need, kept in memory while it runs: its record, its component, its
+    state as committed (with the version its next commit is conditional on) and its props as the
+    runner takes them. Written only with the source's lease held, so a run never reads the store."""
+
+    source: Source
+    component: Component
+    state: SourceState
+    props: dict[str, Any]
 
 
 class Runs:
@@ -74,6 +88,7 @@ class Runs:
         self.settings = settings
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
         self._tiers: TtlCache[str, str] = TtlCache(_TIER_TTL_S)
+        self._hot: BoundedDict[str, _Hot] = BoundedDict(_HOT_SOURCES)
         # Fan-out of a run's committed events (Routing.commands_for), wired by the composition root.
         self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], list[Command]] = (
             lambda uow, emitter_id, namespace, created_at, events, hops: [])
@@ -89,6 +104,9 @@ class Runs:
     # calling the runner
 
     def instance(self, source: Source, db: dict[str, Any]) -> Instance:
+        return self._instance(source, prop_forms.for_runner(source.configured_props, self.secrets), db)
+
+    def _instance(self, source: Source, props: dict[str, Any], db: dict[str, Any]) -> Instance:
         http = None
         for prop in source.prop_defs:
             if prop["type"] == "$.interface.http":
@@ -98,7 +116,7 @@ class Runs:
                 }
         return Instance(
             id=source.id,
-            props=prop_forms.for_runner(source.configured_props, self.secrets),
+            props=props,
             account=source.namespace,
             bill_to=source.user_id,
             db=db,
@@ -193,35 +211,65 @@ class Runs:
 
     def start_batch(self, tasks: list[Task],
                     on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult | None]]:
+        started = self._start(tasks, on_partial, wait=True)
+        assert started is not None
+        return started
+
+    def start_now(self, tasks: list[Task],
+                  on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult | None]] | None:
+        """`start_batch` that never blocks (the event loop's): None when it would have to."""
+        return self._start(tasks, on_partial, wait=False)
+
+    def _start(self, tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None],
+               wait: bool) -> Future[list[RunResult | None]] | None:
         """Consecutive queued runs of one source (the RunSource handler): one runner call for all
         of them, then committed together. None for each when the source is gone or inactive.
 
-        The source's lease is taken and its state read here; the runs go to the runner, and their
-        outcomes are committed when it answers, on the finishing pool: a run that only waits holds
-        no thread (one account's sleeping runs cannot hold every worker)."""
-        commands = [task.command for task in tasks]
+        The source's lease is taken here and its state read (or taken from memory: see `_hot`);
+        the runs go to the runner, and their outcomes are committed when it answers, on the
+        finishing pool: a run that only waits holds no thread (one account's sleeping runs cannot
+        hold every worker). With `wait=False` (the event loop's own start of a run) nothing here
+        may block: when the lease is taken, the source's state is not in memory or a run needs
+        the store to be admitted, it returns None and the caller hands the runs to a worker."""
+        commands: list[RunSource] = [task.command for task in tasks]  # type: ignore[misc]
         assert all(isinstance(c, RunSource) for c in commands)
         source_id = tasks[0].command.lane or ""
-        lease = self.lease.hold(source_id, self.lease_s)
-        lease.__enter__()
+        if not wait:
+            known = self._hot.get(source_id)
+            if known is None or not all(self._admitted_ahead(c, known.source.user_id) for c in commands):
+                return None
+        lease = self.lease.hold(source_id, self.lease_s, None if wait else 0.0)
         try:
-            with self.uow(readonly=True) as uow:
-                source = uow.sources.get(source_id)
-                state = uow.state.get(source_id)
-            component = self.component(source.component_id) if source else None
-            if source is None or component is None or not source.active:
+            lease.__enter__()
+        except Busy:
+            if wait:
+                raise
+            return None
+        try:
+            hot = self._hot.get(source_id)
+            if hot is None:
+                if not wait:
+                    lease.__exit__(None, None, None)
+                    return None
+                hot = self._read_hot(source_id)
+            if hot is None:
                 for command in commands:
-                    self.release(command)  # type: ignore[arg-type]
+                    self.release(command)
+                lease.__exit__(None, None, None)
                 return _done([None] * len(tasks))
-            refused, runnable = self._admit(source, state, tasks)
-            ran = (self._submit(component, self.instance(source, state.db), [tasks[i] for i in runnable], on_partial)
+            refused, runnable = self._admit(hot.source, hot.state, tasks)
+            instance = self._instance(hot.source, hot.props, hot.state.db)
+            ran = (self._submit(hot.component, instance, [tasks[i] for i in runnable], on_partial)
                    if runnable else _done([]))
         except BaseException:
+            self._hot.pop(source_id, None)
             lease.__exit__(None, None, None)
             raise
         outcome: Future[list[RunResult | None]] = Future()
 
         def finish(done: Future[list[RunResult]]) -> None:
+            """Commits the outcomes and lets the lease go before the queue hears of it: the
+            source's next batch may start from the queue's callback, on this thread."""
             try:
                 try:
                     reported = done.result()
@@ -229,17 +277,44 @@ class Runs:
                     reported = [RunResult.failed(e.code, e.message, e.stack) for _ in runnable]
                 results = dict(refused)
                 results.update(zip(runnable, reported, strict=True))
-                outcome.set_result(self._record(source, component, tasks, results))
+                recorded = self._record(hot, tasks, results)
             except BaseException as e:  # noqa: BLE001 - the queue retries the batch
-                outcome.set_exception(e)
-            finally:
+                self._hot.pop(source_id, None)
                 lease.__exit__(None, None, None)
+                outcome.set_exception(e)
+                return
+            lease.__exit__(None, None, None)
+            outcome.set_result(recorded)
 
-        if ran.done():
+        if ran.done() and wait:
             finish(ran)
-        else:
+        else:  # never committed on the event loop
             ran.add_done_callback(lambda done: self._finishing.submit(finish, done))
         return outcome
+
+    # the state of sources that run, kept while they do
+
+    def _read_hot(self, source_id: str) -> _Hot | None:
+        """The source, its component and state from the store (with the lease held): what its runs
+        need, kept in memory from now on. None when the source cannot run (gone, inactive)."""
+        with self.uow(readonly=True) as uow:
+            source = uow.sources.get(source_id)
+            state = uow.state.get(source_id)
+        component = self.component(source.component_id) if source else None
+        if source is None or component is None or not source.active:
+            return None
+        hot = _Hot(source, component, state, prop_forms.for_runner(source.configured_props, self.secrets))
+        self._hot.put(source_id, hot)
+        return hot
+
+    def forget(self, source_id: str) -> None:
+        """The source or its state changed other than by its runs (an update, hooks, a delete):
+        its next run reads them again. Called with the source's lease held."""
+        self._hot.pop(source_id, None)
+
+    def _admitted_ahead(self, command: RunSource, user_id: str) -> bool:
+        """Whether the run needs no store call to be admitted (counted at ingest, or a paid user)."""
+        return bool(command.reserved_by) or self.cached_tier(user_id) == "paid"
 
     def _admit(self, source: Source, state: SourceState,
                tasks: list[Task]) -> tuple[dict[int, RunResult], list[int]]:
@@ -258,9 +333,10 @@ class Runs:
                 refused[i] = RunResult.failed("QUOTA_EXCEEDED", admission.refusal.message if admission.refusal else "")
         return refused, runnable
 
-    def _record(self, source: Source, component: Component, tasks: list[Task],
-                results: dict[int, RunResult]) -> list[RunResult | None]:
-        """The runs' outcomes, usage and fan-out in one commit (retried on a lost race)."""
+    def _record(self, hot: _Hot, tasks: list[Task], results: dict[int, RunResult]) -> list[RunResult | None]:
+        """The runs' outcomes, usage and fan-out in one commit (retried on a lost race); the state
+        committed is the one the source's next runs start from."""
+        source, component = hot.source, hot.component
         ctx = self.context(source, component)
         outcomes = [Outcome(ctx, results[i], task.command.event, task.command.route_key or task.id)  # type: ignore[attr-defined]
                     for i, task in enumerate(tasks) if i in results]
@@ -275,8 +351,9 @@ class Runs:
                 new.timer_run_since = None
 
         hops = max((t.command.hops for t in tasks if isinstance(t.command, RunSource)), default=0)
-        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
-                                      route=lambda uow, events: self._routes(uow, source, events, hops))
+        state, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
+                                          route=lambda uow, events: self._routes(uow, source, events, hops))
+        self._hot.put(source.id, replace(hot, state=state))
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
 

@@ -253,6 +253,7 @@ class Sources:
                 uow.subscriptions.remove_naming(source_id)
                 uow.outbox.add(PurgeSource(source_id))
                 uow.commit()
+            self.runs.forget(source_id)
         self._changed(source, set())
 
     def _commit(self, source: Source, outcomes: builtins.list[Outcome],
@@ -260,6 +261,7 @@ class Sources:
         """The source record, what its hooks did and the schedule's sync, in one unit of work."""
         _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=lambda uow, _: write(uow),
                                       commands=[SyncSchedule(source.id)])
+        self.runs.forget(source.id)
         return channels
 
     def _changed(self, source: Source, channels: set[str]) -> None:

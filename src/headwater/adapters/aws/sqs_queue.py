@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.domain.commands import Command, RunSource, from_message, to_message
-from headwater.ports import Busy, Ingested, Task, TaskHandler, results_of
+from headwater.ports import Busy, NowHandler, Responses, Task, TaskHandler, results_of
 
 log = logging.getLogger("headwater.sqs")
 
@@ -102,6 +102,7 @@ class SqsTaskQueue:
         client: Any,
         queue_url: str,
         store: TaskStore,
+        responses: Responses,
         *,
         routes: Mapping[str, str] | None = None,
         lease_ttl_s: float = 300.0,
@@ -119,6 +120,7 @@ class SqsTaskQueue:
         self.client = client
         self.queue_url = queue_url
         self.store = store
+        self.responses = responses
         self.routes = dict(routes or {})
         self.lease_ttl_s = lease_ttl_s
         self.lease_wait_s = lease_wait_s
@@ -130,8 +132,8 @@ class SqsTaskQueue:
         self.handlers: dict[str, TaskHandler] = {}
         self._inline: set[asyncio.Future[None]] = set()
 
-    def handle(self, command: type[Command], handler: TaskHandler) -> None:
-        self.handlers[command.name] = handler
+    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
+        self.handlers[command.name] = handler  # a waiting request's run goes inline here: no `now`
 
     # sending
 
@@ -153,18 +155,16 @@ class SqsTaskQueue:
             self.send(tasks)
         return len(tasks)
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> Ingested:
+    async def ingest(self, command: RunSource, respond: bool = False) -> str:
         """Durable once SQS accepted the message; the task id is its message id."""
         if not respond:
-            message_id = await asyncio.to_thread(self._send_one, command, 0, False)
-            return Ingested(task_id=message_id)
-        loop = asyncio.get_running_loop()
+            return await asyncio.to_thread(self._send_one, command, 0, False)
         message_id = await asyncio.to_thread(self._send_one, command, self.inline_fallback_s, True)
-        outcome: asyncio.Future[Any] = loop.create_future()
-        running = loop.run_in_executor(None, self._run_inline, Task(message_id, command), loop, outcome)
+        self.responses.expect(message_id)
+        running = asyncio.get_running_loop().run_in_executor(None, self._run_inline, Task(message_id, command))
         self._inline.add(running)
         running.add_done_callback(self._inline.discard)
-        return Ingested(task_id=message_id, outcome=outcome)
+        return message_id
 
     async def drain(self) -> None:
         """Waits for inline runs still finishing their bookkeeping (before a Lambda invocation
@@ -248,9 +248,9 @@ class SqsTaskQueue:
         settled.finished += [m for _, m in group]
         settled.handled += len(tasks)
 
-    def _run_inline(self, task: Task, loop: asyncio.AbstractEventLoop, outcome: asyncio.Future[Any]) -> None:
+    def _run_inline(self, task: Task) -> None:
         def partial(_: Task, response: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(_resolve, outcome, ("respond", response))
+            self.responses.deliver(task.id, ("respond", response))
 
         handler = self.handlers.get(task.command.name)
         try:
@@ -260,9 +260,9 @@ class SqsTaskQueue:
                 results = results_of(handler([task], partial))
         except Exception:
             log.exception("inline run %s failed; its queued message runs it again later", task.id)
-            loop.call_soon_threadsafe(_resolve, outcome, ("failed", None))
+            self.responses.deliver(task.id, ("failed", None))
             return
-        loop.call_soon_threadsafe(_resolve, outcome, ("done", results[0] if results else None))
+        self.responses.deliver(task.id, ("done", results[0] if results else None))
         try:
             self.store.mark_done([task.id])
         except Exception:  # noqa: BLE001 - the run handler still recognises the task id when it comes
@@ -408,8 +408,3 @@ def _chunks(entries: list[tuple[str, str, int]]) -> Iterator[list[tuple[str, str
         size += length
     if chunk:
         yield chunk
-
-
-def _resolve(future: asyncio.Future[Any], value: Any) -> None:
-    if not future.done():
-        future.set_result(value)

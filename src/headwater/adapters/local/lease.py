@@ -15,12 +15,12 @@ class LocalLease:
         self._locks: dict[str, tuple[threading.Lock, int]] = {}  # source id -> (lock, holders and waiters)
 
     @contextmanager
-    def hold(self, source_id: str, ttl_s: float) -> Iterator[None]:
+    def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
         with self._guard:
             lock, users = self._locks.get(source_id) or (threading.Lock(), 0)
             self._locks[source_id] = (lock, users + 1)
         try:
-            if not lock.acquire(timeout=max(0.0, ttl_s)):
+            if not lock.acquire(timeout=max(0.0, ttl_s if wait_s is None else wait_s)):
                 raise Busy(f"source {source_id} is busy")
             try:
                 yield

@@ -19,6 +19,7 @@ answer completes a Future from the process's reader thread. An account has at mo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import errno
@@ -69,6 +70,9 @@ _EXTRA_CA = "/etc/headwater-extra-ca.pem"
 _BILL_EVERY_S = 1.0  # how often a busy process's CPU is read (and each time it is frozen or ends)
 _WRITE_TIMEOUT_S = 5.0  # a runner that reads no request for this long is not reading at all
 _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="runner-spawner")
+_CLOSER = ThreadPoolExecutor(2, thread_name_prefix="runner-closer")  # waits for an exited process
+_READ_BYTES = 1 << 16
+_FLUSHER = ThreadPoolExecutor(2, thread_name_prefix="runner-flusher")  # requests a full pipe held back
 
 __all__ = ["DESCRIBE", "NodeRunnerPool", "runner_command"]
 
@@ -155,6 +159,10 @@ class Launched:
     billed_at: float = 0.0  # when (monotonic) that was
     quiet_at: float = 0.0  # when every call sent so far is past its limit
     quiesce_due: float = 0.0  # when the freeze check is next due (0: none scheduled)
+    lines: LineSplitter | None = None
+    backlog: deque[bytes] = field(default_factory=deque)  # request bytes the pipe could not take yet
+    flushing: bool = False  # a thread is writing the backlog
+    broken: bool = False  # it broke the protocol: what else it writes is not read
 
 
 class Launcher:
@@ -220,8 +228,9 @@ class RunnerProcess:
     """One account's runner process (started on first use, and again after it died)."""
 
     def __init__(self, account: str, launcher: Launcher, deadlines: Deadlines, max_runs: int,
-                 max_line: int, bill: ComputeBill | None) -> None:
+                 max_line: int, bill: ComputeBill | None, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.account = account
+        self.loop = loop
         self.launcher = launcher
         self.deadlines = deadlines
         self.max_runs = max(1, max_runs)
@@ -268,7 +277,7 @@ class RunnerProcess:
                     live.cpu_mark_ns = live.cgroup.cpu_ns() or 0
                 self.live = live
                 self.known_hashes = set()
-                threading.Thread(target=self._read, args=(live,), daemon=True, name=f"runner-{live.name}").start()
+                self._watch(live)
                 threading.Thread(target=self._drain_stderr, args=(live,), daemon=True).start()
             assert self.live is not None
             return self.live
@@ -294,27 +303,112 @@ class RunnerProcess:
         call.sent = time.monotonic()
         self.deadlines.at(call.sent + call.limit_s + GRACE_S, lambda: self._overdue(live, call))
         line = (json.dumps({"id": call.id, **call.message}, separators=(",", ":")) + "\n").encode()
+        self._write(live, line)
+
+    def _write(self, live: Launched, line: bytes) -> None:
+        """Writes a request line without blocking the caller (it may be the event loop): what the
+        pipe cannot take at once is written by a flushing thread, and later lines queue behind it."""
         with self._write_lock:
-            written = _write_all(live.proc, line)
-        if not written:
+            if live.flushing:
+                live.backlog.append(line)
+                return
+            assert live.proc.stdin is not None
+            try:
+                written = os.write(live.proc.stdin.fileno(), line)
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                written = -1
+            if written == len(line):
+                return
+            if written >= 0:
+                live.flushing = True
+                live.backlog.append(line[written:])
+        if written < 0:
             self._fail(live, RunnerError("RUNNER_CRASHED", "runner process is not accepting requests"))
+        else:
+            _FLUSHER.submit(self._flush, live)
+
+    def _flush(self, live: Launched) -> None:
+        while True:
+            with self._write_lock:
+                if not live.backlog:
+                    live.flushing = False
+                    return
+                data = live.backlog.popleft()
+            if not _write_all(live.proc, data):
+                self._fail(live, RunnerError("RUNNER_CRASHED", "runner process is not accepting requests"))
+                with self._write_lock:
+                    live.backlog.clear()
+                    live.flushing = False
+                return
 
     # receiving
 
+    def _watch(self, live: Launched) -> None:
+        """Reads the process's answers: on the event loop when the pool has one (no thread
+        between the runner's pipe and the request waiting for its answer), else on a thread."""
+        assert live.proc.stdout is not None
+        live.lines = LineSplitter(self.max_line)
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            threading.Thread(target=self._read, args=(live,), daemon=True, name=f"runner-{live.name}").start()
+            return
+        fd = live.proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        if _running_loop() is loop:
+            loop.add_reader(fd, self._readable, live, fd)
+        else:
+            loop.call_soon_threadsafe(loop.add_reader, fd, self._readable, live, fd)
+
+    def _readable(self, live: Launched, fd: int) -> None:
+        """On the event loop: whatever the pipe holds now, taken line by line."""
+        while True:
+            try:
+                chunk = os.read(fd, _READ_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                asyncio.get_running_loop().remove_reader(fd)
+                _CLOSER.submit(self._closed, live)
+                return
+            self._feed(live, chunk)
+
     def _read(self, live: Launched) -> None:
+        """On a thread of its own: the same, blocking."""
+        assert live.proc.stdout is not None
+        fd = live.proc.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, _READ_BYTES)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self._feed(live, chunk)
+        self._closed(live)
+
+    def _feed(self, live: Launched, chunk: bytes) -> None:
         """Every line the process writes, checked: an answer to a call it was sent, in its shape,
         or the process has failed (its calls fail; no one else's do)."""
-        assert live.proc.stdout is not None
-        out = live.proc.stdout
-        while True:
-            line = out.readline(self.max_line + 1)
-            if not line:
-                break
-            try:
+        if live.broken:
+            return
+        assert live.lines is not None
+        try:
+            for line in live.lines.feed(chunk):
                 self._take(live, line)
-            except ProtocolViolation as e:
-                self._fail(live, e)
-                break
+        except ProtocolViolation as e:
+            live.broken = True
+            self._fail(live, e)
+
+    def _closed(self, live: Launched) -> None:
+        """The process's output ended: it exits, and the calls it had not answered fail."""
+        if not live.broken and live.lines is not None and live.lines.pending:
+            live.broken = True
+            with live.lock:
+                live.failure = live.failure or ProtocolViolation("a line cut short")
         live.proc.wait()
         error = live.failure or self._exit_error(live)
         with live.lock:
@@ -326,9 +420,6 @@ class RunnerProcess:
         self.launcher.stopped(live.name, live.cgroup)
 
     def _take(self, live: Launched, line: bytes) -> None:
-        if not line.endswith(b"\n"):
-            raise ProtocolViolation(f"a line over {self.max_line} bytes" if len(line) > self.max_line
-                                    else "a line cut short")
         try:
             message = json.loads(line)
         except ValueError:
@@ -474,6 +565,43 @@ class RunnerProcess:
             live.proc.wait(timeout=5)
 
 
+class LineSplitter:
+    """A process's output cut into lines, none longer than `max_line` (a longer one, or one
+    that never ends, is a ProtocolViolation before it fills memory)."""
+
+    __slots__ = ("max_line", "_buffer")
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self._buffer = bytearray()
+
+    @property
+    def pending(self) -> bool:
+        """A line was begun and not ended."""
+        return bool(self._buffer)
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buffer = self._buffer
+        buffer += chunk
+        lines, start = [], 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            if end - start > self.max_line:
+                raise ProtocolViolation(f"a line over {self.max_line} bytes")
+            lines.append(bytes(buffer[start:end + 1]))
+            start = end + 1
+        del buffer[:start]
+        if len(buffer) > self.max_line:
+            raise ProtocolViolation(f"a line over {self.max_line} bytes")
+        return lines
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _write_all(proc: subprocess.Popen, data: bytes) -> bool:
     """Writes a request line without ever blocking on a runner that stopped reading for more
     than _WRITE_TIMEOUT_S (the pipe is non-blocking): False when it cannot be written."""
@@ -520,6 +648,7 @@ class NodeRunnerPool(RunnerRequests):
         self.launcher = Launcher(settings, sandbox, self.cgroups, self.egress)
         self.deadlines = Deadlines()
         self.max_processes = max(1, settings.runner_processes)
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._processes: OrderedDict[str, RunnerProcess] = OrderedDict()
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -536,7 +665,7 @@ class NodeRunnerPool(RunnerRequests):
                 if process is None and len(self._processes) < self.max_processes:
                     process = self._processes[account] = RunnerProcess(
                         account, self.launcher, self.deadlines, self.settings.account_max_concurrent_runs,
-                        self.settings.runner_max_line_bytes, self.bill)
+                        self.settings.runner_max_line_bytes, self.bill, self.loop)
                 if process is not None:
                     self._processes.move_to_end(account)
                     process.busy += 1
@@ -568,6 +697,10 @@ class NodeRunnerPool(RunnerRequests):
 
     def meta_fields(self) -> dict[str, Any]:
         return {"memory_mb": self.settings.describe_memory_mb}
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The server's event loop: processes started from now on are read there."""
+        self.loop = loop
 
     # calls
 

@@ -1,0 +1,133 @@
+"""The one writer of ingested tasks: group commit.
+
+Requests hand their task to the writer's thread, which commits whatever has queued up meanwhile in
+one transaction (no fsync per row) and deletes, in the same transaction, the tasks whose handlers
+have finished since. The caller hears of its commit through `on_committed`, once per group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from headwater.adapters.local.sqlite.database import Database
+from headwater.adapters.local.sqlite.repositories import chunks, insert_rows
+from headwater.domain.commands import RunSource, to_message
+
+log = logging.getLogger("headwater.tasks")
+
+MAX_GROUP = 1024
+
+
+class Pending:
+    """One request's task on its way to the store."""
+
+    __slots__ = ("command", "loop", "committed", "respond", "handed")
+
+    def __init__(self, command: RunSource, loop: asyncio.AbstractEventLoop, respond: bool) -> None:
+        self.command, self.loop, self.respond = command, loop, respond
+        self.committed: asyncio.Future[str] = loop.create_future()
+        self.handed = time.monotonic()
+
+
+class _Finished:
+    __slots__ = ("task_ids",)
+
+    def __init__(self, task_ids: list[str]) -> None:
+        self.task_ids = task_ids
+
+
+Committed = Callable[[list[tuple[Pending, str]]], None]
+"""What the writer calls with each committed group: the requests with their task ids."""
+
+
+class GroupCommitWriter:
+    def __init__(self, db: Database, on_committed: Committed) -> None:
+        self.db = db
+        self.on_committed = on_committed
+        self._inbox: queue.SimpleQueue[Pending | _Finished | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="ingest-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._inbox.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def submit(self, pending: Pending) -> None:
+        self._inbox.put(pending)
+
+    def finished(self, task_ids: list[str]) -> None:
+        """Tasks whose handlers returned: deleted with the next group (every handler is
+        idempotent, so a crash before then only runs them again)."""
+        self._inbox.put(_Finished(task_ids))
+
+    def _loop(self) -> None:
+        conn = self.db.connection()
+        while True:
+            first = self._inbox.get()
+            if first is None:
+                return
+            items = [first]
+            while len(items) < MAX_GROUP:
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._inbox.put(None)
+                    break
+                items.append(item)
+            group = [p for p in items if isinstance(p, Pending)]
+            done = [int(task_id) for f in items if isinstance(f, _Finished) for task_id in f.task_ids]
+            try:
+                ids = self._commit(conn, group, done)
+            except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
+                log.exception("ingest group of %d failed", len(group))
+                for p in group:
+                    p.loop.call_soon_threadsafe(_fail, p.committed, e)
+                continue
+            if group:
+                self.on_committed(list(zip(group, ids, strict=True)))
+
+    def _commit(self, conn: sqlite3.Connection, group: list[Pending], done: list[int]) -> list[str]:
+        now = time.time()
+        rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), 0, self.db.origin, now)
+                for p in group]
+        try:
+            with self.db.write_lock:
+                conn.execute("BEGIN IMMEDIATE")
+                ids = [task_id for part in chunks(rows) for task_id in _insert(conn, part)]
+                for part in chunks(done):
+                    conn.execute(f"DELETE FROM tasks WHERE id IN ({', '.join('?' * len(part))})", part)
+                conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return ids
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
+    """Tasks in one statement, their ids in row order: AUTOINCREMENT gives a statement's rows
+    consecutive ids under the one writer's lock."""
+    if not rows:
+        return []
+    last = insert_rows(conn, "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at)", rows)
+    assert last is not None
+    return [str(task_id) for task_id in range(last - len(rows) + 1, last + 1)]
+
+
+def _fail(future: asyncio.Future[str], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
