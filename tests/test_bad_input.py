@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from headwater.services.ingest import MAX_JSON_DEPTH
+from headwater.domain.http_interface import MAX_JSON_DEPTH
 from tests.conftest import COMPONENTS, Server, client_for, new_user, running_server
 from tests.test_runs import component, deploy, wait_until
 

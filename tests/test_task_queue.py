@@ -89,7 +89,7 @@ def test_a_run_that_cannot_start_on_the_loop_goes_to_a_worker(database: Database
 def test_every_task_runs_once_in_order_per_source_and_leaves_the_table(database: Database) -> None:
     recorder = Recorder()
     for queue in started(database, recorder):
-        async def main() -> list[Any]:
+        async def main(queue: LocalTaskQueue = queue) -> list[Any]:
             plain = [queue.ingest(run(f"dc_{i % 3}", i)) for i in range(60)]
             asked = [ask(queue, i) for i in range(20)]
             results = await asyncio.gather(*plain, *asked)

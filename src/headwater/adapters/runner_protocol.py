@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from headwater.domain.events import Emit
+from headwater.domain.http_interface import RESPOND_STATUSES
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
 from headwater.ports import Bundle, Instance, RunnerError
@@ -66,7 +67,7 @@ def check_response(response: Any) -> dict[str, Any]:
     """An HTTP answer given by `respond()` (the runner's part of DECISIONS' HTTP interface)."""
     _need(_is_dict(response), "a response that is not an object")
     status = response.get("status")
-    _need(isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599,
+    _need(isinstance(status, int) and not isinstance(status, bool) and status in RESPOND_STATUSES,
           "a response status outside 100..599")
     headers = response.get("headers") or {}
     _need(_is_dict(headers) and all(isinstance(k, str) and (isinstance(v, str) or (

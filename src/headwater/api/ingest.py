@@ -13,11 +13,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from headwater.api.body import read_body
 from headwater.domain.errors import HeadwaterError, PayloadTooLarge, QuotaExceeded
-from headwater.services.ingest import HttpAnswer, Ingest, http_event
+from headwater.domain.http_interface import NO_BODY, HttpAnswer, http_event, wire_headers
+from headwater.services.ingest import Ingest
 
 PREFIX = "/http/"
-_NO_BODY = (204, 304)  # statuses that end at their headers: a body would be read as the next response
-_FRAMING = ("content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "trailer", "te")
 
 
 class IngestApp:
@@ -46,8 +45,9 @@ class IngestApp:
             answer = HttpAnswer.json(e.status, {"error": e.message, **({"details": e.details} if e.details else {})})
             if isinstance(e, QuotaExceeded):
                 answer.headers["retry-after"] = str(e.retry_after)
-        await send({"type": "http.response.start", "status": answer.status, "headers": _headers(answer, request_id)})
-        bodyless = scope["method"] == "HEAD" or answer.status in _NO_BODY
+        headers = wire_headers(answer, request_id)
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        bodyless = scope["method"] == "HEAD" or answer.status in NO_BODY
         await send({"type": "http.response.body", "body": b"" if bodyless else answer.body})
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
@@ -59,15 +59,3 @@ class IngestApp:
         if body is None:
             raise PayloadTooLarge(f"The body is over {limit} bytes.")
         return body
-
-
-def _headers(answer: HttpAnswer, request_id: str) -> list[tuple[bytes, bytes]]:
-    """The answer's headers as sent: framing and connection headers are the server's own (a source
-    that sets them would desynchronise the connection); a list value is sent once per item."""
-    headers = [(name.encode("latin-1"), item.encode("latin-1"))
-               for name, value in answer.headers.items() if name not in _FRAMING
-               for item in (value if isinstance(value, list) else [value])]
-    if answer.status not in _NO_BODY:
-        headers.append((b"content-length", str(len(answer.body)).encode()))
-    headers.append((b"x-request-id", request_id.encode()))
-    return headers

@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from headwater.services.ingest import MAX_JSON_DEPTH, json_too_deep
+from headwater.domain.http_interface import MAX_JSON_DEPTH, json_too_deep
 
 log = logging.getLogger("headwater.api")
 
