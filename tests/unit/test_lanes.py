@@ -32,7 +32,7 @@ def ids(batch: list[Task]) -> list[str]:
 def saturate(lanes: Lanes) -> None:
     lanes.request_started()
     for _ in range(50):
-        lanes.note_lag(SATURATED_LAG_S * 5)
+        lanes.note_commit(8, 0.0)
 
 
 def test_a_lanes_tasks_go_in_one_batch_and_the_lane_is_busy_until_done() -> None:
@@ -68,10 +68,19 @@ def test_a_batch_is_one_kind_of_command_and_bounded() -> None:
 def test_nothing_yields_while_the_service_has_room() -> None:
     clock = Clock()
     lanes = Lanes(clock, yield_s=10)
-    lanes.request_started()  # requests come, but the event loop answers them at once
-    lanes.note_lag(SATURATED_LAG_S / 10)
+    lanes.request_started()  # requests come, but each is committed alone and answered at once
+    for _ in range(50):
+        lanes.note_commit(1, SATURATED_LAG_S / 10)
     lanes.add(delivery("1"))
     assert lanes.next() is not None
+
+
+def test_a_late_event_loop_is_saturation_too() -> None:
+    lanes = Lanes(Clock(), yield_s=10)
+    lanes.request_started()
+    for _ in range(50):
+        lanes.note_commit(1, SATURATED_LAG_S * 2)
+    assert lanes.saturated
 
 
 def test_background_work_yields_while_saturated_for_at_most_yield_s() -> None:

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from headwater.ports import Task
 
 MAX_RUN_BATCH = 64
-SATURATED_LAG_S = 0.002  # the event loop this late in answering: requests are queueing up
-_LAG_WEIGHT = 0.2  # of each new lag sample in the running average
+SATURATED_GROUP = 1.5  # requests committed together on average: they queue up for the writer
+SATURATED_LAG_S = 0.002  # the event loop this late in running a callback: requests queue up for it
+_WEIGHT = 0.1  # of each new sample in a running average
 
 
 class Lanes:
@@ -36,6 +37,7 @@ class Lanes:
         self._requests = 0  # requests waiting for their commit
         self._last_request = float("-inf")
         self._lag = 0.0  # running average of the event loop's lag
+        self._group = 1.0  # running average of the requests in a group commit
 
     # what the service is doing
 
@@ -47,14 +49,17 @@ class Lanes:
         self._requests -= 1
         self._last_request = self.clock()
 
-    def note_lag(self, lag_s: float) -> None:
-        """How late the event loop ran a callback handed to it: the service's load, measured."""
-        self._lag += _LAG_WEIGHT * (lag_s - self._lag)
+    def note_commit(self, requests: int, lag_s: float) -> None:
+        """A group commit of `requests`, heard of by their event loop `lag_s` after: the service's
+        load, measured where it shows. With room, each request is committed alone and its loop
+        answers at once; saturated, requests pile up for the writer or for the loop."""
+        self._group += _WEIGHT * (requests - self._group)
+        self._lag += _WEIGHT * (lag_s - self._lag)
 
     @property
     def saturated(self) -> bool:
         busy = self._requests > 0 or self.clock() - self._last_request < self.quiet_s
-        return busy and self._lag >= SATURATED_LAG_S
+        return busy and (self._group >= SATURATED_GROUP or self._lag >= SATURATED_LAG_S)
 
     # work in and out
 

@@ -146,7 +146,7 @@ class LocalTaskQueue:
                  handed: float) -> None:
         lag = time.monotonic() - handed
         with self._cond:
-            self.lanes.note_lag(lag)
+            self.lanes.note_commit(len(settled), lag)
         for p, task_id in settled:
             if not p.committed.done():
                 p.committed.set_result(task_id)
