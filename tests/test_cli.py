@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import COMPONENTS, HEADWATER, Server, User, new_user
+from tests.conftest import COMPONENTS, HEADWATER, Server, User, free_port, new_user
 
 SOURCE = """export default {
   name: "CLI source",
@@ -130,3 +130,58 @@ def test_help_lists_every_command() -> None:
                     "workflows"):
         assert command in out
     assert COMPONENTS.is_dir()
+
+
+# Each verb that talks to the service, with arguments that would work against a healthy one.
+SOURCE_VERBS = [["list"], ["deploy", "headwater-http"], ["events", "dc_nosuchsource0000000000"],
+                ["logs", "some-name"], ["update", "some-name", "--inactive"], ["delete", "dc_nosuchsource0000000000"]]
+
+
+def saved_login(env: dict[str, str], url: str, key: str) -> None:
+    """A login as `headwater login` saves it, without asking the service."""
+    config = Path(env["HEADWATER_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"url": url, "api_key": key}))
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("verb", SOURCE_VERBS, ids=lambda v: v[0])
+def test_every_verb_says_in_one_line_that_the_server_is_down(env: dict[str, str], verb: list[str]) -> None:
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    line = one_error_line(hw(env, *verb, check=False))
+    assert line.startswith("error: Cannot reach http://127.0.0.1:") and "connection refused" in line
+
+
+def test_login_to_a_server_that_is_down_is_one_line(env: dict[str, str]) -> None:
+    line = one_error_line(hw(env, "login", "--url", f"http://127.0.0.1:{free_port()}", "--key", "hw_x", check=False))
+    assert "Cannot reach" in line
+
+
+@pytest.mark.parametrize("verb", SOURCE_VERBS, ids=lambda v: v[0])
+def test_every_verb_says_in_one_line_that_the_key_is_wrong(server: Server, env: dict[str, str],
+                                                           verb: list[str]) -> None:
+    saved_login(env, server.base_url, "hw_" + "x" * 40)
+    line = one_error_line(hw(env, *verb, check=False))
+    assert "The API key is not valid." in line and "headwater login" in line
+
+
+@pytest.mark.parametrize("verb", [v for v in SOURCE_VERBS if v[0] not in ("list", "deploy")], ids=lambda v: v[0])
+def test_every_verb_says_in_one_line_that_a_source_is_unknown(logged_in: User, env: dict[str, str],
+                                                              verb: list[str]) -> None:
+    line = one_error_line(hw(env, *verb, check=False))
+    assert "No source" in line
+
+
+def test_other_api_errors_print_the_services_sentence_and_fields(logged_in: User, env: dict[str, str]) -> None:
+    line = one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", check=False))
+    assert line.startswith("error: ") and "colour: is not a prop of this component" in line
+    as_json = json.loads(one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", "--json",
+                                            check=False)))
+    assert as_json["details"] == {"colour": ["is not a prop of this component"]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,15 @@ def checked(response: httpx.Response) -> Any:
         except ValueError:
             body = {}
         message = body.get("error") if isinstance(body, dict) else None
-        raise Failure(message or f"the service answered {response.status_code}",
-                      body.get("details") if isinstance(body, dict) else None)
-    return response.json() if response.content else None
+        message = message or f"The service answered {response.status_code} {response.reason_phrase}."
+        if response.status_code == 401:
+            message += " Run `headwater login --url URL --key KEY` with a valid key."
+        raise Failure(message, body.get("details") if isinstance(body, dict) else None)
+    try:
+        return response.json() if response.content else None
+    except ValueError:
+        raise Failure(f"The service at {response.url} answered {response.status_code} with a body that is not "
+                      "JSON: is the configured URL a Headwater server?") from None
 
 
 def parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -103,10 +110,7 @@ def login(url: str, api_key: str, as_json: bool) -> None:
     """Check a key against a service and remember both (in a file only you can read)."""
     with httpx.Client(base_url=url.rstrip("/") + "/v1", headers={"Authorization": f"Bearer {api_key}"},
                       timeout=30) as client:
-        try:
-            me = checked(client.get("/users/me"))["data"]
-        except httpx.HTTPError as e:
-            raise Failure(f"Cannot reach {url}: {e}") from None
+        me = checked(client.get("/users/me"))["data"]
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -181,8 +185,10 @@ def _follow(client: httpx.Client, source_id: str, channel: str, last: str) -> It
                         last = item["id"]
                         yield item
                         data = None
-        except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ConnectError):
+        except (httpx.ReadTimeout, httpx.RemoteProtocolError):
             continue
+        except httpx.ConnectError:
+            time.sleep(1)  # the server restarts: try again, without spinning on a closed port
 
 
 def _events(source: str, count: int, follow: bool, as_json: bool, channel: str) -> None:
