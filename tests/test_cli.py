@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import COMPONENTS, HEADWATER, Server, User, free_port, new_user
+from tests.conftest import COMPONENTS, HEADWATER, Server, User, client_for, free_port, new_user
+from tests.test_routing import Receiver, wait_delivery
 
 SOURCE = """export default {
   name: "CLI source",
@@ -21,7 +23,7 @@ SOURCE = """export default {
   props: { http: "$.interface.http", greeting: { type: "string", default: "hi", optional: true } },
   async run(event) {
     console.log(`${this.greeting} ${event.body.n}`);
-    this.$emit({ n: event.body.n, greeting: this.greeting });
+    this.$emit({ n: event.body.n, greeting: this.greeting }, { summary: `number ${event.body.n}` });
   },
 };
 """
@@ -83,8 +85,10 @@ def test_deploy_list_events_logs_update_delete(logged_in: User, env: dict[str, s
         follower.wait(timeout=10)
 
     printed = hw(env, "events", source["id"], "-n", "5").stdout
-    assert '{"n": 1, "greeting": "hello"}' in printed
-    assert "hello 1" in hw(env, "logs", "cli-one").stdout
+    # A readable local time, the id, the summary, then the event.
+    assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \d+-\d+  number 1  \{"n": 1, "greeting": "hello"\}\n',
+                        printed), printed
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  log    hello 1\n", hw(env, "logs", "cli-one").stdout)
 
     updated = json.loads(hw(env, "update", "cli-one", "--prop", "greeting=hey", "--json").stdout)
     assert updated["configured_props"]["greeting"] == "hey"
@@ -126,15 +130,32 @@ def test_publish_reports_published_skipped_and_failed(server: Server, env: dict[
 def test_help_lists_every_command() -> None:
     out = subprocess.run([sys.executable, "-m", "headwater.cli", "--help"], capture_output=True, text=True,
                          env={**os.environ}, timeout=60).stdout
-    for command in ("login", "deploy", "list", "events", "logs", "update", "delete", "publish", "serve", "users",
-                    "workflows"):
+    for command in ("login", "logout", "whoami", "deploy", "list", "describe", "events", "logs", "update", "delete",
+                    "webhooks", "subscriptions", "publish", "serve", "users", "workflows"):
         assert command in out
     assert COMPONENTS.is_dir()
 
 
 # Each verb that talks to the service, with arguments that would work against a healthy one.
-SOURCE_VERBS = [["list"], ["deploy", "headwater-http"], ["events", "dc_nosuchsource0000000000"],
-                ["logs", "some-name"], ["update", "some-name", "--inactive"], ["delete", "dc_nosuchsource0000000000"]]
+UNKNOWN_SOURCE = "dc_nosuchsource0000000000"
+VERBS = [["list"], ["deploy", "headwater-http"], ["events", UNKNOWN_SOURCE], ["logs", "some-name"],
+         ["update", "some-name", "--inactive"], ["delete", UNKNOWN_SOURCE], ["whoami"], ["describe", "some-name"],
+         ["webhooks", "create", "--url", "http://127.0.0.1:9/hook"], ["webhooks", "list"],
+         ["webhooks", "delete", "wh_nosuchwebhook000000000"], ["webhooks", "deliveries", "wh_nosuchwebhook000000000"],
+         ["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"],
+         ["subscriptions", "list"],
+         ["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_nosuchwebhook000000000"]]
+UNKNOWN = [(["events", UNKNOWN_SOURCE], "No source"), (["logs", "some-name"], "No source named 'some-name'"),
+           (["update", "some-name", "--inactive"], "No source named"), (["delete", UNKNOWN_SOURCE], "No source"),
+           (["describe", "some-name"], "No source named"), (["describe", UNKNOWN_SOURCE], "No source"),
+           (["webhooks", "delete", "wh_nosuchwebhook000000000"], "No webhook"),
+           (["webhooks", "deliveries", "wh_nosuchwebhook000000000"], "No webhook"),
+           (["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"], "No "),
+           (["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_x"], "No source named")]
+
+
+def verb_id(verb: list[str]) -> str:
+    return "-".join(word for word in verb[:2] if not word.startswith(("-", "dc_", "wh_")))
 
 
 def saved_login(env: dict[str, str], url: str, key: str) -> None:
@@ -152,7 +173,7 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("verb", SOURCE_VERBS, ids=lambda v: v[0])
+@pytest.mark.parametrize("verb", VERBS, ids=verb_id)
 def test_every_verb_says_in_one_line_that_the_server_is_down(env: dict[str, str], verb: list[str]) -> None:
     saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
     line = one_error_line(hw(env, *verb, check=False))
@@ -164,7 +185,7 @@ def test_login_to_a_server_that_is_down_is_one_line(env: dict[str, str]) -> None
     assert "Cannot reach" in line
 
 
-@pytest.mark.parametrize("verb", SOURCE_VERBS, ids=lambda v: v[0])
+@pytest.mark.parametrize("verb", VERBS, ids=verb_id)
 def test_every_verb_says_in_one_line_that_the_key_is_wrong(server: Server, env: dict[str, str],
                                                            verb: list[str]) -> None:
     saved_login(env, server.base_url, "hw_" + "x" * 40)
@@ -172,11 +193,11 @@ def test_every_verb_says_in_one_line_that_the_key_is_wrong(server: Server, env: 
     assert "The API key is not valid." in line and "headwater login" in line
 
 
-@pytest.mark.parametrize("verb", [v for v in SOURCE_VERBS if v[0] not in ("list", "deploy")], ids=lambda v: v[0])
-def test_every_verb_says_in_one_line_that_a_source_is_unknown(logged_in: User, env: dict[str, str],
-                                                              verb: list[str]) -> None:
+@pytest.mark.parametrize(("verb", "expected"), UNKNOWN, ids=[verb_id(v) for v, _ in UNKNOWN])
+def test_every_verb_says_in_one_line_that_a_name_or_id_is_unknown(logged_in: User, env: dict[str, str],
+                                                                  verb: list[str], expected: str) -> None:
     line = one_error_line(hw(env, *verb, check=False))
-    assert "No source" in line
+    assert line.startswith("error: ") and expected in line
 
 
 def test_other_api_errors_print_the_services_sentence_and_fields(logged_in: User, env: dict[str, str]) -> None:
@@ -185,3 +206,64 @@ def test_other_api_errors_print_the_services_sentence_and_fields(logged_in: User
     as_json = json.loads(one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", "--json",
                                             check=False)))
     assert as_json["details"] == {"colour": ["is not a prop of this component"]}
+
+
+def test_version() -> None:
+    proc = subprocess.run([*HEADWATER, "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and re.fullmatch(r"headwater \d+\.\d+\.\d+\n", proc.stdout)
+
+
+def test_whoami_then_logout(server: Server, logged_in: User, env: dict[str, str]) -> None:
+    me = json.loads(hw(env, "whoami", "--json").stdout)
+    assert (me["id"], me["username"], me["url"]) == (logged_in.id, logged_in.username, server.base_url)
+    assert hw(env, "whoami").stdout.startswith(f"{logged_in.username} ({logged_in.id}, ")
+    assert json.loads(hw(env, "logout", "--json").stdout)["logged_out"] is True
+    assert not Path(env["HEADWATER_CONFIG"]).exists()
+    assert "not logged in" in hw(env, "logout").stdout
+    assert "Not logged in" in one_error_line(hw(env, "whoami", check=False))
+
+
+def test_list_and_describe_show_the_endpoint_configuration_and_component(logged_in: User, env: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    code = tmp_path / "source.mjs"
+    code.write_text(SOURCE)
+    source = json.loads(hw(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "described",
+                           "--json").stdout)
+    url = source["configured_props"]["http"]["endpoint_url"]
+    assert f"{source['id']}  described" in hw(env, "list").stdout and url in hw(env, "list").stdout
+    text = hw(env, "describe", "described").stdout
+    assert f"endpoint   {url}" in text and "component  CLI source 0.0.1" in text
+    assert '  greeting = "hello"' in text and "inactive" not in text
+    described = json.loads(hw(env, "describe", source["id"], "--json").stdout)
+    assert described["component"]["name"] == "CLI source" and described["configured_props"]["greeting"] == "hello"
+    assert "code" not in described["component"]
+    assert hw(env, "describe", "described", "--code").stdout == SOURCE
+
+
+def test_webhooks_and_subscriptions(server: Server, logged_in: User, env: dict[str, str]) -> None:
+    receiver = Receiver()
+    try:
+        source = json.loads(hw(env, "deploy", "headwater-http", "--name", "hooked", "--json").stdout)
+        hook = json.loads(hw(env, "webhooks", "create", "--url", receiver.url, "--name", "mine", "--json").stdout)
+        assert hook["signing_secret"].startswith("whsec_")
+        assert f"{hook['id']}  {receiver.url}  active  mine" in hw(env, "webhooks", "list").stdout
+        sub = json.loads(hw(env, "subscriptions", "create", "--emitter", "hooked", "--listener", hook["id"],
+                            "--json").stdout)
+        assert (sub["emitter_id"], sub["listener_id"]) == (source["id"], hook["id"])
+        assert f"{source['id']} -> {hook['id']}  events" in hw(env, "subscriptions", "list").stdout
+
+        httpx.post(source["configured_props"]["http"]["endpoint_url"], json={"n": 1})
+        receiver.wait(1)
+        with client_for(server, logged_in.api_key) as api:
+            [delivery] = wait_delivery(api, hook["id"], lambda d: d["status"] == "succeeded")
+        listed = hw(env, "webhooks", "deliveries", hook["id"]).stdout
+        assert f"{delivery['id']}  succeeded" in listed and "1 attempt  last answer 200" in listed
+        assert json.loads(hw(env, "webhooks", "deliveries", hook["id"], "--json").stdout)["data"] == [delivery]
+
+        hw(env, "subscriptions", "delete", "--emitter", "hooked", "--listener", hook["id"])
+        assert json.loads(hw(env, "subscriptions", "list", "--json").stdout)["data"] == []
+        assert json.loads(hw(env, "webhooks", "delete", hook["id"], "--json").stdout) == {"deleted": hook["id"]}
+        assert hw(env, "webhooks", "list").stdout == "no webhooks\n"
+    finally:
+        receiver.close()
+

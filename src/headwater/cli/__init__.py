@@ -1,5 +1,6 @@
 """The `headwater` command: run the service, manage its accounts, registry and workflows, and
-drive a running service like Pipedream's `pd` (login, deploy, list, events, logs, update, delete)."""
+drive a running service like Pipedream's `pd` (login, whoami, deploy, list, describe, events, logs,
+update, delete, webhooks, subscriptions, logout)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ import logging
 
 import click
 
-from headwater.cli import admin, client
+from headwater import __version__
+from headwater.cli import admin, client, hooks
 from headwater.cli.output import handles_errors, json_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="headwater", message="%(prog)s %(version)s")
 def cli() -> None:
     """Headwater: self-hosted event sources."""
 
 
-for command in (*admin.COMMANDS, *client.COMMANDS):
+for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS):
     cli.add_command(command)
 
 
