@@ -34,8 +34,9 @@ def env(server: Server, tmp_path: Path) -> Iterator[dict[str, str]]:
     yield {**server.env, "HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
 
 
-def hw(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*HEADWATER, *args], capture_output=True, text=True, env=env, timeout=120)
+def hw(env: dict[str, str], *args: str, check: bool = True,
+       cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*HEADWATER, *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"headwater {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return proc
@@ -267,3 +268,31 @@ def test_webhooks_and_subscriptions(server: Server, logged_in: User, env: dict[s
     finally:
         receiver.close()
 
+
+
+@pytest.mark.parametrize("verb", [["publish"], ["registry", "publish"]], ids=" ".join)
+def test_a_relative_folder_is_published_from_the_current_directory(server: Server, env: dict[str, str],
+                                                                     tmp_path: Path, verb: list[str]) -> None:
+    key = f"cli-relative-{tmp_path.name[-12:]}-{len(verb)}"
+    (tmp_path / "app" / "sources").mkdir(parents=True)
+    (tmp_path / "app" / "sources" / "rel.mjs").write_text(
+        f'export default {{key: "{key}", name: "Relative", version: "1.0.0", props: {{}}, run() {{}}}}')
+    out = json.loads(hw(env, *verb, "app", "--data-dir", str(server.data_dir), "--json", cwd=tmp_path).stdout)
+    assert [(r["file"], r["status"]) for r in out["results"]] == [("sources/rel.mjs", "published")]
+
+
+def test_relative_files_mean_the_current_directory(server: Server, logged_in: User, env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    (tmp_path / "source.mjs").write_text(SOURCE)
+    (tmp_path / "v2.mjs").write_text(SOURCE.replace('"0.0.1"', '"0.0.2"'))
+    source = json.loads(hw(env, "deploy", "source.mjs", "--name", "relative", "--json", cwd=tmp_path).stdout)
+    hw(env, "update", "relative", "--code", "v2.mjs", cwd=tmp_path)
+    assert "CLI source 0.0.2" in hw(env, "describe", source["id"]).stdout
+
+    (tmp_path / "flows" / "steps").mkdir(parents=True)
+    (tmp_path / "flows" / "steps" / "double.mjs").write_text((COMPONENTS / "workflow" / "double.mjs").read_text())
+    (tmp_path / "flows" / "flow.yaml").write_text(json.dumps({"name": f"relative-{logged_in.id}", "steps": [
+        {"name": "double", "component": "steps/double.mjs", "props": {"n": 1}}]}))
+    deployed = json.loads(hw(env, "workflows", "deploy", "flows/flow.yaml", "--user", logged_in.id,
+                             "--data-dir", str(server.data_dir), "--json", cwd=tmp_path).stdout)
+    assert deployed["id"].startswith("p_")

@@ -24,7 +24,7 @@ for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS):
 
 
 @cli.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, resolve_path=True))
 @admin.data_dir_option
 @json_option
 @handles_errors

@@ -270,7 +270,8 @@ def logs(source: str, count: int, follow: bool, as_json: bool) -> None:
 @click.argument("source")
 @click.option("--prop", "props", multiple=True, help="a configured prop, name=value (repeatable)")
 @click.option("--name")
-@click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False), help="new component code")
+@click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+              help="new component code")
 @click.option("--active/--inactive", default=None)
 @json_option
 @handles_errors
