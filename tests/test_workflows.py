@@ -136,6 +136,20 @@ def test_a_failing_step_leaves_an_errors_summary(server: Server, owner: User, cl
     assert summaries(client, deployed["id"]) == []
 
 
+def test_a_prop_whose_expression_gives_undefined_is_not_passed_on_as_text(
+        server: Server, owner: User, client: httpx.Client, tmp_path: Path) -> None:
+    source_id, url = deploy(client, EMITTER)
+    path = write(tmp_path, "undefined-prop", source_id, [
+        {"name": "double", "component": f"{STEPS}/double.mjs", "props": {"n": "{{steps.trigger.event.count}}"}}])
+    deployed = server.cli("workflows", "deploy", str(path), "--user", owner.id)
+    httpx.post(url, json={"n": 9})
+    [item] = wait_for(client, deployed["id"], errors=True)
+    error = item["event"]["error"]
+    assert error["code"] == "CONFIGURATION_ERROR" and error["cellId"] == "double"
+    assert error["message"] == ("prop n is required, but its {{ }} expression gave undefined "
+                                "({{steps.trigger.event.count}})")
+
+
 def test_bad_workflow_files_are_refused(server: Server, owner: User, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nsteps: []\n")
@@ -145,5 +159,9 @@ def test_bad_workflow_files_are_refused(server: Server, owner: User, tmp_path: P
     source.write_text(json.dumps({"name": "y", "steps": [{"name": "s", "component": "headwater-http"}]}))
     out = server.cli("workflows", "deploy", str(source), "--user", owner.id, check=False)
     assert "not an action" in out["error"]
+    mistyped = write(tmp_path, "mistyped", "dc_x", [{"name": "double", "component": f"{STEPS}/double.mjs",
+                                                     "props": {"n": "twenty"}}])
+    out = server.cli("workflows", "deploy", str(mistyped), "--user", owner.id, check=False)
+    assert out["details"] == {"steps.double.props.n": ["must be an integer"]}
     with client_for(server, new_user(server).api_key) as stranger:
         assert stranger.get("/workflows/p_nope/event_summaries").status_code == 404
