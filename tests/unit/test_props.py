@@ -81,8 +81,10 @@ def test_timers() -> None:
 
 
 def test_an_unresolved_expression_is_refused_where_a_number_or_object_belongs() -> None:
-    props = [{"name": "n", "type": "integer"}, {"name": "o", "type": "object"}, {"name": "s", "type": "string"}]
-    v = validate(props, {"n": "{{steps.trigger.event.n}}", "o": "{{ steps.x }}", "s": "{{ kept as text }}"})
+    props = [{"name": "n", "type": "integer"}, {"name": "o", "type": "object"}, {"name": "s", "type": "string"},
+             {"name": "channel", "type": "$.discord.channel"}]
+    v = validate(props, {"n": "{{steps.trigger.event.n}}", "o": "{{ steps.x }}", "s": "{{ kept as text }}",
+                         "channel": "{{ text too }}"})
     assert v.errors == {"n": ["must be an integer, not an unresolved {{ }} expression"],
                         "o": ["must be an object, not an unresolved {{ }} expression"]}
 

@@ -39,7 +39,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _type_problem(base: str, value: Any) -> str | None:
-    if base not in ("string", "any") and expression_of(value) is not None:
+    if base in ("integer", "boolean", "object", "http_request") and expression_of(value) is not None:
         # Only workflow steps evaluate `{{ }}`; anywhere else it is text where a value belongs.
         return f"must be {'an' if base[0] in 'aeiou' else 'a'} {base}, not an unresolved {{{{ }}}} expression"
     if base == "string":
