@@ -8,7 +8,9 @@ import re
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -179,6 +181,37 @@ def test_every_verb_says_in_one_line_that_the_server_is_down(env: dict[str, str]
     saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
     line = one_error_line(hw(env, *verb, check=False))
     assert line.startswith("error: Cannot reach http://127.0.0.1:") and "connection refused" in line
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "http://256.1.1.1:8000", "ftp://127.0.0.1/"])
+def test_a_url_that_is_not_one_is_one_line(env: dict[str, str], url: str) -> None:
+    assert f"error: {url!r} is not" in one_error_line(hw(env, "login", "--url", url, "--key", "hw_x", check=False))
+    saved_login(env, url, "hw_x")
+    assert f"error: {url!r} is not" in one_error_line(hw(env, "list", check=False))
+
+
+def test_an_answer_the_cli_does_not_expect_is_still_one_line(env: dict[str, str]) -> None:
+    class Anything(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    not_headwater = ThreadingHTTPServer(("127.0.0.1", 0), Anything)
+    threading.Thread(target=not_headwater.serve_forever, daemon=True).start()
+    try:
+        saved_login(env, f"http://127.0.0.1:{not_headwater.server_address[1]}", "hw_x")
+        proc = hw(env, "list", check=False)
+        assert proc.returncode == 3 and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("error: unexpected KeyError: 'data' (HEADWATER_DEBUG=1 shows the traceback)")
+        assert len(proc.stderr.strip().splitlines()) == 1
+    finally:
+        not_headwater.shutdown()
 
 
 def test_login_to_a_server_that_is_down_is_one_line(env: dict[str, str]) -> None:

@@ -5,12 +5,13 @@ update, delete, webhooks, subscriptions, logout)."""
 from __future__ import annotations
 
 import logging
+import os
 
 import click
 
 from headwater import __version__
 from headwater.cli import admin, client, hooks
-from headwater.cli.output import handles_errors, json_option
+from headwater.cli.output import handles_errors, json_option, one_line
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,4 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemExit as e:
         return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except Exception as e:  # a bug of ours: still one line, the traceback on request
+        if os.environ.get("HEADWATER_DEBUG"):
+            raise
+        click.echo(f"error: unexpected {type(e).__name__}: {one_line(str(e), None)} "
+                   "(HEADWATER_DEBUG=1 shows the traceback)", err=True)
+        return 3
     return 0

@@ -42,9 +42,20 @@ def load_config() -> dict[str, str]:
     return data
 
 
+def api_base(url: str) -> str:
+    """The /v1 address of a service URL, or a Failure saying what is wrong with the URL."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as e:
+        raise Failure(f"{url!r} is not a valid URL: {e}.") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise Failure(f"{url!r} is not an http(s) URL: give it as http://HOST:PORT.")
+    return url.rstrip("/") + "/v1"
+
+
 def api() -> httpx.Client:
     config = load_config()
-    return httpx.Client(base_url=config["url"].rstrip("/") + "/v1", timeout=120,
+    return httpx.Client(base_url=api_base(config["url"]), timeout=120,
                         headers={"Authorization": f"Bearer {config['api_key']}"})
 
 
@@ -114,8 +125,7 @@ def resolve(client: httpx.Client, source: str) -> str:
 @handles_errors
 def login(url: str, api_key: str, as_json: bool) -> None:
     """Check a key against a service and remember both (in a file only you can read)."""
-    with httpx.Client(base_url=url.rstrip("/") + "/v1", headers={"Authorization": f"Bearer {api_key}"},
-                      timeout=30) as client:
+    with httpx.Client(base_url=api_base(url), headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
         me = checked(client.get("/users/me"))["data"]
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
