@@ -9,7 +9,7 @@ import click
 import httpx
 
 from headwater.cli.client import all_pages, api, checked, readable_time, resolve
-from headwater.cli.output import emit, handles_errors, json_option
+from headwater.cli.output import F, emit, handles_errors, json_option
 
 LISTENER_PREFIXES = ("wh_", "p_", "dc_")
 
@@ -91,7 +91,7 @@ def listener_id(client: httpx.Client, listener: str) -> str:
     return listener if listener.startswith(LISTENER_PREFIXES) else resolve(client, listener)
 
 
-def subscription_options(f: Any) -> Any:
+def subscription_options(f: F) -> F:
     for option in reversed([
         click.option("--emitter", required=True, help="a source (id or name), a workflow p_ id, or dc_* / p_*"),
         click.option("--listener", required=True, help="a webhook wh_ id, a workflow p_ id, or a source"),
