@@ -110,6 +110,45 @@ def test_mistyped_field_is_400_with_details(api: httpx.Client) -> None:
     assert "component_code" in r.json()["details"]
 
 
+def test_an_unknown_body_field_is_400_naming_it(api: httpx.Client) -> None:
+    # `props` for `configured_props` used to deploy the source without its props.
+    r = api.post("/sources", json={"component_key": "headwater-http", "props": {"x": 1}})
+    assert r.status_code == 400
+    assert r.json() == {"error": "The request has unknown fields: props.",
+                        "details": {"props": ["is not a field of this request"]}}
+    assert api.get("/users/me/sources").json()["data"] == []
+    r = api.post("/components", json={"component_code": SIMPLE.format(n=90), "code": "x"})
+    assert r.status_code == 400 and r.json()["details"] == {"code": ["is not a field of this request"]}
+    r = api.post("/subscriptions", json={"emitter_id": "dc_x", "listener": "wh_x"})
+    assert r.status_code == 400 and r.json()["details"] == {"listener": ["is not a field of this request"]}
+
+
+def test_an_unknown_field_on_update_is_400(api: httpx.Client) -> None:
+    source = api.post("/sources", json={"component_key": "headwater-http"}).json()["data"]
+    r = api.put(f"/sources/{source['id']}", json={"enabled": False})
+    assert r.status_code == 400 and r.json()["details"] == {"enabled": ["is not a field of this request"]}
+    assert api.get(f"/sources/{source['id']}").json()["data"]["active"] is True
+
+
+def test_an_integer_prop_refuses_an_unresolved_expression(api: httpx.Client) -> None:
+    code = 'export default {name: "n", version: "1", props: {n: {type: "integer"}}, run() {}}'
+    r = api.post("/sources", json={"component_code": code, "configured_props": {"n": "{{steps.trigger.event.n}}"}})
+    assert r.status_code == 422
+    assert r.json()["details"] == {"n": ["must be an integer, not an unresolved {{ }} expression"]}
+
+
+def test_a_webhook_without_url_is_400_and_the_document_says_it_is_required(server: Server,
+                                                                           api: httpx.Client) -> None:
+    r = api.post("/webhooks")
+    assert r.status_code == 400 and list(r.json()["details"]) == ["url"]
+    spec = httpx.get(server.base_url + "/openapi.json").json()
+    [url] = [p for p in spec["paths"]["/v1/webhooks"]["post"]["parameters"] if p["name"] == "url"]
+    assert url["required"] is True and url["description"] and url["schema"]["examples"]
+    body = spec["components"]["schemas"]["SourceBody"]
+    assert body["additionalProperties"] is False
+    assert body["properties"]["configured_props"]["description"]
+
+
 def test_no_component_reference_is_400(api: httpx.Client) -> None:
     r = api.post("/components", json={})
     assert r.status_code == 400

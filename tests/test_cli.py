@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import COMPONENTS, HEADWATER, Server, User, new_user
+from tests.conftest import COMPONENTS, HEADWATER, Server, User, client_for, free_port, new_user
+from tests.test_routing import Receiver, wait_delivery
 
 SOURCE = """export default {
   name: "CLI source",
@@ -21,7 +25,7 @@ SOURCE = """export default {
   props: { http: "$.interface.http", greeting: { type: "string", default: "hi", optional: true } },
   async run(event) {
     console.log(`${this.greeting} ${event.body.n}`);
-    this.$emit({ n: event.body.n, greeting: this.greeting });
+    this.$emit({ n: event.body.n, greeting: this.greeting }, { summary: `number ${event.body.n}` });
   },
 };
 """
@@ -32,8 +36,9 @@ def env(server: Server, tmp_path: Path) -> Iterator[dict[str, str]]:
     yield {**server.env, "HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
 
 
-def hw(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*HEADWATER, *args], capture_output=True, text=True, env=env, timeout=120)
+def hw(env: dict[str, str], *args: str, check: bool = True,
+       cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*HEADWATER, *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"headwater {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return proc
@@ -83,8 +88,10 @@ def test_deploy_list_events_logs_update_delete(logged_in: User, env: dict[str, s
         follower.wait(timeout=10)
 
     printed = hw(env, "events", source["id"], "-n", "5").stdout
-    assert '{"n": 1, "greeting": "hello"}' in printed
-    assert "hello 1" in hw(env, "logs", "cli-one").stdout
+    # A readable local time, the id, the summary, then the event.
+    assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \d+-\d+  number 1  \{"n": 1, "greeting": "hello"\}\n',
+                        printed), printed
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  log    hello 1\n", hw(env, "logs", "cli-one").stdout)
 
     updated = json.loads(hw(env, "update", "cli-one", "--prop", "greeting=hey", "--json").stdout)
     assert updated["configured_props"]["greeting"] == "hey"
@@ -126,7 +133,199 @@ def test_publish_reports_published_skipped_and_failed(server: Server, env: dict[
 def test_help_lists_every_command() -> None:
     out = subprocess.run([sys.executable, "-m", "headwater.cli", "--help"], capture_output=True, text=True,
                          env={**os.environ}, timeout=60).stdout
-    for command in ("login", "deploy", "list", "events", "logs", "update", "delete", "publish", "serve", "users",
-                    "workflows"):
+    for command in ("login", "logout", "whoami", "deploy", "list", "describe", "events", "logs", "update", "delete",
+                    "webhooks", "subscriptions", "publish", "serve", "users", "workflows"):
         assert command in out
     assert COMPONENTS.is_dir()
+
+
+# Each verb that talks to the service, with arguments that would work against a healthy one.
+UNKNOWN_SOURCE = "dc_nosuchsource0000000000"
+VERBS = [["list"], ["deploy", "headwater-http"], ["events", UNKNOWN_SOURCE], ["logs", "some-name"],
+         ["update", "some-name", "--inactive"], ["delete", UNKNOWN_SOURCE], ["whoami"], ["describe", "some-name"],
+         ["webhooks", "create", "--url", "http://127.0.0.1:9/hook"], ["webhooks", "list"],
+         ["webhooks", "delete", "wh_nosuchwebhook000000000"], ["webhooks", "deliveries", "wh_nosuchwebhook000000000"],
+         ["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"],
+         ["subscriptions", "list"],
+         ["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_nosuchwebhook000000000"]]
+UNKNOWN = [(["events", UNKNOWN_SOURCE], "No source"), (["logs", "some-name"], "No source named 'some-name'"),
+           (["update", "some-name", "--inactive"], "No source named"), (["delete", UNKNOWN_SOURCE], "No source"),
+           (["describe", "some-name"], "No source named"), (["describe", UNKNOWN_SOURCE], "No source"),
+           (["webhooks", "delete", "wh_nosuchwebhook000000000"], "No webhook"),
+           (["webhooks", "deliveries", "wh_nosuchwebhook000000000"], "No webhook"),
+           (["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"], "No "),
+           (["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_x"], "No source named")]
+
+
+def verb_id(verb: list[str]) -> str:
+    return "-".join(word for word in verb[:2] if not word.startswith(("-", "dc_", "wh_")))
+
+
+def saved_login(env: dict[str, str], url: str, key: str) -> None:
+    """A login as `headwater login` saves it, without asking the service."""
+    config = Path(env["HEADWATER_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"url": url, "api_key": key}))
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=verb_id)
+def test_every_verb_says_in_one_line_that_the_server_is_down(env: dict[str, str], verb: list[str]) -> None:
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    line = one_error_line(hw(env, *verb, check=False))
+    assert line.startswith("error: Cannot reach http://127.0.0.1:") and "connection refused" in line
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "http://256.1.1.1:8000", "ftp://127.0.0.1/"])
+def test_a_url_that_is_not_one_is_one_line(env: dict[str, str], url: str) -> None:
+    assert f"error: {url!r} is not" in one_error_line(hw(env, "login", "--url", url, "--key", "hw_x", check=False))
+    saved_login(env, url, "hw_x")
+    assert f"error: {url!r} is not" in one_error_line(hw(env, "list", check=False))
+
+
+def test_an_answer_the_cli_does_not_expect_is_still_one_line(env: dict[str, str]) -> None:
+    class Anything(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    not_headwater = ThreadingHTTPServer(("127.0.0.1", 0), Anything)
+    threading.Thread(target=not_headwater.serve_forever, daemon=True).start()
+    try:
+        saved_login(env, f"http://127.0.0.1:{not_headwater.server_address[1]}", "hw_x")
+        proc = hw(env, "list", check=False)
+        assert proc.returncode == 3 and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("error: unexpected KeyError: 'data' (HEADWATER_DEBUG=1 shows the traceback)")
+        assert len(proc.stderr.strip().splitlines()) == 1
+    finally:
+        not_headwater.shutdown()
+
+
+def test_login_to_a_server_that_is_down_is_one_line(env: dict[str, str]) -> None:
+    line = one_error_line(hw(env, "login", "--url", f"http://127.0.0.1:{free_port()}", "--key", "hw_x", check=False))
+    assert "Cannot reach" in line
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=verb_id)
+def test_every_verb_says_in_one_line_that_the_key_is_wrong(server: Server, env: dict[str, str],
+                                                           verb: list[str]) -> None:
+    saved_login(env, server.base_url, "hw_" + "x" * 40)
+    line = one_error_line(hw(env, *verb, check=False))
+    assert "The API key is not valid." in line and "headwater login" in line
+
+
+@pytest.mark.parametrize(("verb", "expected"), UNKNOWN, ids=[verb_id(v) for v, _ in UNKNOWN])
+def test_every_verb_says_in_one_line_that_a_name_or_id_is_unknown(logged_in: User, env: dict[str, str],
+                                                                  verb: list[str], expected: str) -> None:
+    line = one_error_line(hw(env, *verb, check=False))
+    assert line.startswith("error: ") and expected in line
+
+
+def test_other_api_errors_print_the_services_sentence_and_fields(logged_in: User, env: dict[str, str]) -> None:
+    line = one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", check=False))
+    assert line.startswith("error: ") and "colour: is not a prop of this component" in line
+    as_json = json.loads(one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", "--json",
+                                            check=False)))
+    assert as_json["details"] == {"colour": ["is not a prop of this component"]}
+
+
+def test_version() -> None:
+    proc = subprocess.run([*HEADWATER, "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and re.fullmatch(r"headwater \d+\.\d+\.\d+\n", proc.stdout)
+
+
+def test_whoami_then_logout(server: Server, logged_in: User, env: dict[str, str]) -> None:
+    me = json.loads(hw(env, "whoami", "--json").stdout)
+    assert (me["id"], me["username"], me["url"]) == (logged_in.id, logged_in.username, server.base_url)
+    assert hw(env, "whoami").stdout.startswith(f"{logged_in.username} ({logged_in.id}, ")
+    assert json.loads(hw(env, "logout", "--json").stdout)["logged_out"] is True
+    assert not Path(env["HEADWATER_CONFIG"]).exists()
+    assert "not logged in" in hw(env, "logout").stdout
+    assert "Not logged in" in one_error_line(hw(env, "whoami", check=False))
+
+
+def test_list_and_describe_show_the_endpoint_configuration_and_component(logged_in: User, env: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    code = tmp_path / "source.mjs"
+    code.write_text(SOURCE)
+    source = json.loads(hw(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "described",
+                           "--json").stdout)
+    url = source["configured_props"]["http"]["endpoint_url"]
+    assert f"{source['id']}  described" in hw(env, "list").stdout and url in hw(env, "list").stdout
+    text = hw(env, "describe", "described").stdout
+    assert f"endpoint   {url}" in text and "component  CLI source 0.0.1" in text
+    assert '  greeting = "hello"' in text and "inactive" not in text
+    described = json.loads(hw(env, "describe", source["id"], "--json").stdout)
+    assert described["component"]["name"] == "CLI source" and described["configured_props"]["greeting"] == "hello"
+    assert "code" not in described["component"]
+    assert hw(env, "describe", "described", "--code").stdout == SOURCE
+
+
+def test_webhooks_and_subscriptions(server: Server, logged_in: User, env: dict[str, str]) -> None:
+    receiver = Receiver()
+    try:
+        source = json.loads(hw(env, "deploy", "headwater-http", "--name", "hooked", "--json").stdout)
+        hook = json.loads(hw(env, "webhooks", "create", "--url", receiver.url, "--name", "mine", "--json").stdout)
+        assert hook["signing_secret"].startswith("whsec_")
+        assert f"{hook['id']}  {receiver.url}  active  mine" in hw(env, "webhooks", "list").stdout
+        sub = json.loads(hw(env, "subscriptions", "create", "--emitter", "hooked", "--listener", hook["id"],
+                            "--json").stdout)
+        assert (sub["emitter_id"], sub["listener_id"]) == (source["id"], hook["id"])
+        assert f"{source['id']} -> {hook['id']}  events" in hw(env, "subscriptions", "list").stdout
+
+        httpx.post(source["configured_props"]["http"]["endpoint_url"], json={"n": 1})
+        receiver.wait(1)
+        with client_for(server, logged_in.api_key) as api:
+            [delivery] = wait_delivery(api, hook["id"], lambda d: d["status"] == "succeeded")
+        listed = hw(env, "webhooks", "deliveries", hook["id"]).stdout
+        assert f"{delivery['id']}  succeeded" in listed and "1 attempt  last answer 200" in listed
+        assert json.loads(hw(env, "webhooks", "deliveries", hook["id"], "--json").stdout)["data"] == [delivery]
+
+        hw(env, "subscriptions", "delete", "--emitter", "hooked", "--listener", hook["id"])
+        assert json.loads(hw(env, "subscriptions", "list", "--json").stdout)["data"] == []
+        assert json.loads(hw(env, "webhooks", "delete", hook["id"], "--json").stdout) == {"deleted": hook["id"]}
+        assert hw(env, "webhooks", "list").stdout == "no webhooks\n"
+    finally:
+        receiver.close()
+
+
+
+@pytest.mark.parametrize("verb", [["publish"], ["registry", "publish"]], ids=" ".join)
+def test_a_relative_folder_is_published_from_the_current_directory(server: Server, env: dict[str, str],
+                                                                     tmp_path: Path, verb: list[str]) -> None:
+    key = f"cli-relative-{tmp_path.name[-12:]}-{len(verb)}"
+    (tmp_path / "app" / "sources").mkdir(parents=True)
+    (tmp_path / "app" / "sources" / "rel.mjs").write_text(
+        f'export default {{key: "{key}", name: "Relative", version: "1.0.0", props: {{}}, run() {{}}}}')
+    out = json.loads(hw(env, *verb, "app", "--data-dir", str(server.data_dir), "--json", cwd=tmp_path).stdout)
+    assert [(r["file"], r["status"]) for r in out["results"]] == [("sources/rel.mjs", "published")]
+
+
+def test_relative_files_mean_the_current_directory(server: Server, logged_in: User, env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    (tmp_path / "source.mjs").write_text(SOURCE)
+    (tmp_path / "v2.mjs").write_text(SOURCE.replace('"0.0.1"', '"0.0.2"'))
+    source = json.loads(hw(env, "deploy", "source.mjs", "--name", "relative", "--json", cwd=tmp_path).stdout)
+    hw(env, "update", "relative", "--code", "v2.mjs", cwd=tmp_path)
+    assert "CLI source 0.0.2" in hw(env, "describe", source["id"]).stdout
+
+    (tmp_path / "flows" / "steps").mkdir(parents=True)
+    (tmp_path / "flows" / "steps" / "double.mjs").write_text((COMPONENTS / "workflow" / "double.mjs").read_text())
+    (tmp_path / "flows" / "flow.yaml").write_text(json.dumps({"name": f"relative-{logged_in.id}", "steps": [
+        {"name": "double", "component": "steps/double.mjs", "props": {"n": 1}}]}))
+    deployed = json.loads(hw(env, "workflows", "deploy", "flows/flow.yaml", "--user", logged_in.id,
+                             "--data-dir", str(server.data_dir), "--json", cwd=tmp_path).stdout)
+    assert deployed["id"].startswith("p_")

@@ -4,6 +4,7 @@ data forward, an early exit, a failure's `$errors` summary, emits routed to a we
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import BOTH_MODES, COMPONENTS, Server, User, client_for, new_user, server_in_mode
+from tests.conftest import BOTH_MODES, COMPONENTS, ROOT, Server, User, client_for, new_user, server_in_mode
 from tests.test_routing import EMITTER, Receiver, subscribe, webhook
 from tests.test_runs import deploy, wait_until
 
@@ -136,6 +137,20 @@ def test_a_failing_step_leaves_an_errors_summary(server: Server, owner: User, cl
     assert summaries(client, deployed["id"]) == []
 
 
+def test_a_prop_whose_expression_gives_undefined_is_not_passed_on_as_text(
+        server: Server, owner: User, client: httpx.Client, tmp_path: Path) -> None:
+    source_id, url = deploy(client, EMITTER)
+    path = write(tmp_path, "undefined-prop", source_id, [
+        {"name": "double", "component": f"{STEPS}/double.mjs", "props": {"n": "{{steps.trigger.event.count}}"}}])
+    deployed = server.cli("workflows", "deploy", str(path), "--user", owner.id)
+    httpx.post(url, json={"n": 9})
+    [item] = wait_for(client, deployed["id"], errors=True)
+    error = item["event"]["error"]
+    assert error["code"] == "CONFIGURATION_ERROR" and error["cellId"] == "double"
+    assert error["message"] == ("prop n is required, but its {{ }} expression gave undefined "
+                                "({{steps.trigger.event.count}})")
+
+
 def test_bad_workflow_files_are_refused(server: Server, owner: User, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nsteps: []\n")
@@ -145,5 +160,33 @@ def test_bad_workflow_files_are_refused(server: Server, owner: User, tmp_path: P
     source.write_text(json.dumps({"name": "y", "steps": [{"name": "s", "component": "headwater-http"}]}))
     out = server.cli("workflows", "deploy", str(source), "--user", owner.id, check=False)
     assert "not an action" in out["error"]
+    mistyped = write(tmp_path, "mistyped", "dc_x", [{"name": "double", "component": f"{STEPS}/double.mjs",
+                                                     "props": {"n": "twenty"}}])
+    out = server.cli("workflows", "deploy", str(mistyped), "--user", owner.id, check=False)
+    assert out["details"] == {"steps.double.props.n": ["must be an integer"]}
     with client_for(server, new_user(server).api_key) as stranger:
         assert stranger.get("/workflows/p_nope/event_summaries").status_code == 404
+
+
+def readme_block(language: str, containing: str) -> str:
+    """The README's fenced block of this language that contains the text."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    [block] = [b for b in blocks if containing in b]
+    return block
+
+
+def test_the_readme_workflow_runs_as_written(server: Server, owner: User, client: httpx.Client,
+                                             tmp_path: Path) -> None:
+    source = client.post("/sources", json={"component_key": "headwater-http", "name": "numbers"}).json()["data"]
+    (tmp_path / "double.mjs").write_text(readme_block("js", 'name: "Double"'))
+    workflow = readme_block("yaml", "name: enrich-orders").replace("trigger: dc_...", f"trigger: {source['id']}")
+    (tmp_path / "enrich.yaml").write_text(workflow)
+    deployed = server.cli("workflows", "deploy", str(tmp_path / "enrich.yaml"), "--user", owner.id)
+    endpoint = source["configured_props"]["http"]["endpoint_url"]
+    assert httpx.post(endpoint, json={"n": 21}).status_code == 200
+    [item] = wait_for(client, deployed["id"])
+    assert item["event"] == {"raw_event": 42}
+    logs = client.get(f"/workflows/{deployed['id']}/$logs/event_summaries")
+    assert logs.status_code == 200, logs.text
+    assert [i["event"]["message"] for i in logs.json()["data"]] == ["doubling 21"]
+    assert summaries(client, deployed["id"], errors=True) == []

@@ -19,6 +19,11 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"HEADWATER_{name}", default)
 
 
+def _path(name: str, default: Path) -> Path:
+    """A path setting; relative means the current directory of the process that reads it."""
+    return Path(_env(name, str(default))).resolve()
+
+
 def _int(name: str, default: int) -> int:
     return int(_env(name, str(default)))
 
@@ -34,8 +39,9 @@ class Settings:
     port: int = field(default_factory=lambda: _int("PORT", 8000))
     data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", str(default_data_dir()))).resolve())
     public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
-    runner_dir: Path = field(default_factory=lambda: Path(_env("RUNNER_DIR", str(REPO_ROOT / "layers" / "runner"))))
-    registry_dir: Path = field(default_factory=lambda: Path(_env("REGISTRY_DIR", str(REPO_ROOT / "src" / "registry"))))
+    # Resolved here: the bundler and runner work in runner_dir, where a relative path means another place.
+    runner_dir: Path = field(default_factory=lambda: _path("RUNNER_DIR", REPO_ROOT / "layers" / "runner"))
+    registry_dir: Path = field(default_factory=lambda: _path("REGISTRY_DIR", REPO_ROOT / "src" / "registry"))
     # Live runner processes: one per account (plus one shared by describe calls), least recently
     # used ones stopped past this many; each in its own sandbox (docs/security.md).
     runner_processes: int = field(default_factory=lambda: _int("RUNNER_PROCESSES", 8))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.domain.props import validate
+from headwater.domain.props import step_problems, validate
 from headwater.domain.timers import Timer, TimerError
+from headwater.domain.workflows import evaluated_props
 
 PROPS = [
     {"name": "http", "type": "$.interface.http", "customResponse": True},
@@ -77,3 +78,25 @@ def test_timers() -> None:
                 {"cron": "61 * * * *"}, {"cron": "* * * * *", "timezone": "Mars/Olympus"}, {}, 5):
         with pytest.raises(TimerError):
             Timer.parse(bad)
+
+
+def test_an_unresolved_expression_is_refused_where_a_number_or_object_belongs() -> None:
+    props = [{"name": "n", "type": "integer"}, {"name": "o", "type": "object"}, {"name": "s", "type": "string"},
+             {"name": "channel", "type": "$.discord.channel"}]
+    v = validate(props, {"n": "{{steps.trigger.event.n}}", "o": "{{ steps.x }}", "s": "{{ kept as text }}",
+                         "channel": "{{ text too }}"})
+    assert v.errors == {"n": ["must be an integer, not an unresolved {{ }} expression"],
+                        "o": ["must be an object, not an unresolved {{ }} expression"]}
+
+
+def test_step_props_are_checked_once_evaluated() -> None:
+    props = [{"name": "n", "type": "integer"}, {"name": "label", "type": "string", "optional": True}]
+    given = {"n": "{{steps.trigger.event.n}}", "label": "{{steps.trigger.event.label}}"}
+    assert step_problems(props, given) == {}  # at deploy: evaluated later
+    assert step_problems(props, {"n": "4"}) == {"n": ["must be an integer"]}
+    values, undefined = evaluated_props(given, {"n": 4})
+    assert (values, undefined) == ({"n": 4}, ["label"])  # an optional prop left undefined, not "{{...}}"
+    assert step_problems(props, values, undefined) == {}
+    values, undefined = evaluated_props(given, {})
+    assert step_problems(props, values, undefined) == {
+        "n": ["is required, but its {{ }} expression gave undefined"]}

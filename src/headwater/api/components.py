@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
@@ -16,13 +16,14 @@ router = Router(tags=["components"])
 
 
 class ComponentCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is a 400, not silently dropped
 
-    component_code: StrictStr | None = None
-    component_url: StrictStr | None = None
-    org_id: StrictStr | None = None
-    include: StrictStr | None = None
-    exclude: StrictStr | None = None
+    component_code: StrictStr | None = Field(None, description="The component's code; wins over `component_url`.",
+                                             examples=['export default {name: "hello", version: "1", run() {}}'])
+    component_url: StrictStr | None = Field(None, description="Where to fetch the code from.")
+    org_id: StrictStr | None = Field(None, description="The owning org (also a query parameter).")
+    include: StrictStr | None = Field(None, description="Top-level fields of the answer to keep, comma-separated.")
+    exclude: StrictStr | None = Field(None, description="Top-level fields of the answer to drop, comma-separated.")
 
 
 @router.post("/components", response_model=None, responses={**answers(Data[Component]), **error_responses(422, 503)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -49,7 +50,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 STATUS_MEANINGS = {
-    400: "Malformed request: bad JSON, a missing or mistyped parameter, a bad cursor.",
+    400: "Malformed request: bad JSON, a missing, mistyped or unknown parameter, a bad cursor.",
     401: "Missing or invalid API key.",
     403: "An org the caller is not a member of.",
     404: "No such resource (or one the caller may not see).",
@@ -75,6 +76,28 @@ def _field(loc: tuple) -> str:
     return ".".join(parts) or "body"
 
 
+UNKNOWN_FIELD = "is not a field of this request"
+
+
+def validation_response(errors: Sequence[Any]) -> JSONResponse:
+    """400 naming every field at fault; unknown fields are named as such, since a misspelt field
+    silently ignored would deploy something other than what the caller asked for."""
+    details: dict[str, list[str]] = {}
+    unknown: list[str] = []
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            return error_response(400, "The request body is not valid JSON.")
+        field = _field(tuple(err.get("loc", ())))
+        if err.get("type") == "extra_forbidden":
+            unknown.append(field)
+            details.setdefault(field, []).append(UNKNOWN_FIELD)
+        else:
+            details.setdefault(field, []).append(err.get("msg", "invalid"))
+    if unknown and len(unknown) == len(details):
+        return error_response(400, f"The request has unknown fields: {', '.join(unknown)}.", details)
+    return error_response(400, f"The request has missing or mistyped parameters: {', '.join(details)}.", details)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(HeadwaterError)
     async def headwater_error(request: Request, exc: HeadwaterError) -> JSONResponse:
@@ -87,13 +110,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        details: dict[str, list[str]] = {}
-        for err in exc.errors():
-            if err.get("type") == "json_invalid":
-                return error_response(400, "The request body is not valid JSON.")
-            details.setdefault(_field(tuple(err.get("loc", ()))), []).append(err.get("msg", "invalid"))
-        fields = ", ".join(details)
-        return error_response(400, f"The request has missing or mistyped parameters: {fields}.", details)
+        return validation_response(exc.errors())
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Query, Request, Response
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
@@ -19,18 +19,30 @@ router = Router(tags=["sources"])
 
 
 class SourceBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """Unknown fields are refused (400): `props` for `configured_props` must not deploy a source
+    without its props."""
 
-    component_id: StrictStr | None = None
-    component_code: StrictStr | None = None
-    component_url: StrictStr | None = None
-    component_key: StrictStr | None = None
-    name: StrictStr | None = None
-    configured_props: dict[str, Any] | None = None
-    active: StrictBool | None = None
-    org_id: StrictStr | None = None
-    include: StrictStr | None = None
-    exclude: StrictStr | None = None
+    model_config = ConfigDict(extra="forbid")
+
+    component_id: StrictStr | None = Field(None, description="A saved component (`sc_...`); wins over the others.",
+                                           examples=["sc_..."])
+    component_code: StrictStr | None = Field(
+        None, description="The component's code (ESM, CommonJS or TypeScript).",
+        examples=['export default {name: "hello", version: "1", props: {http: "$.interface.http"}, '
+                  'run(e) { this.$emit(e.body) }}'])
+    component_url: StrictStr | None = Field(None, description="Where to fetch the code from (kept as metadata "
+                                            "when `component_code` is given).")
+    component_key: StrictStr | None = Field(None, description="A registry component's key.",
+                                            examples=["headwater-http"])
+    name: StrictStr | None = Field(None, description="Defaults to the component's name slug.", examples=["orders"])
+    configured_props: dict[str, Any] | None = Field(
+        None, description="Prop values by name; a timer as `{\"intervalSeconds\": N}` or `{\"cron\": \"...\"}`. "
+        "On update, props not given keep their values.",
+        examples=[{"timer": {"intervalSeconds": 300}}])
+    active: StrictBool | None = Field(None, description="Update only: false disables the source, true enables it.")
+    org_id: StrictStr | None = Field(None, description="The owning org (also a query parameter).")
+    include: StrictStr | None = Field(None, description="Top-level fields of the answer to keep, comma-separated.")
+    exclude: StrictStr | None = Field(None, description="Top-level fields of the answer to drop, comma-separated.")
 
     def request(self) -> SourceRequest:
         return SourceRequest(

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import Query, Request, Response
 
 from headwater.api.deps import PrincipalDep, ServicesDep, ShapeDep
-from headwater.api.errors import error_responses
+from headwater.api.errors import UNKNOWN_FIELD, error_responses
 from headwater.api.routing import Router
 from headwater.api.schemas import Data, Subscription, answers
 from headwater.domain.errors import BadRequest
@@ -28,6 +28,10 @@ async def _params(request: Request, names: tuple[str, ...]) -> dict[str, str | N
         if not isinstance(parsed, dict):
             raise BadRequest("The request body must be a JSON object.")
         body = parsed
+    unknown = [name for name in body if name not in names]
+    if unknown:
+        raise BadRequest(f"The request has unknown fields: {', '.join(unknown)}.",
+                         {name: [UNKNOWN_FIELD] for name in unknown})
     values: dict[str, str | None] = {}
     for name in names:
         value = request.query_params.get(name, body.get(name))

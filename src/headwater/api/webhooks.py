@@ -15,9 +15,12 @@ router = Router(tags=["webhooks"])
 
 
 @router.post("/webhooks", response_model=None, responses=answers(Data[Webhook]))
-def create_webhook(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, url: str | None = Query(None),
-                   name: str | None = Query(None), description: str | None = Query(None),
-                   org_id: str | None = Query(None)) -> dict[str, Any]:
+def create_webhook(svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
+                   url: str = Query(description="Where deliveries are POSTed: http or https, a host name, any path "
+                                    "and port.", examples=["https://example.com/hook"]),
+                   name: str | None = Query(None, examples=["orders hook"]),
+                   description: str | None = Query(None, examples=["new orders to the shop's backend"]),
+                   org_id: str | None = Query(None, description="The owning org.")) -> dict[str, Any]:
     """The answer carries `signing_secret` (`whsec_...`) this once: deliveries are signed with it."""
     webhook, secret = svc.webhooks.create(caller, url, name, description, org_id)
     return shape.data({**webhook.to_api(include_user=True), "signing_secret": secret})

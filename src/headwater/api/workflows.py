@@ -12,7 +12,7 @@ from headwater.api.routing import Router
 from headwater.api.schemas import Data, EventSummary, Page, Workflow, answers
 from headwater.api.sse import STREAM_DOC, EventStream, sse_response
 from headwater.domain.errors import NotFound
-from headwater.domain.events import RETAINED_PER_CHANNEL
+from headwater.domain.events import RESERVED_CHANNELS, RETAINED_PER_CHANNEL
 
 router = Router(tags=["workflows"])
 
@@ -41,11 +41,12 @@ def workflow_event_summaries(workflow_id: str, svc: ServicesDep, caller: Princip
             responses=answers(Page[EventSummary]))
 def workflow_error_summaries(workflow_id: str, channel: str, svc: ServicesDep, caller: PrincipalDep,
                              limit: SummaryLimit = None, expand: str | None = Query(None)) -> EventsJSON:
-    """`/$errors/event_summaries` (a route key cannot hold `$errors` literally on API Gateway)."""
-    if channel != "$errors":
+    """`/$errors/event_summaries` and `/$logs/event_summaries` (a route key cannot hold `$errors`
+    literally on API Gateway)."""
+    if channel not in RESERVED_CHANNELS:
         raise NotFound(f"No route /workflows/{workflow_id}/{channel}/event_summaries.")
     return EventsJSON(svc.events.summaries(caller, workflow_id, limit or RETAINED_PER_CHANNEL, expand == "event",
-                                           "$errors"))
+                                           channel))
 
 
 @router.get("/workflows/{workflow_id}/sse", response_class=EventStream, responses=STREAM_DOC)

@@ -1,27 +1,31 @@
 """The `headwater` command: run the service, manage its accounts, registry and workflows, and
-drive a running service like Pipedream's `pd` (login, deploy, list, events, logs, update, delete)."""
+drive a running service like Pipedream's `pd` (login, whoami, deploy, list, describe, events, logs,
+update, delete, webhooks, subscriptions, logout)."""
 
 from __future__ import annotations
 
 import logging
+import os
 
 import click
 
-from headwater.cli import admin, client
-from headwater.cli.output import handles_errors, json_option
+from headwater import __version__
+from headwater.cli import admin, client, hooks
+from headwater.cli.output import handles_errors, json_option, one_line
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="headwater", message="%(prog)s %(version)s")
 def cli() -> None:
     """Headwater: self-hosted event sources."""
 
 
-for command in (*admin.COMMANDS, *client.COMMANDS):
+for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS):
     cli.add_command(command)
 
 
 @cli.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, resolve_path=True))
 @admin.data_dir_option
 @json_option
 @handles_errors
@@ -44,4 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemExit as e:
         return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except Exception as e:  # a bug of ours: still one line, the traceback on request
+        if os.environ.get("HEADWATER_DEBUG"):
+            raise
+        click.echo(f"error: unexpected {type(e).__name__}: {one_line(str(e), None)} "
+                   "(HEADWATER_DEBUG=1 shows the traceback)", err=True)
+        return 3
     return 0

@@ -27,7 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def data_dir_option(f: F) -> F:
-    return click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+    return click.option("--data-dir", type=click.Path(file_okay=False, resolve_path=True), default=None,
                         help="data directory (default $HEADWATER_DATA_DIR, else ~/.local/share/headwater)")(f)
 
 
@@ -230,7 +230,7 @@ def registry() -> None:
 
 
 @registry.command("publish")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, resolve_path=True))
 @data_dir_option
 @json_option
 @handles_errors
@@ -245,7 +245,7 @@ def workflows() -> None:
 
 
 @workflows.command("deploy")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, resolve_path=True))
 @click.option("--user", required=True, help="u_ id of the owner")
 @click.option("--org", help="o_ id of the org to deploy it in")
 @data_dir_option

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,20 @@ def load_config() -> dict[str, str]:
     return data
 
 
+def api_base(url: str) -> str:
+    """The /v1 address of a service URL, or a Failure saying what is wrong with the URL."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as e:
+        raise Failure(f"{url!r} is not a valid URL: {e}.") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise Failure(f"{url!r} is not an http(s) URL: give it as http://HOST:PORT.")
+    return url.rstrip("/") + "/v1"
+
+
 def api() -> httpx.Client:
     config = load_config()
-    return httpx.Client(base_url=config["url"].rstrip("/") + "/v1", timeout=120,
+    return httpx.Client(base_url=api_base(config["url"]), timeout=120,
                         headers={"Authorization": f"Bearer {config['api_key']}"})
 
 
@@ -54,9 +67,15 @@ def checked(response: httpx.Response) -> Any:
         except ValueError:
             body = {}
         message = body.get("error") if isinstance(body, dict) else None
-        raise Failure(message or f"the service answered {response.status_code}",
-                      body.get("details") if isinstance(body, dict) else None)
-    return response.json() if response.content else None
+        message = message or f"The service answered {response.status_code} {response.reason_phrase}."
+        if response.status_code == 401:
+            message += " Run `headwater login --url URL --key KEY` with a valid key."
+        raise Failure(message, body.get("details") if isinstance(body, dict) else None)
+    try:
+        return response.json() if response.content else None
+    except ValueError:
+        raise Failure(f"The service at {response.url} answered {response.status_code} with a body that is not "
+                      "JSON: is the configured URL a Headwater server?") from None
 
 
 def parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -73,15 +92,20 @@ def parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
     return props
 
 
-def all_sources(client: httpx.Client) -> list[dict[str, Any]]:
-    sources: list[dict[str, Any]] = []
+def all_pages(client: httpx.Client, path: str) -> list[dict[str, Any]]:
+    """Every item of a paginated list, newest first."""
+    items: list[dict[str, Any]] = []
     after = None
     while True:
-        page = checked(client.get("/users/me/sources", params={"limit": 100, **({"after": after} if after else {})}))
-        sources += page["data"]
+        page = checked(client.get(path, params={"limit": 100, **({"after": after} if after else {})}))
+        items += page["data"]
         after = page["page_info"]["end_cursor"]
         if len(page["data"]) < 100 or not after:
-            return sources
+            return items
+
+
+def all_sources(client: httpx.Client) -> list[dict[str, Any]]:
+    return all_pages(client, "/users/me/sources")
 
 
 def resolve(client: httpx.Client, source: str) -> str:
@@ -101,12 +125,8 @@ def resolve(client: httpx.Client, source: str) -> str:
 @handles_errors
 def login(url: str, api_key: str, as_json: bool) -> None:
     """Check a key against a service and remember both (in a file only you can read)."""
-    with httpx.Client(base_url=url.rstrip("/") + "/v1", headers={"Authorization": f"Bearer {api_key}"},
-                      timeout=30) as client:
-        try:
-            me = checked(client.get("/users/me"))["data"]
-        except httpx.HTTPError as e:
-            raise Failure(f"Cannot reach {url}: {e}") from None
+    with httpx.Client(base_url=api_base(url), headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
+        me = checked(client.get("/users/me"))["data"]
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -135,31 +155,53 @@ def deploy(component: str, props: tuple[str, ...], name: str | None, as_json: bo
         body["component_key"] = component
     with api() as client:
         source = checked(client.post("/sources", json=body))["data"]
-    endpoint = next((v["endpoint_url"] for v in source["configured_props"].values()
-                     if isinstance(v, dict) and "endpoint_url" in v), None)
+    endpoint = endpoint_of(source)
     text = f"deployed {source['id']} ({source['name']})" + (f"\nendpoint {endpoint}" if endpoint else "")
     emit(as_json, source, text)
+
+
+def endpoint_of(source: dict[str, Any]) -> str | None:
+    """The URL of a source's HTTP interface, if it has one."""
+    return next((v["endpoint_url"] for v in source.get("configured_props", {}).values()
+                 if isinstance(v, dict) and "endpoint_url" in v), None)
+
+
+def schedule_of(source: dict[str, Any]) -> str | None:
+    """A timer source's schedule in words, if it has a timer."""
+    for value in source.get("configured_props", {}).values():
+        if isinstance(value, dict) and "interval_seconds" in value:
+            return f"cron {value['cron']}" if value.get("cron") else f"every {value['interval_seconds']} s"
+    return None
 
 
 @click.command("list")
 @json_option
 @handles_errors
 def list_sources(as_json: bool) -> None:
-    """Your sources."""
+    """Your sources, with each one's endpoint (or timer)."""
     with api() as client:
         sources = all_sources(client)
     emit(as_json, {"data": sources}, "\n".join(
-        f"{s['id']}  {s['name']:30}  {'active' if s['active'] else 'inactive'}" for s in sources) or "no sources")
+        f"{s['id']}  {s['name']:30}  {'active' if s['active'] else 'inactive':8}  "
+        f"{endpoint_of(s) or schedule_of(s) or ''}".rstrip() for s in sources) or "no sources")
+
+
+def readable_time(ms: int) -> str:
+    """Milliseconds since the epoch as local date and time, to the second."""
+    return datetime.fromtimestamp(ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _print_event(item: dict[str, Any], as_json: bool, logs: bool) -> None:
     if as_json:
         click.echo(json.dumps(item))
-    elif logs:
-        event = item["event"]
-        click.echo(f"{item['id']}  {event.get('level', 'log'):5}  {event.get('message', '')}")
-    else:
-        click.echo(f"{item['id']}  {json.dumps(item['event'])}")
+        return
+    when = readable_time(item["indexed_at_ms"])
+    event = item["event"]
+    if logs:
+        click.echo(f"{when}  {event.get('level', 'log'):5}  {event.get('message', '')}")
+        return
+    summary = item.get("metadata", {}).get("summary")
+    click.echo(f"{when}  {item['id']}  " + (f"{summary}  " if summary else "") + json.dumps(event))
 
 
 def _follow(client: httpx.Client, source_id: str, channel: str, last: str) -> Iterator[dict[str, Any]]:
@@ -181,8 +223,10 @@ def _follow(client: httpx.Client, source_id: str, channel: str, last: str) -> It
                         last = item["id"]
                         yield item
                         data = None
-        except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ConnectError):
+        except (httpx.ReadTimeout, httpx.RemoteProtocolError):
             continue
+        except httpx.ConnectError:
+            time.sleep(1)  # the server restarts: try again, without spinning on a closed port
 
 
 def _events(source: str, count: int, follow: bool, as_json: bool, channel: str) -> None:
@@ -236,7 +280,8 @@ def logs(source: str, count: int, follow: bool, as_json: bool) -> None:
 @click.argument("source")
 @click.option("--prop", "props", multiple=True, help="a configured prop, name=value (repeatable)")
 @click.option("--name")
-@click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False), help="new component code")
+@click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+              help="new component code")
 @click.option("--active/--inactive", default=None)
 @json_option
 @handles_errors
@@ -282,4 +327,69 @@ def delete(source: str, as_json: bool) -> None:
     emit(as_json, {"deleted": source_id}, f"deleted {source_id}")
 
 
-COMMANDS = [login, deploy, list_sources, events, logs, update, delete]
+@click.command()
+@json_option
+@handles_errors
+def whoami(as_json: bool) -> None:
+    """The user the saved key belongs to, and the server it is for."""
+    config = load_config()
+    with api() as client:
+        me = checked(client.get("/users/me"))["data"]
+    orgs = ", ".join(o["orgname"] for o in me.get("orgs", []))
+    emit(as_json, {**me, "url": config["url"]},
+         f"{me['username']} ({me['id']}, {me['email']}) on {config['url']}" + (f"\norgs {orgs}" if orgs else ""))
+
+
+@click.command()
+@json_option
+@handles_errors
+def logout(as_json: bool) -> None:
+    """Forget the saved server and key."""
+    path = config_path()
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        emit(as_json, {"logged_out": False, "config": str(path)}, f"not logged in (no {path})")
+        return
+    emit(as_json, {"logged_out": True, "config": str(path)}, f"logged out (removed {path})")
+
+
+COMPONENT_FIELDS = ("id", "key", "name", "version", "type", "description", "configurable_props")
+
+
+@click.command()
+@click.argument("source")
+@click.option("--code", "show_code", is_flag=True, help="print the component's code instead")
+@json_option
+@handles_errors
+def describe(source: str, show_code: bool, as_json: bool) -> None:
+    """A source's state, endpoint or schedule, configuration (secrets masked) and component."""
+    with api() as client:
+        found = checked(client.get(f"/sources/{resolve(client, source)}"))["data"]
+        component = checked(client.get(f"/components/{found['component_id']}"))["data"]
+    if show_code:
+        click.echo(component["code"], nl=False)
+        return
+    emit(as_json, {**found, "component": {k: component.get(k) for k in COMPONENT_FIELDS}},
+         "\n".join(description_lines(found, component)))
+
+
+def description_lines(source: dict[str, Any], component: dict[str, Any]) -> list[str]:
+    lines = [f"{source['id']}  {source['name']}  {'active' if source['active'] else 'inactive'}",
+             "component  " + " ".join(part for part in (component["name"], component.get("key"), component["version"],
+                                                         f"({component['id']})") if part)]
+    if component.get("description"):
+        lines.append(f"           {component['description']}")
+    if endpoint_of(source):
+        lines.append(f"endpoint   {endpoint_of(source)}")
+    if schedule_of(source):
+        lines.append(f"timer      {schedule_of(source)}")
+    shown = {k: v for k, v in source["configured_props"].items()
+             if not (isinstance(v, dict) and ("endpoint_url" in v or "interval_seconds" in v))}
+    lines += ["props"] + [f"  {k} = {json.dumps(v)}" for k, v in shown.items()] if shown else ["props      none"]
+    lines.append(f"created    {readable_time(source['created_at'] * 1000)}, "
+                 f"updated {readable_time(source['updated_at'] * 1000)}")
+    return lines
+
+
+COMMANDS = [login, logout, whoami, deploy, list_sources, describe, events, logs, update, delete]

@@ -1,5 +1,5 @@
 """How every command prints: `--json` gives one JSON document on stdout, else readable text; a
-failure is one line on stderr (JSON with --json) and exit status 2."""
+failure is one line on stderr (JSON with --json) and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+import httpx
 
 from headwater.domain.errors import HeadwaterError
 
@@ -32,21 +33,48 @@ def emit(as_json: bool, value: Any, text: str | None = None) -> None:
     click.echo(json.dumps(value) if as_json or text is None else text)
 
 
+def unreachable(e: httpx.HTTPError) -> Failure:
+    """A transport failure (server down, bad address, timeout) as one sentence naming the server."""
+    try:
+        url = e.request.url
+        where = f"{url.scheme}://{url.netloc.decode()}"
+    except RuntimeError:  # an error raised before any request was built has no .request
+        where = "the server"
+    reason = str(e).strip() or type(e).__name__
+    if isinstance(e, httpx.ConnectError) and "refused" in reason.lower():
+        reason = "connection refused (is `headwater serve` running there?)"
+    return Failure(f"Cannot reach {where}: {reason}")
+
+
+def one_line(message: str, details: dict[str, Any] | None) -> str:
+    """The message with the fields at fault appended, all on one line (a shell reads one line)."""
+    text = " ".join(message.split())
+    if details:
+        problems = ", ".join(f"{field}: {'; '.join(map(str, p if isinstance(p, list) else [p]))}"
+                             for field, p in details.items())
+        text += f" ({' '.join(problems.split())})"
+    return text
+
+
 def handles_errors(f: F) -> F:
-    """HeadwaterError and Failure become the one-line error output and exit status 2."""
+    """HeadwaterError, Failure and transport errors become the one-line error output, status 2."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
+        except httpx.HTTPError as e:
+            fail(unreachable(e), kwargs.get("as_json", False))
         except (HeadwaterError, Failure) as e:
-            details = getattr(e, "details", None)
-            if kwargs.get("as_json"):
-                click.echo(json.dumps({"error": e.message, **({"details": details} if details else {})}), err=True)
-            else:
-                click.echo(f"error: {e.message}", err=True)
-                for field, problems in (details or {}).items():
-                    click.echo(f"  {field}: {'; '.join(map(str, problems))}", err=True)
-            raise SystemExit(2) from None
+            fail(e, kwargs.get("as_json", False))
 
     return wrapper  # type: ignore[return-value]
+
+
+def fail(e: HeadwaterError | Failure, as_json: bool) -> None:
+    details = getattr(e, "details", None)
+    if as_json:
+        click.echo(json.dumps({"error": e.message, **({"details": details} if details else {})}), err=True)
+    else:
+        click.echo(f"error: {one_line(e.message, details)}", err=True)
+    raise SystemExit(2) from None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.domain.timers import Timer, TimerError
+from headwater.domain.workflows import expression_of
 
 MAX_VALUE_BYTES = 64 * 1024
 SERVICE_TYPES = {"$.service.db", "$.interface.http", "$.interface.apphook", "alert"}
@@ -38,6 +39,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _type_problem(base: str, value: Any) -> str | None:
+    if base in ("integer", "boolean", "object", "http_request") and expression_of(value) is not None:
+        # Only workflow steps evaluate `{{ }}`; anywhere else it is text where a value belongs.
+        return f"must be {'an' if base[0] in 'aeiou' else 'a'} {base}, not an unresolved {{{{ }}}} expression"
     if base == "string":
         return None if isinstance(value, str) else "must be a string"
     if base == "integer":
@@ -146,3 +150,21 @@ def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any
             if prop.get("secret"):
                 out.secret_props.append(name)
     return out
+
+
+def step_problems(configurable_props: list[dict[str, Any]], values: dict[str, Any],
+                  undefined: Collection[str] = ()) -> dict[str, list[str]]:
+    """A workflow step's prop values checked against the types its action declares. Only values
+    given are checked (a step may leave a prop to the action's own default); expressions still to
+    be evaluated count as not given. `undefined`: props whose expression gave undefined, a fault
+    when the action requires them."""
+    out = ValidatedProps()
+    for prop in configurable_props:
+        name, value = prop["name"], values.get(prop["name"])
+        if prop["type"] in SERVICE_TYPES or prop["type"] in ("app", "$.interface.timer"):
+            continue
+        if name in undefined and not prop.get("optional") and "default" not in prop:
+            out.fail(name, "is required, but its {{ }} expression gave undefined")
+        elif value is not None and expression_of(value) is None:
+            _check_value(prop, value, out, "the value" if prop.get("secret") else None)
+    return out.errors

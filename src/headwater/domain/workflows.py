@@ -106,6 +106,17 @@ def evaluator_code(props: dict[str, Any]) -> str | None:
             "  async run({ steps }) {\n    return {\n" + "\n".join(lines) + "\n    };\n  },\n};\n")
 
 
+def evaluated_props(props: dict[str, Any], returned: Any) -> tuple[dict[str, Any], list[str]]:
+    """The step's props with each expression replaced by its value, and the props whose expression
+    gave `undefined` (absent from the evaluator's JSON): those are left out, never passed on as
+    their `{{ }}` text."""
+    values = returned if isinstance(returned, dict) else {}
+    expressions = [k for k, v in props.items() if expression_of(v) is not None]
+    out = {k: v for k, v in props.items() if k not in expressions}
+    out.update({k: values[k] for k in expressions if k in values})
+    return out, [k for k in expressions if k not in values]
+
+
 def error_event(workflow: Workflow, trigger: Any, error: dict[str, Any], step: str | None, ms: int,
                 platform_version: str) -> dict[str, Any]:
     """SPEC's workflow error event: original_event, original_context, error."""

@@ -59,13 +59,15 @@ class Registry:
         self.bundler = bundler
 
     def candidates(self, root: Path) -> list[Path]:
-        return candidate_files(root)
+        return candidate_files(root.resolve())
 
     def publish_files(self, root: Path, files: list[Path]) -> Iterator[PublishResult]:
         """Each result as it is done: files are bundled and described in parallel, bounded by the
         cores (each is a Node bundler process and a runner call)."""
+        # The bundler runs in the runner's folder: a relative path would be read from there.
+        root = root.resolve()
         with ThreadPoolExecutor(max_workers=publish_workers()) as pool:
-            futures = [pool.submit(self.publish_file, root, path) for path in files]
+            futures = [pool.submit(self.publish_file, root, path.resolve()) for path in files]
             for future in as_completed(futures):
                 yield future.result()
 

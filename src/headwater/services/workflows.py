@@ -25,8 +25,17 @@ from headwater.domain.commands import Command, PurgeSource, RunWorkflow, Send
 from headwater.domain.errors import Invalid, NotFound
 from headwater.domain.events import Emit
 from headwater.domain.models import Component, Principal
+from headwater.domain.props import step_problems
 from headwater.domain.runs import Limits, RunContext, RunResult
-from headwater.domain.workflows import Step, Workflow, error_event, evaluator_code, parse_workflow
+from headwater.domain.workflows import (
+    Step,
+    Workflow,
+    error_event,
+    evaluated_props,
+    evaluator_code,
+    expression_of,
+    parse_workflow,
+)
 from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOfWork, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s, utc_day
@@ -113,6 +122,10 @@ class Workflows:
         if component.definition.type != "action":
             raise Invalid(f"Step {step.name}: {ref} is a {component.definition.type}, not an action.",
                           {f"steps.{step.name}.component": ["is not an action"]})
+        problems = step_problems(component.definition.configurable_props, step.props)
+        if problems:
+            raise Invalid(f"Step {step.name}: props that do not fit the action: {', '.join(problems)}.",
+                          {f"steps.{step.name}.props.{name}": p for name, p in problems.items()})
         return component
 
     def get(self, principal: Principal, workflow_id: str) -> Workflow:
@@ -185,7 +198,10 @@ class Workflows:
         """Evaluates the step's `{{ }}` props, then runs it; a failure of either is the step's error."""
         timeout = self.settings.http_timeout_ms
         try:
-            props = dict(step.props)
+            component = self.runs.component(step.component_id)
+            if component is None:
+                return RunResult.failed("CONFIGURATION_ERROR", f"the component {step.component_id} is gone")
+            props, undefined = dict(step.props), list[str]()
             code = evaluator_code(props)
             if code is not None:
                 evaluated = self.runner.run_step(self.bundler.bundle(code), self._instance(workflow, step, {}),
@@ -193,10 +209,10 @@ class Workflows:
                 if evaluated.error:
                     return replace(evaluated, error={**evaluated.error, "message": "evaluating the props: "
                                                      + str(evaluated.error.get("message"))})
-                props.update(evaluated.return_value or {})
-            component = self.runs.component(step.component_id)
-            if component is None:
-                return RunResult.failed("CONFIGURATION_ERROR", f"the component {step.component_id} is gone")
+                props, undefined = evaluated_props(props, evaluated.return_value)
+            problems = step_problems(component.definition.configurable_props, props, undefined)
+            if problems:
+                return RunResult.failed("CONFIGURATION_ERROR", props_message(step, problems))
             bundle = self.bundler.bundle(component.code, component.packages)
             return self.runner.run_step(bundle, self._instance(workflow, step, props), steps, timeout)
         except RunnerError as e:
@@ -249,3 +265,12 @@ class Workflows:
         )
         self.runs.announce(workflow.id, channels)
         return ending
+
+
+def props_message(step: Step, problems: dict[str, list[str]]) -> str:
+    """Each prop at fault, with its expression when it has one (a value is not quoted: it may be a secret)."""
+    parts = []
+    for name, found in problems.items():
+        expression = f" ({step.props[name]})" if expression_of(step.props.get(name)) is not None else ""
+        parts.append(f"prop {name} {' and '.join(found)}{expression}")
+    return "; ".join(parts)

@@ -4,13 +4,13 @@ export default {
   key: "headwater-emit",
   name: "Emit Event",
   description: "Emit an event from a workflow. It is stored in the workflow's event summaries and delivered to the workflow's subscribers.",
-  version: "0.1.0",
+  version: "0.2.0",
   type: "action",
   props: {
     event: {
-      type: "object",
+      type: "any",
       label: "Event",
-      description: "The event to emit",
+      description: "The event to emit: any JSON value (an object, a number, a string...); a string holding JSON is parsed",
     },
   },
   async run({ $ }) {
@@ -19,11 +19,11 @@ export default {
       try {
         event = JSON.parse(event);
       } catch {
-        throw new ConfigurationError("Event must be a JSON object");
+        // plain text is an event too
       }
     }
-    if (!event || typeof event !== "object") {
-      throw new ConfigurationError("Event must be a JSON object");
+    if (event === undefined || event === null) {
+      throw new ConfigurationError("Event is required");
     }
     $.send.emit({
       raw_event: event,
