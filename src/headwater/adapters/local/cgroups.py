@@ -175,12 +175,18 @@ class CgroupRoot:
 
 
 def _sweep_stale(parent: Path) -> None:
-    """Removes the (empty) cgroups of service processes that are gone."""
+    """Removes the cgroups of service processes that are gone. A service killed outright leaves
+    its runners behind, and a frozen one would never die of the kernel's parent-death signal: what
+    is still inside is killed (and thawed, so that it can die) first."""
     for directory in parent.glob("headwater-*"):
         pid = directory.name.removeprefix("headwater-")
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
         for child in directory.glob("runner-*"):
+            RunnerCgroup({"stale": child}).kill_all()
+            if (child / "freezer.state").exists():
+                with contextlib.suppress(OSError):
+                    _write(child / "freezer.state", "THAWED")
             with contextlib.suppress(OSError):
                 child.rmdir()
         with contextlib.suppress(OSError):
