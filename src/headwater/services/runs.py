@@ -92,7 +92,8 @@ class Runs:
         # Fan-out of a run's committed events (Routing.commands_for), wired by the composition root.
         self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], list[Command]] = (
             lambda uow, emitter_id, namespace, created_at, events, hops: [])
-        # Commits the outcomes of runs the runner answered (its reader threads must not wait on the store).
+        # Commits the outcomes of runs the runner answered (where its pipe is read, often the event loop,
+        # nothing may wait on the store).
         self._finishing = ThreadPoolExecutor(max(2, settings.task_workers // 2), thread_name_prefix="run-finish")
 
     @property

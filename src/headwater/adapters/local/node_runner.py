@@ -13,7 +13,8 @@ here takes an answer only for a call it sent to that process, in its op's shape
 time itself, bills the CPU the process's cgroup used beyond that time to the account, ends a
 process that overruns a call's limit, and freezes a process whose calls are over once their
 limits have passed, so no work a run started outlives it. A run that waits holds no thread: its
-answer completes a Future from the process's reader thread. An account has at most
+answer completes a Future where the process's pipe is read: on the server's event loop (no thread
+between the pipe and the request waiting for it), or on a thread of its own in one-shot commands. An account has at most
 `HEADWATER_ACCOUNT_MAX_CONCURRENT_RUNS` runs in flight; the rest wait in its process's queue.
 """
 
@@ -72,6 +73,7 @@ _WRITE_TIMEOUT_S = 5.0  # a runner that reads no request for this long is not re
 _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="runner-spawner")
 _CLOSER = ThreadPoolExecutor(2, thread_name_prefix="runner-closer")  # waits for an exited process
 _READ_BYTES = 1 << 16
+_LOOP_LINE_BYTES = 1 << 20  # a longer answer is parsed off the event loop
 _FLUSHER = ThreadPoolExecutor(2, thread_name_prefix="runner-flusher")  # requests a full pipe held back
 
 __all__ = ["DESCRIBE", "NodeRunnerPool", "runner_command"]
@@ -162,6 +164,7 @@ class Launched:
     lines: LineSplitter | None = None
     backlog: deque[bytes] = field(default_factory=deque)  # request bytes the pipe could not take yet
     flushing: bool = False  # a thread is writing the backlog
+    parsing: deque[bytes | None] = field(default_factory=deque)  # lines for the thread, in order
     broken: bool = False  # it broke the protocol: what else it writes is not read
 
 
@@ -372,9 +375,36 @@ class RunnerProcess:
                 chunk = b""
             if not chunk:
                 asyncio.get_running_loop().remove_reader(fd)
-                _CLOSER.submit(self._closed, live)
+                self._off_loop(live, None)
                 return
-            self._feed(live, chunk)
+            self._feed(live, chunk, on_loop=True)
+
+    def _off_loop(self, live: Launched, line: bytes | None) -> None:
+        """A line too long to parse on the event loop (an account's 64 MB answer would stall every
+        account's requests), or the output's end (None), handled on a thread, in order: once one
+        line went there, the lines after it follow until that thread has caught up."""
+        with live.lock:
+            live.parsing.append(line)
+            if len(live.parsing) > 1:
+                return
+        _CLOSER.submit(self._parse_off_loop, live)
+
+    def _parse_off_loop(self, live: Launched) -> None:
+        while True:
+            with live.lock:
+                if not live.parsing:
+                    return
+                line = live.parsing[0]
+            if line is None:
+                self._closed(live)
+            elif not live.broken:
+                try:
+                    self._take(live, line)
+                except ProtocolViolation as e:
+                    live.broken = True
+                    self._fail(live, e)
+            with live.lock:
+                live.parsing.popleft()
 
     def _read(self, live: Launched) -> None:
         """On a thread of its own: the same, blocking."""
@@ -390,7 +420,7 @@ class RunnerProcess:
             self._feed(live, chunk)
         self._closed(live)
 
-    def _feed(self, live: Launched, chunk: bytes) -> None:
+    def _feed(self, live: Launched, chunk: bytes, on_loop: bool = False) -> None:
         """Every line the process writes, checked: an answer to a call it was sent, in its shape,
         or the process has failed (its calls fail; no one else's do)."""
         if live.broken:
@@ -398,7 +428,10 @@ class RunnerProcess:
         assert live.lines is not None
         try:
             for line in live.lines.feed(chunk):
-                self._take(live, line)
+                if on_loop and (live.parsing or len(line) > _LOOP_LINE_BYTES):
+                    self._off_loop(live, line)
+                else:
+                    self._take(live, line)
         except ProtocolViolation as e:
             live.broken = True
             self._fail(live, e)
@@ -522,7 +555,7 @@ class RunnerProcess:
                 log.exception("could not bill %d ms of CPU to %s", extra, bill_to)
 
     def _fail(self, live: Launched, error: RunnerError) -> None:
-        """Ends the process: its calls fail with `error` (the reader thread settles them)."""
+        """Ends the process: its calls fail with `error` (settled once its output ends)."""
         with live.lock:
             if live.failure is None:
                 live.failure = error
@@ -719,7 +752,7 @@ class NodeRunnerPool(RunnerRequests):
     def submit(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
                on_partial: PartialHandler | None = None, account: str = DESCRIBE,
                timeout_s: float | None = None, bill_to: str = "") -> Future[dict[str, Any]]:
-        """`call` whose result comes in a Future, completed by the process's reader thread."""
+        """`call` whose result comes in a Future, completed where the process's pipe is read."""
         process = self._acquire(account)
         limit_s = timeout_s - GRACE_S if timeout_s else request.get("timeout_ms", 30_000) / 1000
         message: dict[str, Any] = {"op": op, **request}
