@@ -261,3 +261,61 @@ def test_the_runner_sees_props_db_and_env_of_the_instance() -> None:
     assert [i.db for i in seen] == [{}, {"count": 1}]
     assert seen[0].env == {"PD_COMPONENT": source.id}
     assert seen[0].http and seen[0].http["endpoint"].endswith(f"/http/{source.endpoint_id}")
+
+
+def test_a_source_that_runs_reads_its_state_once_and_keeps_it_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes import FakeState
+
+    w = world()
+    w.runner.script = lambda instance, event: RunResult(db_writes={"count": instance.db.get("count", 0) + 1})
+    ada = principal(w)
+    source = deploy(w, ada, configurable_props=HTTP)
+    reads: list[str] = []
+    real_get = FakeState.get
+    monkeypatch.setattr(FakeState, "get", lambda self, source_id: reads.append(source_id) or real_get(self, source_id))
+    for n in range(3):
+        w.services.runs.run_batch([run_task(source.id, {}, f"t{n}")], lambda t, r: None)
+    assert reads == [source.id]  # the first batch's read; the commits start from the state in memory
+    with w.store.uow(readonly=True) as uow:
+        assert uow.state.get(source.id).db == {"count": 3}
+
+
+def test_a_run_started_without_blocking_needs_its_source_in_memory() -> None:
+    w = world()
+    ada = principal(w)
+    source = deploy(w, ada, configurable_props=HTTP)
+    paid = RunSource(source.id, {}, 1000, "http", reserved_by=ada.user.id, reserved_day="2026-01-01")
+    assert w.services.runs.start_now([Task("t1", paid)], lambda t, r: None) is None  # would read the store
+    w.services.runs.run_batch([Task("t1", paid)], lambda t, r: None)
+    started = w.services.runs.start_now([Task("t2", paid)], lambda t, r: None)
+    assert started is not None and started.result() != [None]
+
+
+def test_an_update_drops_the_state_in_memory_and_the_next_run_sees_the_change() -> None:
+    w = world()
+    seen: list[Instance] = []
+    w.runner.script = lambda instance, event: seen.append(instance) or RunResult()
+    w.runner.hooks = lambda instance, hook: RunResult(db_writes={"activated_with": instance.props["greeting"]})
+    ada = principal(w)
+    source = deploy(w, ada, configurable_props=[*HTTP, {"name": "greeting", "type": "string"}],
+                    props={"greeting": "hi"}, hooks=["activate"])
+    w.services.runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    w.services.sources.update(ada, source.id, SourceRequest(configured_props={"greeting": "hello"}))
+    w.services.runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)
+    assert [i.props["greeting"] for i in seen] == ["hi", "hello"]
+    assert [i.db for i in seen] == [{"activated_with": "hi"}, {"activated_with": "hello"}]
+
+
+def test_another_writer_after_a_run_loses_nothing_of_the_next_one() -> None:
+    """The state in memory is only a first guess: a commit another machine made since fails the next
+    commit's conditional save, which then applies the outcome to the state as stored."""
+    w = world()
+    w.runner.script = lambda instance, event: RunResult(db_writes={f"k{event['n']}": 1})
+    ada = principal(w)
+    source = deploy(w, ada, configurable_props=HTTP)
+    w.services.runs.run_batch([run_task(source.id, {"n": 1}, "t1")], lambda t, r: None)
+    ctx = w.services.runs.context(source, w.services.runs.component(source.component_id))  # type: ignore[arg-type]
+    commit_outcomes(w.store.uow, source.id, [Outcome(ctx, RunResult(db_writes={"other": 1}), None, "o")], now_ms)
+    w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
+    with w.store.uow(readonly=True) as uow:
+        assert uow.state.get(source.id).db == {"k1": 1, "other": 1, "k2": 1}

@@ -9,7 +9,7 @@ dedupe ids and both their `this.db` writes (the later write of one key wins).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from headwater.domain.commands import Command
@@ -46,16 +46,19 @@ def commit_outcomes(
     extra: Callable[[UnitOfWork, SourceState], None] | None = None,
     commands: Iterable[Command] = (),
     route: Callable[[UnitOfWork, list[StoredEvent]], list[Command]] | None = None,
+    known: SourceState | None = None,
 ) -> tuple[SourceState, set[str]]:
     """Records `outcomes` in order on the source's current state and commits the new state (on its
     version), the events and `commands`, plus what `route` makes of the events (their fan-out).
     `extra` writes more in the same unit of work (a source record, say) and may change the state.
-    Returns the committed state and the channels written."""
+    `known`: the state as the caller last committed it, tried first (not read again; a stale one
+    only loses the conditional save, and the next attempt reads). Returns the committed state and
+    the channels written."""
     for attempt in range(MAX_ATTEMPTS):
         # Everything but the writes happens on a snapshot, so the write transaction holds the store
         # (SQLite's one writer) for its writes alone; the conditional save catches what changed since.
         with uow_factory(readonly=True) as reading:
-            current = reading.state.get(source_id)
+            current = replace(known) if known is not None and attempt == 0 else reading.state.get(source_id)
             state, events = current, []
             for outcome in outcomes:
                 if outcome.task_id is not None and outcome.task_id in state.applied:

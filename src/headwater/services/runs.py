@@ -353,7 +353,8 @@ class Runs:
 
         hops = max((t.command.hops for t in tasks if isinstance(t.command, RunSource)), default=0)
         state, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
-                                          route=lambda uow, events: self._routes(uow, source, events, hops))
+                                          route=lambda uow, events: self._routes(uow, source, events, hops),
+                                          known=hot.state)
         self._hot.put(source.id, replace(hot, state=state))
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
