@@ -134,8 +134,9 @@ def runner_overhead(calls: int) -> dict[str, Any]:
     }
 
 
-def webhooks(hw: Headwater, events: int, connections: int) -> dict[str, Any]:
-    """bench/webhooks.py on a server of ours: HTTP source -> subscription -> webhook on loopback."""
+def webhooks(hw: Headwater, events: int, connections: int, rate: float | None = None) -> dict[str, Any]:
+    """bench/webhooks.py on a server of ours: HTTP source -> subscription -> webhook on loopback,
+    the events sent at `rate` a second (None: as fast as they are answered)."""
     receiver = Receiver(events)
     receiver.server.daemon_threads = True  # its keep-alive handler threads must not hold up the close
     receiver.server.block_on_close = False
@@ -146,7 +147,7 @@ def webhooks(hw: Headwater, events: int, connections: int) -> dict[str, Any]:
             api.post("/subscriptions", params={"emitter_id": source["id"], "listener_id": hook["id"]}
                      ).raise_for_status()
         sent: dict[int, float] = {}
-        asyncio.run(send_events(source["configured_props"]["http"]["endpoint_url"], events, connections, sent))
+        asyncio.run(send_events(source["configured_props"]["http"]["endpoint_url"], events, connections, sent, rate))
         complete = receiver.done.wait(timeout=120)
     finally:
         receiver.server.shutdown()
@@ -155,6 +156,7 @@ def webhooks(hw: Headwater, events: int, connections: int) -> dict[str, Any]:
     span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else float("nan")
     return {
         "events": events,
+        "rate_per_s": rate,
         "delivered": len(receiver.arrivals),
         "complete": complete,
         "emit_to_webhook": percentiles(receiver.arrivals[i] - sent[i] for i in receiver.arrivals),

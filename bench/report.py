@@ -77,7 +77,8 @@ def platform_table(results: dict[str, Any]) -> list[str]:
         f"| runner pool warm `run` overhead (round trip − the run's own time) | {pp(runner['pool_run_overhead'])} |",
         f"| runner pool cold `run` round trip (an instance without a warm worker) "
         f"| {pp(runner['pool_cold_run_round_trip'])} |",
-        f"| emit → webhook delivered ({hooks['delivered']}/{hooks['events']} events) "
+        f"| emit → webhook delivered ({hooks['delivered']}/{hooks['events']} events"
+        f"{', ' + format(hooks['rate_per_s'], ',') + ' a second' if hooks.get('rate_per_s') else ''}) "
         f"| {pp(hooks['emit_to_webhook'])} |",
         f"| webhook deliveries per s | {hooks['deliveries_per_s']:,.0f} |",
         f"| timer lateness, {timers['sources']:,} sources every {timers['interval_s']} s; of the "

@@ -5,7 +5,7 @@ receiver in this process, sends N events through the source's endpoint and times
 span from sending the request to the receiver getting its signed delivery (one clock: both ends
 are this process). Deliveries per second are counted over the span in which they arrived.
 
-    .venv/bin/python bench/webhooks.py [--events 2000] [--connections 8]
+    .venv/bin/python bench/webhooks.py [--events 2000] [--connections 8] [--rate 3000]
 """
 
 from __future__ import annotations
@@ -61,14 +61,20 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-async def send_all(url: str, count: int, connections: int, sent: dict[int, float]) -> None:
+async def send_all(url: str, count: int, connections: int, sent: dict[int, float],
+                   rate: float | None = None) -> None:
+    """Sends `count` events over `connections`; with `rate`, event i goes out at i / rate seconds
+    (an open load at that rate, as a service meets it, rather than as fast as answers come back)."""
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(count):
         queue.put_nowait(i)
+    start = time.perf_counter()
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=connections)) as client:
         async def worker() -> None:
             while not queue.empty():
                 i = queue.get_nowait()
+                if rate:
+                    await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
                 sent[i] = time.perf_counter()
                 response = await client.post(url, json={"i": i})
                 response.raise_for_status()
@@ -79,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--rate", type=float, help="events per second (default: as fast as answered)")
     args = parser.parse_args()
     receiver = Receiver(args.events)
     with tempfile.TemporaryDirectory() as data_dir:
@@ -92,7 +99,7 @@ def main() -> None:
                 api.post("/subscriptions", params={"emitter_id": source["id"], "listener_id": hook["id"]})
             sent: dict[int, float] = {}
             asyncio.run(send_all(source["configured_props"]["http"]["endpoint_url"], args.events,
-                                 args.connections, sent))
+                                 args.connections, sent, args.rate))
             complete = receiver.done.wait(timeout=300)
         finally:
             server.stop()
