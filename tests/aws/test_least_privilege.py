@@ -45,6 +45,8 @@ def translated() -> dict[str, Any]:
     for resource in body["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifacts/layer.zip"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
         parameters = {name: "x" * 43 + "=" for name, p in body.get("Parameters", {}).items() if "Default" not in p}

@@ -71,6 +71,8 @@ def translated(monkeypatch_module: pytest.MonkeyPatch) -> dict[str, Any]:
     for resource in body["Resources"].values():  # what `sam package` does: code uploaded to S3
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifacts/layer.zip"
     return transform(body, {}, NoManagedPolicies())  # type: ignore[no-any-return]
 
 
@@ -103,8 +105,12 @@ def test_sam_validate_lint_is_clean(tmp_path: Path) -> None:
 def test_every_handler_exists(template: Template) -> None:
     for function in template.functions().values():
         if function.runtime.startswith("nodejs"):
+            # layers/runner/function/index.mjs re-exports the handler of the layer's src/lambda.mjs
             module, _, name = function.handler.rpartition(".")
-            code = (ROOT / "layers" / "runner" / f"{module}.mjs").read_text()
+            shim = (ROOT / "layers" / "runner" / "function" / f"{module}.mjs").read_text()
+            layer_module = re.search(r"from '/opt/nodejs/runner/(src/\w+\.mjs)'", shim)
+            assert layer_module and re.search(rf"export \{{ {name} \}}", shim), shim
+            code = (ROOT / "layers" / "runner" / layer_module.group(1)).read_text()
             assert re.search(rf"export const {name}\b", code), function.handler
             continue
         module, _, name = function.handler.rpartition(".")
