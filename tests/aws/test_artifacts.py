@@ -6,6 +6,7 @@ once and working from where the layer puts it."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -28,13 +29,30 @@ _spec.loader.exec_module(package_aws)
 MB = 1024 * 1024
 
 
+def test_every_function_and_layer_is_built_by_the_packaging_script() -> None:
+    """One way to build: `sam build` runs the Makefile's build-<LogicalId> targets, which run
+    scripts/package_aws.py, and `make package` builds the same artifacts for the same resources."""
+    makefile = (ROOT / "Makefile").read_text()
+    for name, resource in load(ROOT / "template.yaml")["Resources"].items():
+        if resource["Type"] not in ("AWS::Serverless::Function", "AWS::Serverless::LayerVersion"):
+            continue
+        assert resource["Metadata"] == {"BuildMethod": "makefile", "ContextPath": ".", "WorkingDirectory": "."}, name
+        artifact = package_aws._artifact_of(resource)
+        assert artifact in package_aws.ARTIFACTS, name
+        target = f"build-{name}:" if f"build-{name}:" in makefile else "build-%Function:"
+        assert name.endswith("Function") or target == f"build-{name}:", name
+        recipe = makefile.split(target, 1)[1].split("\n", 2)[1]
+        assert f"$(PACKAGE) {artifact} " in recipe, (name, recipe)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, dict[str, int]]]:
     """`sam build` into a temporary directory (offline but for pip's wheels from PyPI), and each
     built function's and layer's directory zipped: (build dir, built template, sizes by id)."""
     assert SAM.exists(), "the SAM CLI is missing: `make test` installs it into .venv-sam"
     tmp = tmp_path_factory.mktemp("sam")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
+    # The caller's environment (pip's index and cache settings apply, as for `make aws-build`)
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
     build = tmp / "build"
     proc = subprocess.run([str(SAM), "build", "--template", str(ROOT / "template.yaml"), "--build-dir", str(build),
                            "--cache-dir", str(tmp / "cache")], cwd=ROOT, capture_output=True, text=True,
