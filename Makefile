@@ -54,12 +54,12 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 	touch $@
 
 test: setup $(CHROMIUM) $(SAM_VENV)/.installed
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
 
 clean:
@@ -104,8 +104,27 @@ $(BENCH_PEERS)/n8n/.installed: bench/peers/n8n/package.json bench/peers/n8n/pack
 run-aws: setup
 	HEADWATER_BACKEND=aws-emulated $(VENV)/bin/headwater serve
 
-# Deployable artifacts without Docker (scripts/package_aws.py): python.zip, runner.zip and a
-# template pointing at them under .aws-sam/package/.
-.PHONY: package
-package: setup
+# The deployable artifacts of template.yaml (docs/aws.md, "Deploying"), built one way:
+# scripts/package_aws.py. `make aws-build` is `sam build`, which builds every function and layer
+# through the build-<LogicalId> targets below (template.yaml `BuildMethod: makefile`): no Docker,
+# and no Python 3.12 (the layer is Lambda's wheels, fetched by pip). `make package` builds the same
+# artifacts without the SAM CLI, zipped, with a template pointing at the zips under .aws-sam/package/.
+SAM := $(SAM_VENV)/bin/sam
+PACKAGE := $(CURDIR)/$(PY) $(CURDIR)/scripts/package_aws.py build
+
+.PHONY: package aws-build
+package: $(VENV)/.installed $(RUNNER)/node_modules/.installed
 	$(PY) scripts/package_aws.py
+
+aws-build: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(SAM_VENV)/.installed
+	SAM_CLI_TELEMETRY=0 $(SAM) build
+
+# Called by `sam build` with ARTIFACTS_DIR set (not phony: a pattern rule must not be).
+build-PythonDepsLayer:
+	$(PACKAGE) python-deps "$(ARTIFACTS_DIR)"
+build-RunnerLayer:
+	$(PACKAGE) runner-layer "$(ARTIFACTS_DIR)"
+build-RunnerFunction:
+	$(PACKAGE) runner-code "$(ARTIFACTS_DIR)"
+build-%Function:
+	$(PACKAGE) python-code "$(ARTIFACTS_DIR)"

@@ -107,9 +107,9 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="session")
 def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The AWS deployment emulated (HEADWATER_BACKEND=aws-emulated): the same HTTP interface,
-    every request through the Lambda handler template.yaml routes it to, moto behind them."""
-    with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated",
-                        HEADWATER_SSE_MAX_S="3") as srv:
+    every request through the Lambda handler template.yaml routes it to, moto behind them (and
+    template.yaml's settings, HEADWATER_SSE_MAX_S too)."""
+    with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated") as srv:
         yield srv
 
 

@@ -17,6 +17,9 @@ from headwater.emulated.template import Template, load
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 BASIC_LOGS = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+# What SAM attaches for `Tracing: Active`: X-Ray's write-only actions (segments, telemetry, sampling
+# rules), which X-Ray grants only on "*"; no data of the service's.
+XRAY_WRITE = "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"
 # The queues each consumer polls and each function sends to (what its code uses).
 POLLS = {"RunQueueFunction": {"RunQueue"}, "FanOutFunction": {"FanOutQueue"},
          "WebhookDeliveryFunction": {"WebhookDeliveryQueue"}, "EventDeletionFunction": {"EventDeletionQueue"}}
@@ -45,6 +48,8 @@ def translated() -> dict[str, Any]:
     for resource in body["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifacts/layer.zip"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
         parameters = {name: "x" * 43 + "=" for name, p in body.get("Parameters", {}).items() if "Default" not in p}
@@ -99,12 +104,12 @@ def test_the_runner_role_can_write_its_own_logs_and_nothing_else(template: Templ
 
 
 def test_no_role_reaches_a_queue_its_function_does_not_use(translated: dict[str, Any]) -> None:
-    """No AWS managed policy but basic logging (AWSLambdaSQSQueueExecutionRole, which SAM attaches
-    for an `SQS` event, receives and deletes on every queue of the account), no sqs:* and no sqs
+    """No AWS managed policy but basic logging and X-Ray's write-only one (AWSLambdaSQSQueueExecutionRole,
+    which SAM attaches for an `SQS` event, receives and deletes on every queue of the account), no sqs:* and no sqs
     action on Resource "*"; each consumer receives and deletes on its own queue only."""
     for function, role in _roles(translated).items():
         managed = role["Properties"].get("ManagedPolicyArns", [])
-        assert managed in ([], [BASIC_LOGS]), (function, managed)
+        assert managed in ([], [BASIC_LOGS, XRAY_WRITE]), (function, managed)
         received: set[str] = set()
         for statement in _statements(role):
             sqs = [a for a in _actions(statement) if a.lower().startswith("sqs:") or a == "*"]

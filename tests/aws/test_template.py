@@ -71,6 +71,8 @@ def translated(monkeypatch_module: pytest.MonkeyPatch) -> dict[str, Any]:
     for resource in body["Resources"].values():  # what `sam package` does: code uploaded to S3
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifacts/code.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifacts/layer.zip"
     return transform(body, {}, NoManagedPolicies())  # type: ignore[no-any-return]
 
 
@@ -103,8 +105,12 @@ def test_sam_validate_lint_is_clean(tmp_path: Path) -> None:
 def test_every_handler_exists(template: Template) -> None:
     for function in template.functions().values():
         if function.runtime.startswith("nodejs"):
+            # layers/runner/function/index.mjs re-exports the handler of the layer's src/lambda.mjs
             module, _, name = function.handler.rpartition(".")
-            code = (ROOT / "layers" / "runner" / f"{module}.mjs").read_text()
+            shim = (ROOT / "layers" / "runner" / "function" / f"{module}.mjs").read_text()
+            layer_module = re.search(r"from '/opt/nodejs/runner/(src/\w+\.mjs)'", shim)
+            assert layer_module and re.search(rf"export \{{ {name} \}}", shim), shim
+            code = (ROOT / "layers" / "runner" / layer_module.group(1)).read_text()
             assert re.search(rf"export const {name}\b", code), function.handler
             continue
         module, _, name = function.handler.rpartition(".")
@@ -228,3 +234,69 @@ def test_the_runner_reaches_the_bundles_only_through_the_urls_its_callers_sign(t
     assert "BundleBucket" not in json.dumps(template.resources["RunnerRole"])
     assert "Environment" not in template.resources["RunnerFunction"]["Properties"]
     assert functions["SourcesFunction"].environment["HEADWATER_BUNDLE_BUCKET"] == {"Ref": "BundleBucket"}
+
+
+# ---------------------------------------------------------------- guardrails (docs/aws.md, Guardrails)
+
+def _alarms(template: Template) -> list[dict[str, Any]]:
+    return [a["Properties"] for a in template.of_type("AWS::CloudWatch::Alarm").values()]
+
+
+def _alarm_on(template: Template, namespace: str, metric: str, dimension: str, value: Any) -> dict[str, Any] | None:
+    return next((a for a in _alarms(template) if a["Namespace"] == namespace and a["MetricName"] == metric
+                 and a["Dimensions"] == [{"Name": dimension, "Value": value}]), None)
+
+
+def test_every_function_has_a_log_group_with_retention_and_alarms_on_errors_and_throttles(template: Template) -> None:
+    groups = {json.dumps(g["Properties"]["LogGroupName"]): g["Properties"]
+              for g in template.of_type("AWS::Logs::LogGroup").values() if "LogGroupName" in g["Properties"]}
+    for name, resource in template.of_type("AWS::Serverless::Function").items():
+        fixed = resource["Properties"].get("FunctionName")  # the runner's name is fixed: its log group too
+        group_name = {"Fn::Sub": "/aws/lambda/" + (fixed["Fn::Sub"] if fixed else f"${{{name}}}")}
+        group = groups.get(json.dumps(group_name))
+        assert group is not None, f"{name} has no log group"
+        assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}, name
+        for metric in ("Errors", "Throttles"):
+            alarm = _alarm_on(template, "AWS/Lambda", metric, "FunctionName", {"Ref": name})
+            assert alarm is not None, f"{name} has no alarm on its {metric}"
+            assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold", name
+    assert template.parameter_defaults()["LogRetentionDays"] == "30"
+
+
+def test_every_dead_letter_queue_has_an_alarm_on_its_depth(template: Template) -> None:
+    queues = template.of_type("AWS::SQS::Queue")
+    dead_letters = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+                    for q in queues.values() if "RedrivePolicy" in q["Properties"]}
+    assert len(dead_letters) == len(queues) // 2
+    for name in dead_letters:
+        alarm = _alarm_on(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName",
+                          {"Fn::GetAtt": [name, "QueueName"]})
+        assert alarm is not None, f"{name} has no alarm on its depth"
+        assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold", name
+
+
+def test_every_alarm_notifies_the_alarm_topic(template: Template) -> None:
+    assert _alarms(template)
+    for alarm in _alarms(template):
+        assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}], alarm["AlarmDescription"]
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_every_queue_consumer_has_a_concurrency_limit(template: Template) -> None:
+    mappings = template.of_type("AWS::Lambda::EventSourceMapping")
+    assert {m["Properties"]["FunctionName"]["Ref"] for m in mappings.values()} == set(CONSUMERS.values())
+    for name, mapping in mappings.items():
+        function = template.resources[mapping["Properties"]["FunctionName"]["Ref"]]["Properties"]
+        maximum = mapping["Properties"].get("ScalingConfig", {}).get("MaximumConcurrency")
+        assert (maximum is not None and 2 <= maximum <= 1000) or "ReservedConcurrentExecutions" in function, \
+            f"{name}: no ScalingConfig.MaximumConcurrency and no reserved concurrency"
+
+
+def test_every_python_function_is_traced(template: Template, translated: dict[str, Any]) -> None:
+    """Tracing: Active (X-Ray, Powertools Tracer) on every Python function; the runner keeps Lambda's
+    PassThrough, since its role may write its own logs and nothing else."""
+    for name, function in template.of_type("AWS::Serverless::Function").items():
+        config = translated["Resources"][name]["Properties"].get("TracingConfig", {})
+        runtime = function["Properties"].get("Runtime", template.body["Globals"]["Function"]["Runtime"])
+        expected = "PassThrough" if runtime.startswith("nodejs") else "Active"
+        assert config.get("Mode") == expected, (name, config)

@@ -3,6 +3,11 @@
 Frames carry `id: <event id>`, `event: <channel>` ("emit" for the default channel) and the summary
 item as `data`; a `: heartbeat` comment keeps idle connections open. `Last-Event-ID` replays the
 retained events after that id, so a reconnecting reader misses nothing still retained.
+
+A bounded stream (`HEADWATER_SSE_MAX_S` > 0, the AWS deployment: API Gateway buffers a Lambda's
+answer whole) ends as soon as it has sent events, else after the bound with none; EventSource
+clients reconnect with `Last-Event-ID`, so an event reaches them about a second after it is stored,
+not at the bound.
 """
 
 from __future__ import annotations
@@ -43,9 +48,15 @@ async def stream(svc: Services, request: Request, source_id: str, channel: str,
     wait_s = 1.0 if limit > 0 else HEARTBEAT_S
     try:
         while time.monotonic() < ends:
-            for item in await run_in_threadpool(svc.events.newer_than, source_id, channel, last):
+            items = await run_in_threadpool(svc.events.newer_than, source_id, channel, last)
+            for item in items:
                 last = EventId.parse(item["id"])
                 yield frame(item, channel)
+            if items and limit > 0:
+                # Bounded means buffered (API Gateway hands the client a Lambda's answer whole): the
+                # events reach the client only when the answer ends, so it ends once it has some;
+                # the client's next request resumes from their last id (Last-Event-ID).
+                return
             try:
                 await asyncio.wait_for(signal.wait(), timeout=min(wait_s, max(0.05, ends - time.monotonic())))
                 signal.clear()

@@ -1,5 +1,5 @@
 """The emulated deployment: a moto server on loopback, provisioned from template.yaml (tables,
-queues with their dead-letter queues, the schedule group, the secret props' KMS key), and the
+queues with their dead-letter queues, the schedule group, the secret props' KMS key and its alias), and the
 environment template.yaml gives the functions. `headwater serve` writes where it is
 (`aws-emulated.json` in the data dir) and every `headwater` command with the same data dir finds
 it there (`load_environment`)."""
@@ -26,7 +26,8 @@ _CREDENTIALS = {"AWS_ACCESS_KEY_ID": "emulated", "AWS_SECRET_ACCESS_KEY": "emula
 # Settings the operator gives the emulated deployment as they give the local one (the same
 # settings, the same defaults): template.yaml's parameters for them are not applied here.
 _OPERATOR = ("HEADWATER_BACKEND", "HEADWATER_PUBLIC_URL", "HEADWATER_LOG_LEVEL", "HEADWATER_WEBHOOK_RETRY_SCHEDULE",
-             "HEADWATER_DATA_DIR", "HEADWATER_ALLOW_PRIVATE_URLS", "HEADWATER_ALLOW_LOOPBACK_URLS")
+             "HEADWATER_DATA_DIR", "HEADWATER_ALLOW_PRIVATE_URLS", "HEADWATER_ALLOW_LOOPBACK_URLS",
+             "HEADWATER_AWS_ENDPOINT_URL")  # the last: template.yaml's is empty (AWS); here, the moto server
 _TUNABLE = ("HEADWATER_SSE_MAX_S",)  # template.yaml's value unless the environment has one
 
 
@@ -140,6 +141,10 @@ def provision(template: Template, endpoint: str, public_url: str) -> Deployment:
         metadata = client("kms").create_key(Description=str(resource["Properties"].get("Description", name)),
                                             KeySpec="SYMMETRIC_DEFAULT", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]
         names[name], arns[name] = metadata["KeyId"], metadata["Arn"]
+    for name, resource in template.of_type("AWS::KMS::Alias").items():  # so the key is found by its alias too
+        names[name] = str(resolver.resolve(resource["Properties"]["AliasName"]))
+        client("kms").create_alias(AliasName=names[name], TargetKeyId=str(resolver.resolve(
+            resource["Properties"]["TargetKeyId"])))
     for name in template.of_type("AWS::S3::Bucket"):
         names[name] = f"{STACK}-{name}".lower()
         client("s3").create_bucket(Bucket=names[name])

@@ -1,5 +1,6 @@
 """What every handler of a container shares, built at import (module level), so that a warm
-container reuses the services, boto3 clients and runner: Powertools Logger and Metrics, the
+container reuses the services, boto3 clients and runner: Powertools Logger, Metrics and Tracer
+(X-Ray, `Tracing: Active` in template.yaml; the Tracer disables itself outside Lambda), the
 services over the AWS adapters, Mangum for the HTTP functions, batch processing with idempotency
 for the SQS ones."""
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
@@ -23,6 +24,9 @@ LambdaHandler = Callable[[dict[str, Any], Any], Any]
 
 logger = Logger(service="headwater")
 metrics = Metrics(namespace="Headwater", service="headwater")
+# Each invocation a segment, its AWS calls (botocore) and HTTP requests (httpx) subsegments; not its
+# response nor its event (user data).
+tracer = Tracer(service="headwater")
 _metrics_lock = threading.Lock()  # one container runs one invocation at a time; the emulator runs several
 
 
@@ -70,6 +74,7 @@ def http_handler(app: ASGIApp, name: str) -> LambdaHandler:
     mangum = Mangum(app, lifespan="off")  # type: ignore[arg-type]
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> Any:
         response = mangum(event, context)
         count(f"{name}Requests")
@@ -127,6 +132,7 @@ def sqs_handler(name: str) -> LambdaHandler:
         return handle(message=record.raw_event)
 
     @logger.inject_lambda_context
+    @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> Any:
         config.register_lambda_context(context)
         processor = BatchProcessor(event_type=EventType.SQS)  # per invocation: it keeps the batch's outcome
@@ -157,6 +163,7 @@ def timer_handler() -> LambdaHandler:
         return bool(timers.tick([Task(f"tick:{command.source_id}:{command.due_at}", command)])[0])
 
     @logger.inject_lambda_context
+    @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         config.register_lambda_context(context)
         ran = take(tick=event)

