@@ -8,13 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import Server, client_for, make_server, new_user
 
 RECORDER = """export default {
   name: "Recorder",
   version: "1.0.0",
-  props: { http: "$.interface.http", db: "$.service.db" },
+  props: { http: { type: "$.interface.http", customResponse: CUSTOM }, db: "$.service.db" },
   async run(event) {
     if (event.report) {
       this.$emit({ seen: this.db.get("seen") || [] }, { name: "report" });
@@ -23,6 +24,7 @@ RECORDER = """export default {
     const seen = this.db.get("seen") || [];
     seen.push(event.body.n);
     this.db.set("seen", seen);
+    if (CUSTOM) this.http.respond({ status: 200, body: "recorded" });
   },
 };
 """
@@ -41,20 +43,24 @@ def runner_processes(data_dir: Path) -> list[int]:
     return found
 
 
-def test_every_acknowledged_request_survives_kill_9(tmp_path: Path) -> None:
+@pytest.mark.parametrize("custom", [False, True], ids=["default-response", "custom-response"])
+def test_every_acknowledged_request_survives_kill_9(tmp_path: Path, custom: bool) -> None:
+    """A customResponse request is answered by its run, before the run's outcome commits: what
+    makes it durable is its task, committed before the run started, which runs again."""
     server = make_server(tmp_path)
     server.start()
     try:
-        check_kill_9(server)
+        check_kill_9(server, custom)
     finally:
         server.stop()
 
 
-def check_kill_9(server: Server) -> None:
+def check_kill_9(server: Server, custom: bool = False) -> None:
     tmp_path = server.data_dir
     owner = new_user(server, tier="paid")  # 2000 requests: past the free tier's daily quota
+    code = RECORDER.replace("CUSTOM", "true" if custom else "false")
     with client_for(server, owner.api_key) as api:
-        source = api.post("/sources", json={"component_code": RECORDER}).json()["data"]
+        source = api.post("/sources", json={"component_code": code}).json()["data"]
     url = source["configured_props"]["http"]["endpoint_url"]
 
     acknowledged: set[int] = set()
