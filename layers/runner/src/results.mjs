@@ -4,9 +4,10 @@
 import { workerError } from './errors.mjs'
 import { cleanStack } from './stacks.mjs'
 
-// The state of a call in progress; `reqId` and `onPartial` say where its `respond` partial goes.
+// The state of a call in progress; `reqId` and `onPartial` say where its `respond` partial goes,
+// `settle(m)` (set by calls.mjs) ends it.
 export function callState(callId, reqId, onPartial) {
-  return { callId, reqId, onPartial, emits: [], logs: [], db_writes: {}, exports: {}, sends: [], response: null }
+  return { callId, reqId, onPartial, emits: [], logs: [], db_writes: {}, exports: {}, sends: [], response: null, settle: null }
 }
 
 // One message of the worker about the call (its final `done`/`fail` is the caller's).
