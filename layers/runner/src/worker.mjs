@@ -9,6 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { createRequire, isBuiltin } from 'node:module'
 import vm from 'node:vm'
 import util from 'node:util'
+import { handOn, serviceDb } from './db.mjs'
 import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
 import { installEgress, closeSockets } from './egress.mjs'
 import { denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
@@ -163,7 +164,6 @@ function encodeResponse(r) {
 // a previous run left behind (timers) is not reported as part of a later run.
 function makeCtx(c, req) {
   let responded = false
-  const store = isObj(req.db) ? { ...req.db } : {}
   const respond = (r) => {
     const response = encodeResponse(r)
     if (responded) return
@@ -175,18 +175,7 @@ function makeCtx(c, req) {
     const m = isObj(meta) ? toJSON(meta) : {}
     post({ t: 'emit', c, event: e === undefined ? null : e, meta: m })
   }
-  const db = {
-    get(key) {
-      key = String(key)
-      return Object.hasOwn(store, key) ? store[key] : undefined
-    },
-    set(key, value) {
-      key = String(key)
-      const v = value === undefined ? null : toJSON(value) ?? null
-      store[key] = v
-      post({ t: 'db', c, key, value: v })
-    },
-  }
+  const db = serviceDb(req.db, (key, value) => post({ t: 'db', c, key, value }))
   const send = (type) => (config) => {
     post({ t: 'send', c, type, config: toJSONSafe(config) ?? null })
   }
@@ -203,7 +192,7 @@ function makeCtx(c, req) {
     send: { http: send('http'), email: send('email'), emit: send('emit'), s3: send('s3'), sse: send('sse') },
   }
   const http = { endpoint: (isObj(req.http) && req.http.endpoint) || null, respond }
-  return { emit, db, http, $, store }
+  return { emit, db: db.prop, writes: db.writes, http, $ }
 }
 
 function buildApp(def, value) {
@@ -281,7 +270,7 @@ let active = null // { c, finish }
 async function runOp(m, finish) {
   const req = m.req
   const ctx = makeCtx(m.c, req)
-  m.store = ctx.store // what the next call of a batch starts from
+  m.writes = ctx.writes // what the next call of a batch starts from (onCalls)
   let error = null
   let ret
   let exit
@@ -401,15 +390,16 @@ function onCall(m) {
   })
 }
 
-// The calls of one message, in turn, each run's db handed on to the next (only the first call
-// carries one); a call that leaves work behind ends the batch, since this worker is then replaced.
+// The calls of one message, in turn, each run's db handed on to the next (db.mjs; only the first
+// call carries one); a call that leaves work behind ends the batch, since this worker is then
+// replaced.
 async function onCalls(list) {
-  let db = list.length && isObj(list[0].req) && isObj(list[0].req.db) ? list[0].req.db : null
+  let db = null // what the call before left
   for (const m of list) {
     if (db !== null && isObj(m.req)) m.req.db = db
     const msg = await onCall(m)
     if (msg.dirty) return
-    if (m.store) db = Object.fromEntries(Object.entries(m.store).filter(([, v]) => v !== null))
+    if (m.writes) db = handOn(isObj(m.req) ? m.req.db : null, m.writes)
   }
 }
 

@@ -1,0 +1,211 @@
+// The esbuild passes of the bundler (docs/runner-protocol.md, "Bundler"): the scan that lists a
+// component's npm imports, the bundle pass that resolves every import into the installed trees
+// or the platform module and nowhere else, and the source pass of `mode: "source"`.
+import * as esbuild from 'esbuild'
+import fs from 'node:fs'
+import path from 'node:path'
+import { BundleError, RUNNER_DIR, readJSON } from './bundle-common.mjs'
+import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, packageRefusal, parseSpecifier, quoted } from './imports.mjs'
+import { nativeAddons, nativeError, packageOf } from './natives.mjs'
+import { realRequires, staticDirnameRequires } from './rewrites.mjs'
+
+const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
+const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
+
+function formatErrors(errors) {
+  return errors
+    .map((e) => {
+      const loc = e.location
+      const where = loc ? `${loc.file}:${loc.line}:${loc.column}: ` : ''
+      const plugin = e.pluginName ? `[${e.pluginName}] ` : ''
+      return `${where}${plugin}${e.text}`
+    })
+    .join('\n')
+}
+
+// Pass 1: parse the entry (trying JS, then TypeScript) and list the npm packages it imports,
+// and whether the entry is an ES module (then it gets Node's interop: see `entryName`).
+export async function scan(stdin) {
+  const found = new Map() // name -> version|null
+  const plugin = {
+    name: 'scan',
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind === 'entry-point') return undefined
+        const s = args.path
+        if (builtinName(s)) return { path: s, external: true }
+        const refused = importRefusal(s, stdin.single && isEntry(args.importer, stdin))
+        if (refused) return { errors: [{ text: refused }] }
+        if (!isBare(s)) return undefined // relative files are followed (entry_file mode)
+        const bad = packageRefusal(s)
+        if (bad) return { errors: [{ text: bad }] }
+        const p = parseSpecifier(s)
+        if (!p) return { errors: [{ text: `invalid import "${quoted(s)}"` }] }
+        if (!isPipedream(p.name)) {
+          if (!found.has(p.name) || (found.get(p.name) === null && p.version)) found.set(p.name, p.version)
+        }
+        return { path: s, external: true }
+      })
+    },
+  }
+  let firstErr = null
+  for (const loader of stdin.loaders) {
+    try {
+      const r = await esbuild.build({
+        stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile: stdin.sourcefile, loader },
+        bundle: true, write: false, platform: 'node', format: 'esm', target: 'node22', logLevel: 'silent',
+        absWorkingDir: stdin.resolveDir, plugins: [plugin], metafile: true,
+      })
+      const entry = Object.entries(r.metafile.inputs).find(([k]) => k === stdin.sourcefile || k.endsWith(path.sep + stdin.sourcefile))
+      return { loader, packages: found, esm: Boolean(entry && entry[1].format === 'esm') }
+    } catch (e) {
+      if (!e.errors) throw e
+      if (!firstErr || laterError(e.errors[0], firstErr.errors[0])) firstErr = e
+      found.clear()
+    }
+  }
+  throw new BundleError('LOAD_ERROR', formatErrors(firstErr.errors))
+}
+
+// The name esbuild is told the entry has. An ES module is named `.mjs`/`.mts`, so that a default
+// import of a CommonJS package is its `module.exports`, as in Node, even when the package sets
+// `__esModule` (esbuild's `__toESM(mod, 1)`); CommonJS entries keep `.js`/`.ts`.
+function entryName(sourcefile, loader, esm) {
+  const base = sourcefile.replace(/\.[^.]*$/, '')
+  if (loader === 'ts') return base + (esm ? '.mts' : '.ts')
+  return base + (esm ? '.mjs' : '.js')
+}
+
+// Which parse went further into the file (its error is the more telling one).
+function laterError(a, b) {
+  const la = a && a.location
+  const lb = b && b.location
+  if (!la || !lb) return false
+  return la.line > lb.line || (la.line === lb.line && la.column > lb.column)
+}
+
+function realOr(p) {
+  try {
+    return fs.realpathSync(p)
+  } catch {
+    return p
+  }
+}
+
+// Pass 2: the real bundle. Every import is resolved here and must land in the component's
+// packages' trees or the runner's platform module (and its packages), nowhere else.
+function resolvePlugin(trees, stdin) {
+  const single = Boolean(stdin.single)
+  const ownDir = stdin.resolveDir
+  const platformDir = path.join(RUNNER_DIR, 'platform')
+  const own = single ? [] : [ownDir] // an entry_file's neighbours (the operator's files)
+  const roots = [...[...trees.values()].map((d) => path.join(d, 'node_modules')), platformDir, path.join(RUNNER_DIR, 'node_modules'), ...own].map(realOr)
+  const inUserCode = (importer) => importer === '' || importer === '<stdin>' || !importer.split(path.sep).includes('node_modules')
+  return {
+    name: 'headwater',
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, async (args) => {
+        if (args.kind === 'entry-point' || (args.pluginData && args.pluginData.inner)) return undefined
+        const s = args.path
+        if (builtinName(s)) return { path: s, external: true }
+        const refused = importRefusal(s, single && isEntry(args.importer, stdin))
+        if (refused) return { errors: [{ text: refused }] }
+        const p = isBare(s) ? parseSpecifier(s) : null
+        if (p && isPipedream(p.name)) return { path: p.name === '@pipedream/types' ? TYPES : PLATFORM }
+        const userPackage = p && inUserCode(args.importer) && !args.importer.startsWith(platformDir)
+        const bad = userPackage ? packageRefusal(s) : null
+        if (bad) return { errors: [{ text: bad }] }
+        const tree = userPackage ? trees.get(p.name) : null
+        if (userPackage && !tree) return { errors: [{ text: `import "${s}": package ${p.name} was not installed` }] }
+        const r = await build.resolve(userPackage ? p.name + p.subpath : s, {
+          kind: args.kind, importer: args.importer, resolveDir: userPackage ? tree : args.resolveDir, pluginData: { inner: true },
+        })
+        // unresolved: the component's own import is an error; a package's is left to esbuild, which
+        // lets `try { require('optional') } catch {}` pass
+        if (r.errors.length) return userPackage ? { errors: r.errors } : undefined
+        if (!r.external && r.namespace === 'file' && !insideRoots(r.path, roots)) {
+          return { errors: [{ text: `import "${s}" is not allowed: it resolves outside the component's packages` }] }
+        }
+        return { path: r.path, external: r.external, sideEffects: r.sideEffects, namespace: r.namespace }
+      })
+      // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
+      // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
+      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+        const text = fs.readFileSync(args.path, 'utf8')
+        if (!text.includes('__dirname')) return undefined
+        const fixed = staticDirnameRequires(text)
+        return fixed === text ? undefined : { contents: fixed, loader: 'js', resolveDir: path.dirname(args.path) }
+      })
+    },
+  }
+}
+
+// Bare imports get the range the nearest package.json gives them (the app folder carries one);
+// `require()` of a package stays a real `require` call so the bundle pass installs and bundles it.
+function sourcePlugin() {
+  const pjCache = new Map()
+  const nearestDeps = (dir) => {
+    if (pjCache.has(dir)) return pjCache.get(dir)
+    const pj = fs.existsSync(path.join(dir, 'package.json')) ? readJSON(path.join(dir, 'package.json')) : null
+    const parent = path.dirname(dir)
+    const deps = pj ? { ...(pj.peerDependencies || {}), ...(pj.optionalDependencies || {}), ...(pj.dependencies || {}) } : parent === dir ? {} : nearestDeps(parent)
+    pjCache.set(dir, deps)
+    return deps
+  }
+  return {
+    name: 'headwater-source',
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind === 'entry-point') return undefined
+        if (builtinName(args.path)) return { path: args.path, external: true }
+        const refused = importRefusal(args.path, false)
+        if (refused) return { errors: [{ text: refused }] }
+        if (!isBare(args.path)) return undefined // the operator's own files, next to the entry (registry publish, workflows)
+        const bad = packageRefusal(args.path)
+        if (bad) return { errors: [{ text: bad }] }
+        const p = parseSpecifier(args.path)
+        if (!p || p.version || isPipedream(p.name)) return { path: args.path, external: true }
+        const range = nearestDeps(args.resolveDir)[p.name]
+        const registryRange = typeof range === 'string' && range.trim() !== '' && !/[:/\\]/.test(range) && !range.startsWith('.')
+        return { path: registryRange ? `${p.name}@${range.trim()}${p.subpath}` : args.path, external: true }
+      })
+    },
+  }
+}
+
+// Pass 2 itself: the entry bundled as CommonJS with its packages' trees, the bundle's text (or a
+// LOAD_ERROR, or NATIVE_ADDON naming the packages that need compiled code).
+export async function bundlePass(stdin, loader, esm, trees) {
+  const sourcefile = entryName(stdin.sourcefile, loader, esm)
+  const entry = { ...stdin, sourcefile }
+  let res
+  try {
+    res = await esbuild.build({
+      stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile, loader },
+      bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
+      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry)], metafile: true,
+    })
+  } catch (e) {
+    if (!e.errors) throw e
+    const natives = e.errors.map((x) => /No loader is configured for "\.node" files: (.*)/.exec(x.text)).filter(Boolean)
+    if (natives.length) throw nativeError([...new Set(natives.map((m) => (packageOf(m[1]) || { name: m[1] }).name))])
+    throw new BundleError('LOAD_ERROR', formatErrors(e.errors))
+  }
+  const natives = nativeAddons(Object.keys(res.metafile.inputs), stdin.resolveDir)
+  if (natives.length) throw nativeError(natives)
+  return res.outputFiles[0].contents
+}
+
+// `mode: "source"`: the entry file with its relative imports inlined, one ESM text.
+export async function sourcePass(file) {
+  try {
+    const res = await esbuild.build({
+      entryPoints: [file], bundle: true, write: false, platform: 'node', format: 'esm', target: 'node22',
+      logLevel: 'silent', plugins: [sourcePlugin()],
+    })
+    return realRequires(res.outputFiles[0].text)
+  } catch (e) {
+    if (!e.errors) throw e
+    throw new BundleError('LOAD_ERROR', formatErrors(e.errors))
+  }
+}
