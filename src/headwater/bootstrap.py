@@ -74,6 +74,7 @@ class Adapters:
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
+    finish_runs_on: Callable[[Callable[[], None]], None] | None = None  # where runs' outcomes commit
 
 
 @dataclass
@@ -142,6 +143,7 @@ def local_adapters(settings: Settings) -> Adapters:
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
         loop_users=[runner.attach],
+        finish_runs_on=queue.writer.run,
     )
 
 
@@ -303,6 +305,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
     runs.routes = routing.commands_for
+    if a.finish_runs_on is not None:
+        runs.finish_on = a.finish_runs_on
     a.queue.handle(RunSource, metered_runs(runs.start_batch),
                    now=metered_runs(runs.start_now))
     a.queue.handle(TimerTick, timers.tick)

@@ -8,6 +8,7 @@ still queued, to run again; a task whose results are in is recognised and not ru
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -93,8 +94,10 @@ class Runs:
         self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], list[Command]] = (
             lambda uow, emitter_id, namespace, created_at, events, hops: [])
         # Commits the outcomes of runs the runner answered (where its pipe is read, often the event loop,
-        # nothing may wait on the store).
+        # nothing may wait on the store): on a small pool, or where the composition root says (the
+        # local store's writer).
         self._finishing = ThreadPoolExecutor(max(2, settings.task_workers // 2), thread_name_prefix="run-finish")
+        self.finish_on: Callable[[Callable[[], None]], Any] = self._finishing.submit
 
     @property
     def lease_s(self) -> float:
@@ -290,7 +293,7 @@ class Runs:
         if ran.done() and wait:
             finish(ran)
         else:  # never committed on the event loop
-            ran.add_done_callback(lambda done: self._finishing.submit(finish, done))
+            ran.add_done_callback(lambda done: self.finish_on(functools.partial(finish, done)))
         return outcome
 
     # the state of sources that run, kept while they do

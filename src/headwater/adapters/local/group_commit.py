@@ -2,7 +2,10 @@
 
 Requests hand their task to the writer's thread, which commits whatever has queued up meanwhile in
 one transaction (no fsync per row) and deletes, in the same transaction, the tasks whose handlers
-have finished since. The caller hears of its commit through `on_committed`, once per group.
+have finished since. The caller hears of its commit through `on_committed`, once per group. Other
+writes may be handed to the same thread (`run`: the outcomes of runs), so that the store's writes
+come from one thread, in the order they were handed over, and no other thread is woken for them.
+Nothing run there may wait for anything but the store.
 """
 
 from __future__ import annotations
@@ -52,12 +55,20 @@ class GroupCommitWriter:
     def __init__(self, db: Database, on_committed: Committed) -> None:
         self.db = db
         self.on_committed = on_committed
-        self._inbox: queue.SimpleQueue[Pending | _Finished | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Pending | _Finished | Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="ingest-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def thread_id(self) -> int | None:
+        return self._thread.ident if self._thread is not None else None
+
+    def run(self, write: Callable[[], None]) -> None:
+        """Runs `write` on the writer's thread after the group it arrives with is committed."""
+        self._inbox.put(write)
 
     def stop(self) -> None:
         self._inbox.put(None)
@@ -90,15 +101,22 @@ class GroupCommitWriter:
                 items.append(item)
             group = [p for p in items if isinstance(p, Pending)]
             done = [int(task_id) for f in items if isinstance(f, _Finished) for task_id in f.task_ids]
+            writes = [w for w in items if not isinstance(w, Pending | _Finished)]
             try:
-                ids = self._commit(conn, group, done)
+                ids = self._commit(conn, group, done) if group or done else []
             except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
                 log.exception("ingest group of %d failed", len(group))
                 for p in group:
                     p.loop.call_soon_threadsafe(_fail, p.committed, e)
-                continue
+                ids = []
+                group = []
             if group:
                 self.on_committed(list(zip(group, ids, strict=True)))
+            for write in writes:
+                try:
+                    write()
+                except Exception:  # noqa: BLE001 - one failing write must not stop the writer
+                    log.exception("a write handed to the writer failed")
 
     def _commit(self, conn: sqlite3.Connection, group: list[Pending], done: list[int]) -> list[str]:
         now = time.time()

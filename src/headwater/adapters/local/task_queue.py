@@ -58,7 +58,7 @@ class LocalTaskQueue:
         self._watermark = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._loop_threads: set[int] = set()  # threads running an event loop that ingests
+        self._nonblocking_threads: set[int] = set()  # event loops that ingest, and the writer
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
         self.handlers[command.name] = handler
@@ -71,6 +71,8 @@ class LocalTaskQueue:
             self._dispatch(task_from_row(row))
         self._watermark = int(backlog[-1]["id"]) if backlog else self._max_id()
         self.writer.start()
+        assert self.writer.thread_id is not None
+        self._nonblocking_threads.add(self.writer.thread_id)
         self._spawn(self._poll_loop, "task-poll")
         self._spawn(self._delay_loop, "task-delays")
         for i in range(self.workers):
@@ -95,7 +97,7 @@ class LocalTaskQueue:
 
     async def ingest(self, command: RunSource, respond: bool = False) -> str:
         pending = Pending(command, asyncio.get_running_loop(), respond)
-        self._loop_threads.add(threading.get_ident())
+        self._nonblocking_threads.add(threading.get_ident())
         with self._cond:
             self.lanes.request_started()
         self.writer.submit(pending)
@@ -221,11 +223,14 @@ class LocalTaskQueue:
         """On the event loop: the batch's run started without blocking, or handed to a worker."""
         started = self._call(self.now_handlers, batch)
         if started is None or isinstance(started, BaseException):
-            with self._cond:
-                self.lanes.give_back(lane, batch)
-                self._cond.notify()
+            self._give_back(lane, batch)
             return
         self._drive(lane, batch, started)
+
+    def _give_back(self, lane: str, batch: list[Task]) -> None:
+        with self._cond:
+            self.lanes.give_back(lane, batch)
+            self._cond.notify()
 
     def _call(self, handlers: dict[str, Any], batch: list[Task]) -> TaskResults | BaseException | None:
         handler = handlers.get(batch[0].command.name)
@@ -245,8 +250,9 @@ class LocalTaskQueue:
     def _drive(self, lane: str, batch: list[Task], results: TaskResults | BaseException | None) -> None:
         """Finishes a lane's batch when its results are in (a handler that sent its work off
         returned a Future: the lane stays busy until it completes, so a source's runs stay in
-        order and never overlap), then runs the lane's next batch on this same thread, unless
-        this is an event loop's (it must not block) or the next one yields."""
+        order and never overlap), then starts the lane's next batch on this same thread: the
+        blocking way on a worker, the non-blocking way on the event loop or the writer (which must
+        never wait), else it goes to a worker."""
         while True:
             if isinstance(results, Future):
                 future = results
@@ -258,16 +264,20 @@ class LocalTaskQueue:
             self._settle(batch, results)
             with self._cond:
                 more = self.lanes.done(lane, batch)
-                following = self.lanes.claim(lane) if more and self._may_continue() else None
-                if more and following is None:
-                    self._cond.notify()
+                following = self.lanes.claim(lane) if more else None
             if following is None:
+                if more:
+                    with self._cond:
+                        self._cond.notify()
                 return
+            if threading.get_ident() in self._nonblocking_threads:
+                results = self._call(self.now_handlers, following)
+                if results is None or isinstance(results, BaseException):
+                    self._give_back(lane, following)
+                    return
+            else:
+                results = self._call(self.handlers, following)
             batch = following
-            results = self._call(self.handlers, batch)
-
-    def _may_continue(self) -> bool:
-        return threading.get_ident() not in self._loop_threads
 
     def _settle(self, batch: list[Task], results: list[Any] | BaseException | None) -> None:
         if isinstance(results, BaseException) or results is None:
