@@ -529,7 +529,8 @@ class FakeRunner:
         return results
 
     def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
+                    wait: bool = True) -> Future[list[RunResult]]:
         future: Future[list[RunResult]] = Future()
         future.set_result(self.run_many(bundle, instance, events, timeout_ms, on_respond))
         return future

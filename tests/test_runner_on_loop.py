@@ -13,7 +13,7 @@ import pytest
 
 from headwater.adapters.local.bundler import LocalBundler
 from headwater.adapters.local.node_runner import NodeRunnerPool
-from headwater.ports import Instance
+from headwater.ports import Instance, WouldBlock
 from headwater.settings import Settings
 
 ECHO = """export default {
@@ -60,3 +60,21 @@ def test_answers_are_read_on_the_loop_and_a_long_one_off_it_in_order(tmp_path: P
 
 async def thread_of_the_loop() -> int:
     return threading.get_ident()
+
+
+def test_a_call_that_must_not_wait_is_refused_until_the_accounts_process_runs(tmp_path: Path) -> None:
+    """The event loop's own start of a run never starts a process or waits for a place in the pool."""
+    settings = Settings(data_dir=tmp_path, runner_processes=1)
+    bundler, pool = LocalBundler(settings), NodeRunnerPool(settings)
+    try:
+        instance = Instance(id="dc_echo", props={}, account="a", http={"endpoint": "x", "customResponse": True})
+        bundle = bundler.bundle(ECHO)
+        with pytest.raises(WouldBlock):
+            pool.submit_many(bundle, instance, [{"n": 0}], 10_000, wait=False)
+        pool.run_many(bundle, instance, [{"n": 1}], 10_000)  # the account's process starts
+        ran = pool.submit_many(bundle, instance, [{"n": 2}], 10_000, wait=False).result(timeout=30)
+        assert ran[0].error is None and ran[0].emits[0].event["n"] == 2
+        with pytest.raises(WouldBlock):  # the pool's one place is taken by account a
+            pool.submit_many(bundle, Instance(id="dc_b", props={}, account="b"), [{"n": 3}], 10_000, wait=False)
+    finally:
+        pool.close()

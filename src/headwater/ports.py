@@ -369,8 +369,11 @@ class Runner(Protocol):
         merged into `instance.db`), in one call; `on_respond(index, response)`."""
 
     def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
-        """`run_many` with its results in a Future: a run that waits need hold no thread."""
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
+                    wait: bool = True) -> Future[list[RunResult]]:
+        """`run_many` with its results in a Future: a run that waits need hold no thread. With
+        `wait=False` (a caller on the event loop), raises WouldBlock instead of waiting for a runner
+        process or starting one."""
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
 
@@ -384,6 +387,10 @@ class Runner(Protocol):
                 prev_context: Any, query: str | None, timeout_ms: int, account: str) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+class WouldBlock(Exception):
+    """The call cannot be made without waiting, and its caller said it must not wait."""
 
 
 class RunnerError(Exception):

@@ -20,7 +20,7 @@ from headwater.domain.events import Emit
 from headwater.domain.http_interface import RESPOND_STATUSES
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
-from headwater.ports import Bundle, Instance, RunnerError
+from headwater.ports import Bundle, Instance, RunnerError, WouldBlock
 
 PartialHandler = Callable[[dict[str, Any]], None]
 DESCRIBE = "describe"  # the account of calls made for the operator (registry publishing)
@@ -223,9 +223,13 @@ class RunnerRequests(ABC):
         return self.submit_many(bundle, instance, events, timeout_ms, on_respond).result()
 
     def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
+                    wait: bool = True) -> Future[list[RunResult]]:
         """`run_many` whose results come in a Future. Here the call is made in the calling
-        thread; the local pool overrides it so that a run that waits holds no thread."""
+        thread (so never without waiting); the local pool overrides it so that a run that waits
+        holds no thread."""
+        if not wait:
+            raise WouldBlock("a runner call here holds the calling thread")
         future: Future[list[RunResult]] = Future()
         collect = BatchResults(len(events), on_respond)
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}

@@ -34,6 +34,7 @@ from headwater.ports import (
     UnitOfWork,
     UnitOfWorkFactory,
     UsageRepository,
+    WouldBlock,
 )
 from headwater.services import props as prop_forms
 from headwater.services.cache import BoundedDict, TtlCache
@@ -263,8 +264,11 @@ class Runs:
                 return _done([None] * len(tasks))
             refused, runnable = self._admit(hot.source, hot.state, tasks)
             instance = self._instance(hot.source, hot.props, hot.state.db)
-            ran = (self._submit(hot.component, instance, [tasks[i] for i in runnable], on_partial)
+            ran = (self._submit(hot.component, instance, [tasks[i] for i in runnable], on_partial, wait)
                    if runnable else _done([]))
+        except WouldBlock:  # no runner process ready for it: a worker will start one
+            lease.__exit__(None, None, None)
+            return None
         except BaseException:
             self._hot.pop(source_id, None)
             lease.__exit__(None, None, None)
@@ -363,7 +367,7 @@ class Runs:
         return [results.get(i) for i in range(len(tasks))]
 
     def _submit(self, component: Component, instance: Instance, tasks: list[Task],
-                on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult]]:
+                on_partial: Callable[[Task, dict[str, Any]], None], wait: bool = True) -> Future[list[RunResult]]:
         """The tasks' runs in order, each seeing the `this.db` the ones before it left: one runner
         call for all of them (no round trip to the runner per run)."""
         commands: list[RunSource] = [t.command for t in tasks]  # type: ignore[misc]
@@ -371,7 +375,7 @@ class Runs:
             bundle = self.bundler.bundle(component.code, component.packages)
             return self.runner.submit_many(bundle, instance, [c.event for c in commands],
                                            max(c.timeout_ms for c in commands),
-                                           lambda index, response: on_partial(tasks[index], response))
+                                           lambda index, response: on_partial(tasks[index], response), wait)
         except RunnerError as e:
             return _done([RunResult.failed(e.code, e.message, e.stack)] * len(tasks))
         except HeadwaterError as e:

@@ -58,7 +58,7 @@ from headwater.adapters.runner_protocol import (
     instance_request,
 )
 from headwater.domain.runs import RunResult
-from headwater.ports import Bundle, Instance, RunnerError
+from headwater.ports import Bundle, Instance, RunnerError, WouldBlock
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater.runner")
@@ -689,12 +689,15 @@ class NodeRunnerPool(RunnerRequests):
 
     # which process
 
-    def _acquire(self, account: str) -> RunnerProcess:
+    def _acquire(self, account: str, wait: bool = True) -> RunnerProcess:
         """The account's process, marked busy; past the bound, the least recently used idle one is
-        stopped first (or, all busy, this waits for one to finish)."""
+        stopped first (or, all busy, this waits for one to finish). Without `wait`, only a process
+        that is running already: WouldBlock otherwise."""
         with self._cond:
             while True:
                 process = self._processes.get(account)
+                if not wait and (process is None or not process.alive):
+                    raise WouldBlock(f"no runner process is running for {account}")
                 if process is None and len(self._processes) < self.max_processes:
                     process = self._processes[account] = RunnerProcess(
                         account, self.launcher, self.deadlines, self.settings.account_max_concurrent_runs,
@@ -751,9 +754,9 @@ class NodeRunnerPool(RunnerRequests):
 
     def submit(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
                on_partial: PartialHandler | None = None, account: str = DESCRIBE,
-               timeout_s: float | None = None, bill_to: str = "") -> Future[dict[str, Any]]:
+               timeout_s: float | None = None, bill_to: str = "", wait: bool = True) -> Future[dict[str, Any]]:
         """`call` whose result comes in a Future, completed where the process's pipe is read."""
-        process = self._acquire(account)
+        process = self._acquire(account, wait)
         limit_s = timeout_s - GRACE_S if timeout_s else request.get("timeout_ms", 30_000) / 1000
         message: dict[str, Any] = {"op": op, **request}
         warm = bundle is not None and bundle.hash in process.known_hashes
@@ -787,7 +790,8 @@ class NodeRunnerPool(RunnerRequests):
         return result
 
     def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> Future[list[RunResult]]:
+                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
+                    wait: bool = True) -> Future[list[RunResult]]:
         """The runs of one instance in one request; nothing waits for them but the Future."""
         collect = BatchResults(len(events), on_respond)
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
@@ -801,7 +805,7 @@ class NodeRunnerPool(RunnerRequests):
                 outcome.set_exception(failure)
 
         self.submit("run", request, bundle, collect, account_of(instance),
-                    len(events) * timeout_ms / 1000 + GRACE_S, instance.bill_to).add_done_callback(answered)
+                    len(events) * timeout_ms / 1000 + GRACE_S, instance.bill_to, wait).add_done_callback(answered)
         return outcome
 
     def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:
