@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,10 +21,12 @@ from headwater.domain.errors import Invalid
 from headwater.domain.pagination import PageRequest
 from headwater.domain.runs import RunResult
 from headwater.services.sources import SourceRequest
-from tests.conftest import BOTH_MODES, Server, client_for, new_user, server_in_mode
+from tests.conftest import Server
+from tests.e2e.test_runs import post, wait_events
 from tests.fakes import World, world
 from tests.services.test_services import component_code, deploy, principal, run_task
-from tests.test_runs import post, wait_events
+
+pytestmark = pytest.mark.both_modes
 
 SECRET = "hunter2-" + uuid.uuid4().hex
 MASK = "********"
@@ -138,40 +139,29 @@ OPTIONS_CODE = code('{ type: "string", options: ["a", "b"] }')
 PLAIN_CODE = code('{ type: "string" }')
 
 
-@pytest.fixture(scope="module", params=BOTH_MODES)
-def server(request: pytest.FixtureRequest) -> Server:
-    return server_in_mode(request)
-
-
-@pytest.fixture(scope="module")
-def api(server: Server) -> Iterator[httpx.Client]:
-    with client_for(server, new_user(server, tier="paid").api_key) as client:
-        yield client
-
-
 def deployed(api: httpx.Client) -> tuple[str, str]:
     r = api.post("/sources", json={"component_code": SECRET_CODE, "configured_props": {"token": SECRET}})
     assert r.status_code == 200, r.text
     return r.json()["data"]["id"], r.json()["data"]["configured_props"]["http"]["endpoint_url"]
 
 
-def test_a_put_with_options_answers_422_without_the_secret(api: httpx.Client) -> None:
-    source_id, _ = deployed(api)
-    r = api.put(f"/sources/{source_id}", json={"component_code": OPTIONS_CODE})
+def test_a_put_with_options_answers_422_without_the_secret(paid_api: httpx.Client) -> None:
+    source_id, _ = deployed(paid_api)
+    r = paid_api.put(f"/sources/{source_id}", json={"component_code": OPTIONS_CODE})
     assert r.status_code == 422, r.text
     assert SECRET not in r.text
     assert "the stored value is not one of the options" in r.json()["details"]["token"][0]
 
 
-def test_a_put_dropping_secret_true_neither_stores_nor_answers_it(server: Server, api: httpx.Client) -> None:
-    source_id, url = deployed(api)
-    r = api.put(f"/sources/{source_id}", json={"component_code": PLAIN_CODE})
+def test_a_put_dropping_secret_true_neither_stores_nor_answers_it(server: Server, paid_api: httpx.Client) -> None:
+    source_id, url = deployed(paid_api)
+    r = paid_api.put(f"/sources/{source_id}", json={"component_code": PLAIN_CODE})
     assert r.status_code == 200, r.text
     assert r.json()["data"]["configured_props"]["token"] == MASK
-    for answer in (api.get(f"/sources/{source_id}"), api.get("/users/me/sources", params={"limit": 100})):
+    for answer in (paid_api.get(f"/sources/{source_id}"), paid_api.get("/users/me/sources", params={"limit": 100})):
         assert answer.status_code == 200 and SECRET not in answer.text
     assert post(url, {}).status_code == 200  # the component still gets the value itself
-    assert wait_events(api, source_id, 1)[0]["event"] == {"sha256": hashlib.sha256(SECRET.encode()).hexdigest()}
+    assert wait_events(paid_api, source_id, 1)[0]["event"] == {"sha256": hashlib.sha256(SECRET.encode()).hexdigest()}
     if server.env.get("HEADWATER_BACKEND") != "aws-emulated":  # moto keeps its tables in memory
         for path in server.data_dir.rglob("*"):
             if path.is_file():

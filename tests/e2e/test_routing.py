@@ -18,7 +18,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from tests.conftest import BOTH_MODES, Server, client_for, new_user, running_server
-from tests.test_runs import component, deploy, wait_events, wait_until
+from tests.e2e.test_runs import component, deploy, wait_events, wait_until
 
 EMITTER = component("this.$emit(event.body, {summary: 'hit', name: event.body && event.body.channel})",
                     name="Emitter")

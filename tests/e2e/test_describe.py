@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-COMPONENTS = Path(__file__).parent / "components"
+COMPONENTS = Path(__file__).parents[1] / "components"
 BAD = COMPONENTS / "bad"
 MULTI = COMPONENTS / "multi"
 

@@ -14,7 +14,7 @@ import pytest
 
 from headwater.domain.http_interface import MAX_JSON_DEPTH
 from tests.conftest import COMPONENTS, Server, client_for, new_user, running_server
-from tests.test_runs import component, deploy, wait_until
+from tests.e2e.test_runs import component, deploy, wait_until
 
 LIMIT = 64 * 1024  # the private server's body limit, /v1 and /http alike
 DEEP = 2000

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import BOTH_MODES, Server, client_for, new_user, server_in_mode
-from tests.test_runs import component, deploy
+from tests.conftest import Server
+from tests.e2e.test_runs import component, deploy
+
+pytestmark = pytest.mark.both_modes
 
 CUSTOM = '{ type: "$.interface.http", customResponse: true }'
 
@@ -42,17 +43,6 @@ SILENT = component("return;", http=CUSTOM)
 PLAIN = component("this.$emit(event.body);")
 
 
-@pytest.fixture(scope="module", params=BOTH_MODES)
-def server(request: pytest.FixtureRequest) -> Server:
-    return server_in_mode(request)
-
-
-@pytest.fixture(scope="module")
-def api(server: Server) -> Iterator[httpx.Client]:
-    with client_for(server, new_user(server, tier="paid").api_key) as client:
-        yield client
-
-
 def policies(response: httpx.Response) -> list[str]:
     """Every CSP policy the answer sends (one header may carry several, comma-separated)."""
     return [p.strip() for value in response.headers.get_list("content-security-policy") for p in value.split(",")]
@@ -64,8 +54,8 @@ def assert_sandboxed(response: httpx.Response) -> None:
     assert "clear-site-data" not in response.headers
 
 
-def test_a_custom_html_page_is_sandboxed_whatever_its_headers_say(api: httpx.Client) -> None:
-    _, url = deploy(api, HOSTILE_PAGE)
+def test_a_custom_html_page_is_sandboxed_whatever_its_headers_say(paid_api: httpx.Client) -> None:
+    _, url = deploy(paid_api, HOSTILE_PAGE)
     r = httpx.get(url, timeout=60)
     assert r.status_code == 200 and "<script>" in r.text  # the page is served as the source wrote it...
     assert r.headers["content-type"].startswith("text/html")
@@ -73,16 +63,16 @@ def test_a_custom_html_page_is_sandboxed_whatever_its_headers_say(api: httpx.Cli
     assert "sandbox allow-scripts allow-same-origin" in policies(r)  # its own policy only narrows
 
 
-def test_a_component_csp_is_kept_alongside_the_sandbox(api: httpx.Client) -> None:
-    _, url = deploy(api, OWN_CSP)
+def test_a_component_csp_is_kept_alongside_the_sandbox(paid_api: httpx.Client) -> None:
+    _, url = deploy(paid_api, OWN_CSP)
     r = httpx.post(url, json={}, timeout=60)
     assert r.status_code == 201
     assert_sandboxed(r)
     assert "default-src 'none'" in policies(r)
 
 
-def test_default_and_error_answers_are_sandboxed(server: Server, api: httpx.Client) -> None:
-    _, plain = deploy(api, PLAIN)
+def test_default_and_error_answers_are_sandboxed(server: Server, paid_api: httpx.Client) -> None:
+    _, plain = deploy(paid_api, PLAIN)
     ok = httpx.post(plain, json={"a": 1}, timeout=60)
     assert ok.status_code == 200 and ok.json() == {"success": True}
     assert_sandboxed(ok)
@@ -93,7 +83,7 @@ def test_default_and_error_answers_are_sandboxed(server: Server, api: httpx.Clie
     missing = httpx.get(f"{server.base_url}/http/en_doesnotexist00000000000", timeout=60)
     assert missing.status_code == 404
     assert_sandboxed(missing)
-    _, silent = deploy(api, SILENT)
+    _, silent = deploy(paid_api, SILENT)
     bad_gateway = httpx.get(silent, timeout=60)
     assert bad_gateway.status_code == 502
     assert_sandboxed(bad_gateway)

@@ -18,7 +18,7 @@ from headwater.metrics import node_descendants
 from headwater.ports import Instance
 from headwater.settings import Settings
 from tests.conftest import Server
-from tests.security.conftest import Account, assert_healthy, source_code
+from tests.e2e.security.conftest import Account, assert_healthy, source_code
 
 
 def test_killing_the_parent_and_pid_1_fails_and_the_service_stays_up(guarded: Server) -> None:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import COMPONENTS, HEADWATER, Server, User, client_for, free_port, new_user
-from tests.test_routing import Receiver, wait_delivery
+from tests.e2e.test_routing import Receiver, wait_delivery
 
 SOURCE = """export default {
   name: "CLI source",

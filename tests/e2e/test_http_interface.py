@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.conftest import BOTH_MODES, Server, client_for, new_user, running_server, server_in_mode
-from tests.test_runs import (
+from tests.conftest import Server, client_for, new_user, running_server
+from tests.e2e.test_runs import (
     assert_newest_first,
     component,
     deploy,
@@ -24,6 +24,8 @@ from tests.test_runs import (
     wait_events,
     wait_until,
 )
+
+pytestmark = pytest.mark.both_modes
 
 CUSTOM = '{ type: "$.interface.http", customResponse: true }'
 EMIT_EVENT = component("this.$emit(event);")
@@ -38,11 +40,6 @@ SLOW_FREE = """export default {
   },
 };
 """
-
-
-@pytest.fixture(scope="session", params=BOTH_MODES)
-def server(request: pytest.FixtureRequest) -> Server:
-    return server_in_mode(request)
 
 
 @pytest.fixture(scope="module")

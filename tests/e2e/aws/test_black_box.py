@@ -10,14 +10,14 @@ import httpx
 import pytest
 
 from tests.conftest import Server
-from tests.test_runs import (  # noqa: F401 - collected here, against this module's server
+from tests.e2e.test_runs import (  # noqa: F401 - collected here, against this module's server
     component,
     deploy,
     test_delete_all_events,
     test_delete_without_event_name_clears_every_channel,
     wait_events,
 )
-from tests.test_sources_api import (  # noqa: F401
+from tests.e2e.test_sources_api import (  # noqa: F401
     test_manual_run_emits_body,
     test_run_error_goes_to_errors_channel,
 )

@@ -10,7 +10,6 @@ on the local service and the emulated AWS deployment at the default limit (1 MB)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,10 +18,11 @@ import pytest
 from headwater.domain.events import Emit
 from headwater.domain.models import SourceState
 from headwater.domain.runs import RunResult
-from tests.conftest import BOTH_MODES, Server, client_for, new_user, server_in_mode
+from tests.e2e.test_runs import component, post, wait_events
 from tests.fakes import World, world
 from tests.services.test_services import deploy, principal, run_task
-from tests.test_runs import component, post, wait_events
+
+pytestmark = pytest.mark.both_modes
 
 LIMIT = 1000
 
@@ -136,27 +136,16 @@ BIG_WRITER = component("""
 """)
 
 
-@pytest.fixture(scope="module", params=BOTH_MODES)
-def server(request: pytest.FixtureRequest) -> Server:
-    return server_in_mode(request)
-
-
-@pytest.fixture(scope="module")
-def api(server: Server) -> Iterator[httpx.Client]:
-    with client_for(server, new_user(server, tier="paid").api_key) as client:
-        yield client
-
-
-def test_a_run_that_would_store_past_1_mb_has_its_writes_dropped(api: httpx.Client) -> None:
-    source_id, url = deploy_http(api)
+def test_a_run_that_would_store_past_1_mb_has_its_writes_dropped(paid_api: httpx.Client) -> None:
+    source_id, url = deploy_http(paid_api)
     for body, count in (({"key": "small", "size": 10}, 1), ({"key": "big", "size": 1_200_000}, 2),
                         ({"key": "after"}, 3)):
         assert post(url, body).status_code == 200
-        items = wait_events(api, source_id, count)
+        items = wait_events(paid_api, source_id, count)
     events = [i["event"] for i in reversed(items)]
     assert events[1]["step"] == "big"  # the run's emit is stored (it saw its own write)...
     assert events[2] == {"step": "after", "sizes": {"small": 10, "big": 0}}  # ...but the write was not kept
-    errors = wait_events(api, source_id, 1, event_name="$errors")
+    errors = wait_events(paid_api, source_id, 1, event_name="$errors")
     error = errors[0]["event"]["error"]
     assert error["code"] == "DB_TOO_LARGE"
     assert "1048576 bytes" in error["message"]

@@ -12,7 +12,7 @@ from headwater.adapters.local.bundler import npm_env
 from headwater.adapters.local.sandbox import RUNNER, Bind, find_sandbox
 from headwater.settings import Settings
 from tests.conftest import Server
-from tests.security.conftest import Account, assert_healthy, source_code
+from tests.e2e.security.conftest import Account, assert_healthy, source_code
 
 
 @pytest.mark.parametrize(("component", "named"), [

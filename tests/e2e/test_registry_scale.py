@@ -21,7 +21,7 @@ from headwater.adapters.local.bundler import LocalBundler
 from headwater.domain.errors import Invalid
 from headwater.settings import Settings
 from tests.conftest import COMPONENTS, HEADWATER, Server, client_for, new_user
-from tests.test_sources_api import wait_events
+from tests.e2e.test_sources_api import wait_events
 
 APP = COMPONENTS / "registry_app"
 SLOW = httpx.Timeout(180.0)

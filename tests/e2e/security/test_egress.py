@@ -21,7 +21,7 @@ import pytest
 
 from headwater.adapters.local.egress import EgressProxy
 from tests.conftest import Server
-from tests.security.conftest import Account, Source, assert_healthy
+from tests.e2e.security.conftest import Account, Source, assert_healthy
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import Server, User, client_for, new_user
 
-COMPONENTS = Path(__file__).parent / "components" / "sources_api"
+COMPONENTS = Path(__file__).parents[1] / "components" / "sources_api"
 EVENT_ID = re.compile(r"^\d+-\d+$")
 MASK = "********"
 

@@ -1,5 +1,5 @@
 """User code is untrusted: it cannot read the service's files or environment, nor start processes
-(the escape suite in tests/security/ tries harder)."""
+(the escape suite in tests/e2e/security/ tries harder)."""
 
 from __future__ import annotations
 

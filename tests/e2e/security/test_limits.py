@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import Server
-from tests.security.conftest import Account, assert_healthy
+from tests.e2e.security.conftest import Account, assert_healthy
 
 
 def test_a_nested_worker_with_its_own_heap_is_refused(guarded: Server) -> None:

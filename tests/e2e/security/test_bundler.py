@@ -22,9 +22,9 @@ from headwater.adapters.local.egress import EgressProxy
 from headwater.adapters.local.sandbox import RUNNER, find_sandbox
 from headwater.domain.errors import Invalid
 from headwater.settings import Settings
-from tests.aws.test_runner_lambda import invoke
 from tests.conftest import Server
-from tests.security.conftest import Account, assert_healthy
+from tests.e2e.aws.test_runner_lambda import invoke
+from tests.e2e.security.conftest import Account, assert_healthy
 
 SECRET = "internal-secret-3f9c1d"
 

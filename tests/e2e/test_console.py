@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.conftest import Server, User, new_user
 
-ARTIFACTS = Path(__file__).parent / "artifacts" / "console"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "console"
 CHROMIUM = "/usr/bin/chromium"
 THROWER = """export default {
   name: "Console thrower", version: "0.0.1",

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server, client_for, new_user, running_server
-from tests.security.conftest import Account, assert_healthy, source_code
+from tests.e2e.security.conftest import Account, assert_healthy, source_code
 
 FORGE_MS = 3000
 

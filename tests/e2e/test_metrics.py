@@ -6,7 +6,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Server
-from tests.test_runs import component, deploy, wait_events
+from tests.e2e.test_runs import component, deploy, wait_events
 
 
 def scrape(server: Server) -> dict[str, list[tuple[dict[str, str], float]]]:

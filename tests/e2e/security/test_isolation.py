@@ -6,7 +6,7 @@ import uuid
 
 from headwater.settings import REPO_ROOT
 from tests.conftest import Server
-from tests.security.conftest import Account, assert_healthy
+from tests.e2e.security.conftest import Account, assert_healthy
 
 
 def test_accounts_do_not_see_each_others_tmp_files(guarded: Server) -> None:

@@ -18,9 +18,9 @@ from moto import mock_aws
 from headwater.adapters.destinations import S3ObjectStore
 from headwater.settings import Settings
 from tests.conftest import Server, client_for, new_user, running_server
-from tests.test_routing import EMITTER
-from tests.test_runs import deploy
-from tests.test_workflows import wait_for, write
+from tests.e2e.test_routing import EMITTER
+from tests.e2e.test_runs import deploy
+from tests.e2e.test_workflows import wait_for, write
 
 MAILER = """export default {
   name: "Mail", key: "test-mail", version: "0.0.1", type: "action",

@@ -19,7 +19,7 @@ import pytest
 
 from headwater.settings import Settings
 
-LAMBDA = Path(__file__).resolve().parents[2] / "layers" / "runner" / "src" / "lambda.mjs"
+LAMBDA = Path(__file__).resolve().parents[3] / "layers" / "runner" / "src" / "lambda.mjs"
 DRIVER = """const { handler } = await import(process.env.LAMBDA_MJS)
 const answers = []
 for (const event of JSON.parse(process.argv[2])) answers.push(await handler(event))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import BOTH_MODES, Server, User, client_for, new_user, server_in_mode
+from tests.conftest import Server, User, client_for, new_user
+
+pytestmark = pytest.mark.both_modes
 
 SIMPLE = """export default {{
   name: "Simple {n}",
@@ -15,11 +17,6 @@ SIMPLE = """export default {{
   async run(event) {{ this.$emit(event) }},
 }};
 """
-
-
-@pytest.fixture(scope="session", params=BOTH_MODES)
-def server(request: pytest.FixtureRequest) -> Server:
-    return server_in_mode(request)
 
 
 def save(api: httpx.Client, n: int, **params: str) -> dict:

@@ -12,16 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import BOTH_MODES, COMPONENTS, ROOT, Server, User, client_for, new_user, server_in_mode
-from tests.test_routing import EMITTER, Receiver, subscribe, webhook
-from tests.test_runs import deploy, wait_until
+from tests.conftest import COMPONENTS, ROOT, Server, User, client_for, new_user
+from tests.e2e.test_routing import EMITTER, Receiver, subscribe, webhook
+from tests.e2e.test_runs import deploy, wait_until
+
+pytestmark = pytest.mark.both_modes
 
 STEPS = str(COMPONENTS / "workflow")
-
-
-@pytest.fixture(scope="session", params=BOTH_MODES)
-def server(request: pytest.FixtureRequest) -> Server:
-    return server_in_mode(request)
 
 
 @pytest.fixture(scope="module")
