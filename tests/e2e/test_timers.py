@@ -66,7 +66,9 @@ def test_timer_fires_on_schedule_survives_restart_and_stops(timer_server: Server
         assert [b - a for a, b in zip(stamps, stamps[1:], strict=False)] == [2, 2]
         assert first[0]["event"]["interval_seconds"] == 2
         for e in first[:3]:
-            assert 0 <= e["indexed_at_ms"] / 1000 - e["event"]["timestamp"] < 1.5, "fired late"
+            # stored within 5 s of its scheduled second: a run (a cold Node worker's start included)
+            # on a busy machine fits; the schedule itself is the stamps' 2 s steps above
+            assert 0 <= e["indexed_at_ms"] / 1000 - e["event"]["timestamp"] < 5, "fired late"
 
         timer_server.stop()
         down_from = time.time()
