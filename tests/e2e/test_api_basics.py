@@ -32,17 +32,9 @@ def test_healthz_needs_no_key(server: Server) -> None:
     assert r.headers["x-request-id"]
 
 
-@pytest.mark.parametrize(
-    "headers",
-    [
-        {},
-        {"Authorization": "Bearer hw_not-a-key"},
-        {"Authorization": "Basic dXNlcjpwYXNz"},
-        {"Authorization": "Bearer"},
-    ],
-    ids=["no-header", "bad-key", "wrong-scheme", "empty-key"],
-)
-def test_missing_or_invalid_key_is_401(server: Server, headers: dict) -> None:
+def test_missing_or_invalid_key_is_401(server: Server) -> None:
+    """Each way to lack a valid key is tests/api/test_basics.py; here one, in both deployments."""
+    headers = {"Authorization": "Bearer hw_not-a-key"}
     r = httpx.get(server.base_url + "/v1/users/me", headers=headers)
     assert r.status_code == 401
     assert r.headers["www-authenticate"] == "Bearer"
