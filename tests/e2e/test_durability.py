@@ -78,7 +78,7 @@ def check_kill_9(server: Server) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(send, range(2000)))
     assert killed.is_set() and len(acknowledged) >= 400
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while runner_processes(tmp_path):
         assert time.monotonic() < deadline, "runner processes outlived the killed service"
         time.sleep(0.05)

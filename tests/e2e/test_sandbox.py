@@ -37,7 +37,7 @@ def test_component_cannot_reach_service_files_env_or_processes(server: Server, a
     url = source["configured_props"]["http"]["endpoint_url"]
     body = {"database": str(server.data_dir / "headwater.db"), "secretKey": str(server.data_dir / "secret.key")}
     assert httpx.post(url, json=body).status_code == 200
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not (items := api.get(f"/sources/{source['id']}/event_summaries").json()["data"]):
         assert time.monotonic() < deadline, "the probe never ran"
         time.sleep(0.05)

@@ -188,7 +188,7 @@ def summaries(api: httpx.Client, source_id: str, event_name: str = "") -> list[d
     return r.json()["data"]
 
 
-def wait_events(api: httpx.Client, source_id: str, count: int, event_name: str = "", timeout: float = 10) -> list:
+def wait_events(api: httpx.Client, source_id: str, count: int, event_name: str = "", timeout: float = 60) -> list:
     """Polls event summaries (newest first) until at least `count` events are there."""
     deadline = time.monotonic() + timeout
     while True:

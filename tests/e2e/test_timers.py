@@ -44,7 +44,7 @@ def events(api: httpx.Client, source_id: str) -> list[dict]:
     return api.get(f"/sources/{source_id}/event_summaries").json()["data"][::-1]
 
 
-def wait_for(api: httpx.Client, source_id: str, count: int, timeout: float = 20) -> list[dict]:
+def wait_for(api: httpx.Client, source_id: str, count: int, timeout: float = 60) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = events(api, source_id)

@@ -48,7 +48,7 @@ def summaries(client: httpx.Client, workflow_id: str, errors: bool = False) -> l
 
 def wait_for(client: httpx.Client, workflow_id: str, errors: bool = False) -> list[dict[str, Any]]:
     import time
-    end = time.monotonic() + 30
+    end = time.monotonic() + 60
     while time.monotonic() < end:
         items = summaries(client, workflow_id, errors)
         if items:
