@@ -12,6 +12,7 @@ import pytest
 
 from headwater.domain.events import Emit
 from headwater.domain.runs import RunResult
+from headwater.ports import Instance
 from tests.api.conftest import App
 
 # describe's answer for tests/components/sources_api/issue_tracker.mjs
@@ -62,7 +63,9 @@ TRACKER_VALID: dict[str, Any] = {
 
 @pytest.fixture(autouse=True)
 def hooks_emit_their_name(app: App) -> None:
+    """The module's app is shared: each test starts with hooks that emit their name and no-op runs."""
     app.world.runner.hooks = lambda instance, hook: RunResult(emits=[Emit({"hook": hook})])
+    app.world.runner.script = lambda instance, event: RunResult()
 
 
 def create(api: httpx.Client, **body: Any) -> dict:
@@ -216,3 +219,105 @@ def test_no_component_reference_is_400(api: httpx.Client) -> None:
         assert r.status_code == 400, (body, r.text)
         assert set(r.json()["details"]) == {"component_id"}
     assert api.get("/users/me/sources").json()["page_info"]["total_count"] == 0
+
+
+# props kept, replaced and given in their API form
+
+
+def test_integer_bounds_are_inclusive(api: httpx.Client) -> None:
+    for value in (1, 50):
+        data = create(api, component_code=TRACKER, configured_props={**TRACKER_VALID, "maxResults": value})
+        assert data["configured_props"]["maxResults"] == value
+
+
+def test_update_configured_props_replace_all(api: httpx.Client) -> None:
+    src = create(api, component_code=TRACKER,
+                 configured_props={**TRACKER_VALID, "sortOrder": "asc", "assignee": "ada",
+                                   "timer": {"intervalSeconds": 120}})
+    assert src["configured_props"]["assignee"] == "ada"
+    r = api.put(f"/sources/{src['id']}", json={"configured_props": TRACKER_VALID})
+    assert r.status_code == 200, r.text
+    props = r.json()["data"]["configured_props"]
+    assert props["sortOrder"] == "desc"
+    assert "assignee" not in props
+    assert props["timer"] == {"cron": None, "interval_seconds": 900}
+    assert api.get(f"/sources/{src['id']}").json()["data"]["configured_props"] == props
+
+
+def test_update_without_configured_props_keeps_them(api: httpx.Client) -> None:
+    src = create(api, component_code=TRACKER, configured_props={**TRACKER_VALID, "assignee": "ada"})
+    r = api.put(f"/sources/{src['id']}", json={"name": "Eng issues"})
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data["configured_props"] == src["configured_props"]
+    assert (data["name"], data["name_slug"]) == ("Eng issues", "eng-issues")
+
+
+def test_cron_timer_response_form(api: httpx.Client) -> None:
+    data = create(api, component_code=TRACKER,
+                  configured_props={**TRACKER_VALID, "timer": {"cron": "*/15 * * * *", "timezone": "America/New_York"}})
+    assert data["configured_props"]["timer"] == {"cron": "*/15 * * * *", "interval_seconds": 900}
+
+
+# lifecycle hooks (lifecycle.mjs's hooks, in Python: each emits its name, its label and a call count)
+
+
+def recording_hooks(instance: Instance, hook: str) -> RunResult:
+    calls = instance.db.get("calls", 0) + 1
+    return RunResult(emits=[Emit({"hook": hook, "label": instance.props.get("label"), "calls": calls},
+                                 {"summary": f"{hook} hook"})], db_writes={"calls": calls})
+
+
+def test_update_with_new_code_keeps_id(api: httpx.Client) -> None:
+    src = create(api, component_code=LIFECYCLE)
+    new_code = LIFECYCLE.replace("'version': '0.1.0'", "'version': '0.2.0'")
+    assert new_code != LIFECYCLE
+    r = api.put(f"/sources/{src['id']}", json={"component_code": new_code})
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data["id"] == src["id"]
+    assert data["component_id"] != src["component_id"]
+    assert api.get(f"/components/{data['component_id']}").json()["data"]["version"] == "0.2.0"
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate", "deactivate", "activate"]
+
+
+def test_deactivate_and_reactivate(app: App, api: httpx.Client) -> None:
+    app.world.runner.hooks = recording_hooks
+    app.world.runner.script = lambda instance, event: RunResult(
+        emits=[Emit({"run": event, "label": instance.props.get("label")}, {"summary": "manual run"})])
+    src = create(api, component_code=LIFECYCLE)
+    r = api.put(f"/sources/{src['id']}", json={"active": False})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["active"] is False
+    assert api.get(f"/sources/{src['id']}").json()["data"]["active"] is False
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate", "deactivate"]
+
+    r = api.post(f"/sources/{src['id']}/run", json={"n": 1})
+    assert r.status_code == 409, r.text
+    assert set(r.json()) == {"error"}
+
+    r = api.put(f"/sources/{src['id']}", json={"active": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["active"] is True
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate", "deactivate", "activate"]
+    assert api.post(f"/sources/{src['id']}/run", json={"n": 2}).status_code == 202
+    app.world.queue.drain()
+    r = api.get(f"/sources/{src['id']}/event_summaries", params={"expand": "event"})
+    items = r.json()["data"]
+    assert len(items) == 5 and items[0]["event"] == {"run": {"n": 2}, "label": "v1"}
+
+
+def test_deploy_hook_that_throws_creates_nothing(app: App, api: httpx.Client) -> None:
+    create(api, component_code=ECHO)
+    app.world.runner.hooks = lambda instance, hook: RunResult(
+        emits=[Emit({"attempted": True})], db_writes={"hookId": 42},
+        error={"code": "RUNTIME_ERROR", "message": "GitHub rejected the webhook registration: 401 Bad credentials"})
+    failing = repr({"name": "Repo Webhook", "version": "0.1.0", "type": "source", "key": "sources-api-failing-deploy",
+                    "hooks": ["deploy"], "configurable_props": [{"name": "http", "type": "$.interface.http"},
+                                                                {"name": "db", "type": "$.service.db"}]})
+    r = api.post("/sources", json={"component_code": failing})
+    assert r.status_code == 422, r.text
+    assert "GitHub rejected the webhook registration: 401 Bad credentials" in r.json()["error"]
+    page = api.get("/users/me/sources").json()
+    assert page["page_info"]["total_count"] == 1
+    assert [s["name"] for s in page["data"]] == ["my-source"]

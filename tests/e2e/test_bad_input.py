@@ -4,8 +4,6 @@ answers /healthz on the same connection afterwards."""
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +11,7 @@ import httpx
 import pytest
 
 from headwater.domain.http_interface import MAX_JSON_DEPTH
+from tests.api.test_bad_input import assert_error, cursor_of, deep
 from tests.conftest import COMPONENTS, Server, client_for, new_user, running_server
 from tests.e2e.test_runs import component, deploy, wait_until
 
@@ -46,17 +45,6 @@ def crafted(api: httpx.Client) -> str:
     return deploy(api, code)[1]
 
 
-def assert_error(r: httpx.Response, status: int, message: str, details: dict[str, list[str]] | None = None) -> None:
-    """The DECISIONS error body, exactly: `{"error": sentence}` plus `details` only when given."""
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/json")
-    assert "x-request-id" in r.headers
-    expected: dict[str, Any] = {"error": message}
-    if details is not None:
-        expected["details"] = details
-    assert r.json() == expected
-
-
 def assert_still_serving(client: httpx.Client, srv: Server) -> None:
     """/healthz on the same client (so on the same kept-alive connection when it survived)."""
     assert client.get(srv.base_url + "/healthz").status_code == 200
@@ -64,10 +52,6 @@ def assert_still_serving(client: httpx.Client, srv: Server) -> None:
 
 def _paths(items: list[dict[str, Any]]) -> set[str]:
     return {item["event"]["path"] for item in items}
-
-
-def cursor_of(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"s": value}).encode()).decode().rstrip("=")
 
 
 # 1. cursors
@@ -89,10 +73,6 @@ def test_a_cursor_the_service_could_not_have_issued_is_400(srv: Server, api: htt
 
 
 # 2. deeply nested JSON
-
-
-def deep(levels: int) -> str:
-    return "[" * levels + "]" * levels
 
 
 def test_json_nested_2000_deep_to_an_endpoint_is_taken_as_the_raw_string(
