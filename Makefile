@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUNNER := layers/runner
 
-.PHONY: setup run test lint clean
+.PHONY: setup run test test-fast lint clean
 
 WEB := web
 
@@ -57,6 +57,10 @@ test: setup $(CHROMIUM) $(SAM_VENV)/.installed
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
+
+# The fast layer alone: no server, no Node (tests/e2e/ is the end-to-end layer).
+test-fast: setup
+	$(VENV)/bin/pytest -q --ignore=tests/e2e
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench scripts

@@ -1,4 +1,6 @@
-"""Fixtures: a real service on loopback, real SQLite, real Node runner processes."""
+"""Helpers for every layer: the repository's paths, and a real service on loopback (real SQLite,
+real Node runner processes) with its users and checked API clients, for tests/e2e/ (its fixtures
+are in tests/e2e/conftest.py) and for bench/."""
 
 from __future__ import annotations
 
@@ -75,6 +77,9 @@ class Server:
         self.start()
 
 
+BOTH_MODES = ["local", "aws-emulated"]
+
+
 def make_server(data_dir: Path, **extra_env: str) -> Server:
     port = free_port()
     env = {
@@ -96,35 +101,6 @@ def running_server(data_dir: Path, **extra_env: str) -> Iterator[Server]:
         yield srv
     finally:
         srv.stop()
-
-
-@pytest.fixture(scope="session")
-def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("headwater")) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="session")
-def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The AWS deployment emulated (HEADWATER_BACKEND=aws-emulated): the same HTTP interface,
-    every request through the Lambda handler template.yaml routes it to, moto behind them (and
-    template.yaml's settings, HEADWATER_SSE_MAX_S too)."""
-    with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated") as srv:
-        yield srv
-
-
-@pytest.fixture(scope="session")
-def server(local_server: Server) -> Server:
-    return local_server
-
-
-BOTH_MODES = ["local", "aws-emulated"]
-
-
-def server_in_mode(request: pytest.FixtureRequest) -> Server:
-    """For `server` fixtures parametrized over BOTH_MODES: the black-box tests of a module run
-    against the local service and against the emulated AWS deployment."""
-    return request.getfixturevalue("local_server" if request.param == "local" else "aws_server")
 
 
 @dataclass
@@ -155,17 +131,6 @@ def client_for(server: Server, api_key: str | None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.Client(base_url=server.base_url + "/v1", headers=headers, timeout=120,
                         event_hooks={"response": [conformance(server).check]})
-
-
-@pytest.fixture
-def user(server: Server) -> User:
-    return new_user(server)
-
-
-@pytest.fixture
-def api(server: Server, user: User) -> Iterator[httpx.Client]:
-    with client_for(server, user.api_key) as client:
-        yield client
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

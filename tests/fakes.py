@@ -136,6 +136,10 @@ class FakeComponents(_Repo):
     def publish(self, component: Component) -> None:
         self.write(lambda d: d.registry.__setitem__(component.key or "", component.id))
 
+    def registry(self, page: PageRequest) -> Page[Component]:
+        published = [self.data.components[c] for c in self.data.registry.values()]
+        return paginate([(c.seq, c) for c in published], page)
+
 
 class FakeSources(_Repo):
     def _check(self, d: Data, source: Source, previous: Source | None) -> None:

@@ -1,5 +1,5 @@
 // Answers each request with the crafted response its `?case=` names: responses no HTTP server may
-// send as they are (tests/test_bad_input.py). The service must answer 502 or send a safe form.
+// send as they are (tests/e2e/test_bad_input.py). The service must answer 502 or send a safe form.
 const CASES = {
   "unicode-header": { status: 200, headers: { "x-greeting": "é✓" }, body: "ok" },
   "latin1-header": { status: 200, headers: { "x-greeting": "café" }, body: "ok" },

@@ -1,0 +1,323 @@
+"""Sources over /v1, in-process over the fakes: prop validation, unknown and foreign ids, mistyped
+bodies. A component here is what the runner's `describe` answered for the JS of
+tests/components/sources_api/ (FakeRunner takes the definition as a literal); what needs the code
+to run, or the real describe, is tests/e2e/test_sources_api.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from headwater.domain.events import Emit
+from headwater.domain.runs import RunResult
+from headwater.ports import Instance
+from tests.api.conftest import App
+
+# describe's answer for tests/components/sources_api/issue_tracker.mjs
+TRACKER = repr({
+    "name": "New Issues (Tracker)", "version": "1.2.0", "type": "source", "key": "sources-api-issue-tracker",
+    "description": "Emit new issues of a project.", "dedupe": None, "hooks": [], "has_additional_props": False,
+    "configurable_props": [
+        {"name": "db", "type": "$.service.db"},
+        {"name": "timer", "type": "$.interface.timer", "label": "Polling interval",
+         "default": {"intervalSeconds": 900}},
+        {"name": "project", "type": "string", "label": "Project", "description": "The project key, e.g. `ENG`"},
+        {"name": "maxResults", "type": "integer", "label": "Max Results", "min": 1, "max": 50},
+        {"name": "includeClosed", "type": "boolean", "label": "Include closed issues"},
+        {"name": "query", "type": "object", "label": "Extra query parameters"},
+        {"name": "labels", "type": "string[]", "label": "Labels"},
+        {"name": "priority", "type": "string", "label": "Priority", "options": ["low", "medium", "high"]},
+        {"name": "region", "type": "string", "label": "Region", "options": [
+            {"label": "US East (N. Virginia)", "value": "us-east-1"},
+            {"label": "EU (Frankfurt)", "value": "eu-central-1"}]},
+        {"name": "sortOrder", "type": "string", "label": "Sort order", "optional": True, "default": "desc"},
+        {"name": "pageSize", "type": "integer", "label": "Page size", "optional": True, "default": 25},
+        {"name": "assignee", "type": "string", "label": "Assignee", "optional": True},
+    ],
+})
+# describe's answer for tests/components/sources_api/lifecycle.mjs (its hooks emit {"hook": name})
+LIFECYCLE = repr({
+    "name": "Lifecycle Recorder", "version": "0.1.0", "type": "source", "key": "sources-api-lifecycle",
+    "dedupe": None, "hooks": ["deploy", "activate", "deactivate"], "has_additional_props": False,
+    "configurable_props": [
+        {"name": "db", "type": "$.service.db"},
+        {"name": "label", "type": "string", "label": "Label", "optional": True, "default": "v1"},
+        {"name": "witnessUrl", "type": "string", "label": "Witness URL", "optional": True},
+    ],
+})
+ECHO = repr({"name": "My Source", "version": "0.0.1", "type": "source", "key": "sources-api-echo-0",
+             "configurable_props": [{"name": "db", "type": "$.service.db"}]})
+
+TRACKER_VALID: dict[str, Any] = {
+    "project": "ENG",
+    "maxResults": 10,
+    "includeClosed": False,
+    "query": {"jql": "status = Open"},
+    "labels": ["bug", "p1"],
+    "priority": "high",
+    "region": "eu-central-1",
+}
+
+
+@pytest.fixture(autouse=True)
+def hooks_emit_their_name(app: App) -> None:
+    """The module's app is shared: each test starts with hooks that emit their name and no-op runs."""
+    app.world.runner.hooks = lambda instance, hook: RunResult(emits=[Emit({"hook": hook})])
+    app.world.runner.script = lambda instance, event: RunResult()
+
+
+def create(api: httpx.Client, **body: Any) -> dict:
+    r = api.post("/sources", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["data"]
+
+
+def hooks_seen(api: httpx.Client, source_id: str) -> list[str]:
+    r = api.get(f"/sources/{source_id}/event_summaries", params={"expand": "event"})
+    assert r.status_code == 200, r.text
+    return [i["event"]["hook"] for i in reversed(r.json()["data"]) if "hook" in i["event"]]
+
+
+def assert_422(r: httpx.Response, *props: str) -> dict:
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert set(body) == {"error", "details"}, body
+    assert set(body["details"]) == set(props), body
+    for problems in body["details"].values():
+        assert problems and all(isinstance(p, str) and p for p in problems), body
+    return body
+
+
+# prop validation
+
+BAD_TRACKER_PROPS = [
+    pytest.param({"project": None}, "project", id="required-missing"),
+    pytest.param({"project": 5}, "project", id="string-gets-number"),
+    pytest.param({"maxResults": "10"}, "maxResults", id="integer-gets-string"),
+    pytest.param({"maxResults": 2.5}, "maxResults", id="integer-gets-float"),
+    pytest.param({"maxResults": True}, "maxResults", id="integer-gets-boolean"),
+    pytest.param({"maxResults": 0}, "maxResults", id="integer-below-min"),
+    pytest.param({"maxResults": 51}, "maxResults", id="integer-above-max"),
+    pytest.param({"includeClosed": "true"}, "includeClosed", id="boolean-gets-string"),
+    pytest.param({"includeClosed": 1}, "includeClosed", id="boolean-gets-number"),
+    pytest.param({"query": "status=Open"}, "query", id="object-gets-string"),
+    pytest.param({"query": ["status", "Open"]}, "query", id="object-gets-array"),
+    pytest.param({"labels": "bug"}, "labels", id="string-array-gets-string"),
+    pytest.param({"labels": ["bug", 3]}, "labels", id="string-array-gets-number-item"),
+    pytest.param({"priority": "urgent"}, "priority", id="string-option-not-listed"),
+    pytest.param({"region": "US East (N. Virginia)"}, "region", id="label-value-option-given-label"),
+    pytest.param({"region": "ap-south-1"}, "region", id="label-value-option-not-listed"),
+    pytest.param({"colour": "red"}, "colour", id="unknown-prop"),
+    pytest.param({"project": "x" * (65 * 1024)}, "project", id="value-over-64kb"),
+    pytest.param({"query": {"blob": "y" * (64 * 1024)}}, "query", id="object-over-64kb"),
+    pytest.param({"timer": {"cron": "61 * * * *"}}, "timer", id="cron-minute-61"),
+    pytest.param({"timer": {"cron": "every monday"}}, "timer", id="cron-not-an-expression"),
+    pytest.param({"timer": {"intervalSeconds": 0}}, "timer", id="interval-zero"),
+    pytest.param({"timer": {"intervalSeconds": -60}}, "timer", id="interval-negative"),
+    pytest.param({"timer": {"intervalSeconds": 1.5}}, "timer", id="interval-not-integer"),
+    pytest.param({"timer": {"intervalSeconds": "60"}}, "timer", id="interval-string"),
+    pytest.param({"timer": {"cron": "0 9 * * *", "timezone": "Mars/Olympus_Mons"}}, "timer", id="bad-timezone"),
+    pytest.param({"timer": 60}, "timer", id="timer-not-object"),
+]
+
+
+def tracker_props(override: dict[str, Any]) -> dict[str, Any]:
+    props = {**TRACKER_VALID, **override}
+    return {k: v for k, v in props.items() if v is not None}
+
+
+@pytest.mark.parametrize(("override", "prop"), BAD_TRACKER_PROPS)
+def test_create_rejects_invalid_prop(api: httpx.Client, override: dict, prop: str) -> None:
+    r = api.post("/sources", json={"component_code": TRACKER, "configured_props": tracker_props(override)})
+    assert_422(r, prop)
+    assert api.get("/users/me/sources").json()["page_info"]["total_count"] == 0
+
+
+@pytest.mark.parametrize(("override", "prop"), BAD_TRACKER_PROPS)
+def test_update_rejects_invalid_prop_and_keeps_source(api: httpx.Client, override: dict, prop: str) -> None:
+    src = create(api, component_code=TRACKER, configured_props=TRACKER_VALID)
+    r = api.put(f"/sources/{src['id']}", json={"configured_props": tracker_props(override)})
+    assert_422(r, prop)
+    assert api.get(f"/sources/{src['id']}").json()["data"] == src
+
+
+# unknown and foreign ids
+
+
+UNKNOWN = "dc_" + "x" * 24
+ROUTES = [
+    pytest.param("GET", "/sources/{id}", None, id="get"),
+    pytest.param("PUT", "/sources/{id}", {"active": True}, id="put"),
+    pytest.param("DELETE", "/sources/{id}", None, id="delete"),
+    pytest.param("POST", "/sources/{id}/run", {"n": 1}, id="run"),
+    pytest.param("GET", "/sources/{id}/event_summaries", None, id="event-summaries"),
+    pytest.param("DELETE", "/sources/{id}/events", None, id="delete-events"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ROUTES)
+@pytest.mark.parametrize("source_id", [UNKNOWN, "not-an-id", "sc_" + "x" * 24])
+def test_unknown_source_is_404(api: httpx.Client, method: str, path: str, body: Any, source_id: str) -> None:
+    r = api.request(method, path.format(id=source_id), json=body)
+    assert r.status_code == 404, r.text
+    assert set(r.json()) == {"error"}
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ROUTES)
+def test_other_users_source_is_404(app: App, api: httpx.Client, method: str, path: str, body: Any) -> None:
+    src = create(api, component_code=LIFECYCLE)
+    stranger = app.client(tier="free")
+    r = stranger.request(method, path.format(id=src["id"]), json=body)
+    assert r.status_code == 404, r.text
+    assert set(r.json()) == {"error"}
+    assert stranger.get("/users/me/sources").json()["data"] == []
+    # Untouched for its owner: still there, still active, no extra hooks ran.
+    assert api.get(f"/sources/{src['id']}").json()["data"] == src
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate"]
+
+
+# mistyped bodies
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": 5}, "name"),
+        ({"active": "yes"}, "active"),
+        ({"configured_props": []}, "configured_props"),
+        ({"configured_props": "label=v2"}, "configured_props"),
+        ({"component_code": 42}, "component_code"),
+        ({"component_id": ["sc_x"]}, "component_id"),
+    ],
+    ids=["name-int", "active-string", "props-array", "props-string", "code-int", "id-array"],
+)
+def test_mistyped_body_is_400(api: httpx.Client, body: dict, field: str) -> None:
+    r = api.post("/sources", json={"component_code": ECHO, **body})
+    assert r.status_code == 400, r.text
+    assert field in r.json()["details"]
+    src = create(api, component_code=ECHO)
+    r = api.put(f"/sources/{src['id']}", json=body)
+    assert r.status_code == 400, r.text
+    assert field in r.json()["details"]
+    assert api.get("/users/me/sources").json()["page_info"]["total_count"] == 1
+
+
+def test_body_not_an_object_is_400(api: httpx.Client) -> None:
+    r = api.post("/sources", json=["component_code"])
+    assert r.status_code == 400, r.text
+    r = api.post("/sources", content=b"{nope", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"] == "The request body is not valid JSON."
+
+
+def test_no_component_reference_is_400(api: httpx.Client) -> None:
+    # A missing required parameter is a 400 (DECISIONS), as for POST /components.
+    for body in ({}, {"name": "x", "configured_props": {}}, {"component_code": None, "component_id": ""}):
+        r = api.post("/sources", json=body)
+        assert r.status_code == 400, (body, r.text)
+        assert set(r.json()["details"]) == {"component_id"}
+    assert api.get("/users/me/sources").json()["page_info"]["total_count"] == 0
+
+
+# props kept, replaced and given in their API form
+
+
+def test_integer_bounds_are_inclusive(api: httpx.Client) -> None:
+    for value in (1, 50):
+        data = create(api, component_code=TRACKER, configured_props={**TRACKER_VALID, "maxResults": value})
+        assert data["configured_props"]["maxResults"] == value
+
+
+def test_update_configured_props_replace_all(api: httpx.Client) -> None:
+    src = create(api, component_code=TRACKER,
+                 configured_props={**TRACKER_VALID, "sortOrder": "asc", "assignee": "ada",
+                                   "timer": {"intervalSeconds": 120}})
+    assert src["configured_props"]["assignee"] == "ada"
+    r = api.put(f"/sources/{src['id']}", json={"configured_props": TRACKER_VALID})
+    assert r.status_code == 200, r.text
+    props = r.json()["data"]["configured_props"]
+    assert props["sortOrder"] == "desc"
+    assert "assignee" not in props
+    assert props["timer"] == {"cron": None, "interval_seconds": 900}
+    assert api.get(f"/sources/{src['id']}").json()["data"]["configured_props"] == props
+
+
+def test_update_without_configured_props_keeps_them(api: httpx.Client) -> None:
+    src = create(api, component_code=TRACKER, configured_props={**TRACKER_VALID, "assignee": "ada"})
+    r = api.put(f"/sources/{src['id']}", json={"name": "Eng issues"})
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data["configured_props"] == src["configured_props"]
+    assert (data["name"], data["name_slug"]) == ("Eng issues", "eng-issues")
+
+
+def test_cron_timer_response_form(api: httpx.Client) -> None:
+    data = create(api, component_code=TRACKER,
+                  configured_props={**TRACKER_VALID, "timer": {"cron": "*/15 * * * *", "timezone": "America/New_York"}})
+    assert data["configured_props"]["timer"] == {"cron": "*/15 * * * *", "interval_seconds": 900}
+
+
+# lifecycle hooks (lifecycle.mjs's hooks, in Python: each emits its name, its label and a call count)
+
+
+def recording_hooks(instance: Instance, hook: str) -> RunResult:
+    calls = instance.db.get("calls", 0) + 1
+    return RunResult(emits=[Emit({"hook": hook, "label": instance.props.get("label"), "calls": calls},
+                                 {"summary": f"{hook} hook"})], db_writes={"calls": calls})
+
+
+def test_update_with_new_code_keeps_id(api: httpx.Client) -> None:
+    src = create(api, component_code=LIFECYCLE)
+    new_code = LIFECYCLE.replace("'version': '0.1.0'", "'version': '0.2.0'")
+    assert new_code != LIFECYCLE
+    r = api.put(f"/sources/{src['id']}", json={"component_code": new_code})
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data["id"] == src["id"]
+    assert data["component_id"] != src["component_id"]
+    assert api.get(f"/components/{data['component_id']}").json()["data"]["version"] == "0.2.0"
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate", "deactivate", "activate"]
+
+
+def test_deactivate_and_reactivate(app: App, api: httpx.Client) -> None:
+    app.world.runner.hooks = recording_hooks
+    app.world.runner.script = lambda instance, event: RunResult(
+        emits=[Emit({"run": event, "label": instance.props.get("label")}, {"summary": "manual run"})])
+    src = create(api, component_code=LIFECYCLE)
+    r = api.put(f"/sources/{src['id']}", json={"active": False})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["active"] is False
+    assert api.get(f"/sources/{src['id']}").json()["data"]["active"] is False
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate", "deactivate"]
+
+    r = api.post(f"/sources/{src['id']}/run", json={"n": 1})
+    assert r.status_code == 409, r.text
+    assert set(r.json()) == {"error"}
+
+    r = api.put(f"/sources/{src['id']}", json={"active": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["active"] is True
+    assert hooks_seen(api, src["id"]) == ["deploy", "activate", "deactivate", "activate"]
+    assert api.post(f"/sources/{src['id']}/run", json={"n": 2}).status_code == 202
+    app.world.queue.drain()
+    r = api.get(f"/sources/{src['id']}/event_summaries", params={"expand": "event"})
+    items = r.json()["data"]
+    assert len(items) == 5 and items[0]["event"] == {"run": {"n": 2}, "label": "v1"}
+
+
+def test_deploy_hook_that_throws_creates_nothing(app: App, api: httpx.Client) -> None:
+    create(api, component_code=ECHO)
+    app.world.runner.hooks = lambda instance, hook: RunResult(
+        emits=[Emit({"attempted": True})], db_writes={"hookId": 42},
+        error={"code": "RUNTIME_ERROR", "message": "GitHub rejected the webhook registration: 401 Bad credentials"})
+    failing = repr({"name": "Repo Webhook", "version": "0.1.0", "type": "source", "key": "sources-api-failing-deploy",
+                    "hooks": ["deploy"], "configurable_props": [{"name": "http", "type": "$.interface.http"},
+                                                                {"name": "db", "type": "$.service.db"}]})
+    r = api.post("/sources", json={"component_code": failing})
+    assert r.status_code == 422, r.text
+    assert "GitHub rejected the webhook registration: 401 Bad credentials" in r.json()["error"]
+    page = api.get("/users/me/sources").json()
+    assert page["page_info"]["total_count"] == 1
+    assert [s["name"] for s in page["data"]] == ["my-source"]

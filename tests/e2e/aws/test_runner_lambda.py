@@ -1,0 +1,168 @@
+"""lambda.mjs itself, in Node as the nodejs22.x runtime calls it, with no AWS SDK and no AWS
+permission: the bundle bucket is an HTTP server here, reached only through the URLs a request
+carries (as the presigned ones the Python callers sign). Its `bundle` op puts the bundle through
+the request's PUT URLs, a container with an empty /tmp runs it by hash through the GET URL, and
+component code cannot read the bundles the container keeps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.settings import Settings
+
+LAMBDA = Path(__file__).resolve().parents[3] / "layers" / "runner" / "src" / "lambda.mjs"
+DRIVER = """const { handler } = await import(process.env.LAMBDA_MJS)
+const answers = []
+for (const event of JSON.parse(process.argv[2])) answers.push(await handler(event))
+console.log(JSON.stringify(answers))
+process.exit(0)
+"""
+
+
+class Bucket:
+    """Objects as files under `root`, GET and PUT by path: what a presigned URL reaches."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.requests: list[tuple[str, str]] = []
+        bucket = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                bucket.requests.append(("GET", self.path))
+                path = bucket.root / self.path.lstrip("/")
+                data = path.read_bytes() if path.is_file() else None
+                self.send_response(200 if data is not None else 404)
+                self.end_headers()
+                self.wfile.write(data or b"")
+
+            def do_PUT(self) -> None:
+                bucket.requests.append(("PUT", self.path))
+                path = bucket.root / self.path.lstrip("/")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(self.rfile.read(int(self.headers["content-length"])))
+                self.send_response(200)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def get(self, digest: str) -> str:
+        return f"{self.url}/bundles/{digest}.cjs"
+
+    def put(self, digest: str) -> dict[str, str]:
+        return {ext: f"{self.url}/bundles/{digest}.{ext}" for ext in ("cjs", "json")}
+
+
+@pytest.fixture
+def bucket(tmp_path: Path) -> Iterator[Bucket]:
+    b = Bucket(tmp_path / "s3")
+    yield b
+    b.server.shutdown()
+
+
+def invoke(tmp_path: Path, container: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    (tmp_path / "driver.mjs").write_text(DRIVER)
+    env = {"PATH": "/usr/bin:/bin", "HEADWATER_RUNNER_TMP": str(tmp_path / container), "LAMBDA_MJS": str(LAMBDA)}
+    (tmp_path / container).mkdir(exist_ok=True)
+    proc = subprocess.run([str(Settings().node), str(tmp_path / "driver.mjs"), json.dumps(events)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return list(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def digest(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+CODE = """export default { key: 'doubler', name: 'Doubler', version: '0.0.1', type: 'source', props: {},
+  async run(event) { this.$emit({ doubled: event.n * 2 }) } }"""
+SNOOP = """export default { key: 'snoop', name: 'Snoop', version: '0.0.1', type: 'source', props: {},
+  async run() { const fs = await import('node:fs'); this.$emit(fs.readdirSync(process.env.DIR)) } }"""
+
+
+def test_the_runner_has_no_aws_sdk_and_reads_no_bucket_from_its_environment() -> None:
+    code = "\n".join(line for line in LAMBDA.read_text().splitlines() if not line.lstrip().startswith("//"))
+    assert "@aws-sdk" not in code and "BUCKET" not in code and "AWS_" not in code
+
+
+def test_the_bundle_op_puts_through_the_urls_and_a_fresh_container_runs_by_the_get_url(tmp_path: Path,
+                                                                                        bucket: Bucket) -> None:
+    made, = invoke(tmp_path, "first",
+                   [{"id": 1, "op": "bundle", "code": CODE, "lock": {}, "put": bucket.put(digest(CODE))}])
+    assert made["ok"] and made["result"] == {"hash": digest(CODE), "packages": {}}, made
+    stored = tmp_path / "s3" / "bundles"
+    assert "doubled" in (stored / f"{digest(CODE)}.cjs").read_text()
+    assert json.loads((stored / f"{digest(CODE)}.json").read_text()) == {"packages": {}}
+    assert [m for m, _ in bucket.requests] == ["PUT", "PUT"] and bucket.requests[1][1].endswith(".json")  # .json last
+
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000}
+    ran, missing, snooped_bundle = invoke(tmp_path, "fresh", [
+        {**run, "id": 2, "bundle": {"hash": digest(CODE), "url": bucket.get(digest(CODE))}, "event": {"n": 21}},
+        {**run, "id": 3, "bundle": {"hash": "f" * 64, "url": bucket.get("f" * 64)}, "event": {"n": 1}},
+        {"id": 4, "op": "bundle", "code": SNOOP},
+    ])
+    assert ran["ok"] and [e["event"] for e in ran["result"]["emits"]] == [{"doubled": 42}], ran
+    assert not missing["ok"] and missing["error"]["code"] == "BUNDLE_MISSING"
+    assert snooped_bundle["ok"], snooped_bundle
+    snooped, = invoke(tmp_path, "fresh", [
+        {**run, "id": 5, "instance": "dc_2", "bundle": {"hash": digest(SNOOP)}, "event": {},
+         "env": {"DIR": str(tmp_path / "fresh" / "bundles")}}])
+    assert snooped["ok"] and snooped["result"]["emits"] == [], snooped
+    assert "restricted" in snooped["result"]["error"]["message"]
+
+
+def test_code_that_does_not_bundle_is_a_bundle_failure_and_nothing_is_stored(tmp_path: Path, bucket: Bucket) -> None:
+    code = 'import "/etc/passwd"\nexport default {}'
+    failed, = invoke(tmp_path, "c", [{"id": 1, "op": "bundle", "code": code, "put": bucket.put(digest(code))}])
+    assert not failed["ok"] and failed["error"]["code"] == "BUNDLE_FAILED"
+    assert "not allowed" in failed["error"]["message"]
+    assert not (tmp_path / "s3").exists() and bucket.requests == []
+
+
+def test_a_bundle_this_container_made_is_put_again_and_one_missing_its_code_is_made_again(tmp_path: Path,
+                                                                                          bucket: Bucket) -> None:
+    made, again = invoke(tmp_path, "a", [{"id": 1, "op": "bundle", "code": CODE},  # no URLs: kept in /tmp only
+                                         {"id": 2, "op": "bundle", "code": CODE, "put": bucket.put(digest(CODE))}])
+    assert made["ok"] and again == {**made, "id": 2} and bucket.requests[0][0] == "PUT"
+    stored = tmp_path / "s3" / "bundles" / f"{digest(CODE)}.cjs"
+    assert "doubled" in stored.read_text()
+    (tmp_path / "a" / "bundles" / stored.name).unlink()
+    remade, = invoke(tmp_path, "a", [{"id": 3, "op": "bundle", "code": CODE}])
+    assert remade["ok"] and (tmp_path / "a" / "bundles" / stored.name).exists()
+
+
+MARKS = """export default { key: 'marks', name: 'Marks', version: '0.0.1', type: 'source', props: {},
+  async run(event) { const fs = await import('node:fs');
+    fs.writeFileSync('mark-' + event.mark, 'x');
+    this.$emit(fs.readdirSync('.').filter((n) => n.startsWith('mark-')).sort()) } }"""
+
+
+def test_a_warm_child_never_serves_a_second_account(tmp_path: Path, bucket: Bucket) -> None:
+    """One container, invocations of two accounts in turn: each account's runs see only what that
+    account left in the child's /tmp (before: one warm child and one /tmp served every account)."""
+    made, = invoke(tmp_path, "c", [{"id": 1, "op": "bundle", "code": MARKS, "lock": {},
+                                    "put": bucket.put(digest(MARKS))}])
+    assert made["ok"], made
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "bundle": {"hash": digest(MARKS)}}
+    first, again, other, back = invoke(tmp_path, "c", [
+        {**run, "id": 2, "account": "account:a", "event": {"mark": "a1"}},
+        {**run, "id": 3, "account": "account:a", "event": {"mark": "a2"}},
+        {**run, "id": 4, "account": "account:b", "event": {"mark": "b1"}},
+        {**run, "id": 5, "account": "account:a", "event": {"mark": "a3"}},
+    ])
+    seen = [r["result"]["emits"][0]["event"] for r in (first, again, other, back)]
+    assert seen == [["mark-a1"], ["mark-a1", "mark-a2"], ["mark-b1"], ["mark-a3"]], seen
