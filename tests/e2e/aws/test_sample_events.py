@@ -19,7 +19,7 @@ from headwater.adapters.aws.sqs_queue import _decode
 from headwater.domain.commands import TimerTick, from_message
 from headwater.emulated.deployment import provision
 from headwater.emulated.template import Template
-from tests.aws.test_runner_lambda import invoke
+from tests.e2e.aws.test_runner_lambda import invoke
 from tests.aws.test_template import CONSUMERS
 
 ROOT = Path(__file__).resolve().parents[2]
