@@ -19,10 +19,10 @@ from headwater.adapters.aws.sqs_queue import _decode
 from headwater.domain.commands import TimerTick, from_message
 from headwater.emulated.deployment import provision
 from headwater.emulated.template import Template
-from tests.e2e.aws.test_runner_lambda import invoke
 from tests.aws.test_template import CONSUMERS
+from tests.e2e.aws.test_runner_lambda import invoke
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("sample_events", ROOT / "scripts" / "sample_events.py")
 assert _spec and _spec.loader
 sample_events = importlib.util.module_from_spec(_spec)
