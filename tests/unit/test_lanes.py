@@ -75,6 +75,20 @@ def test_nothing_yields_while_the_service_has_room() -> None:
     assert lanes.next() is not None
 
 
+def test_a_busy_interpreter_is_saturation_too() -> None:
+    """One client that sends its next request the moment it has its answer: no request ever waits
+    for another, and yet the process has no room for its runs."""
+    lanes = Lanes(Clock(), yield_s=10)
+    lanes.request_started()
+    for _ in range(50):
+        lanes.note_commit(1, 0.0)
+        lanes.note_cpu(0.97)
+    assert lanes.saturated
+    for _ in range(50):
+        lanes.note_cpu(0.5)
+    assert not lanes.saturated
+
+
 def test_a_late_event_loop_is_saturation_too() -> None:
     lanes = Lanes(Clock(), yield_s=10)
     lanes.request_started()

@@ -18,6 +18,7 @@ from headwater.ports import Task
 MAX_RUN_BATCH = 64
 SATURATED_GROUP = 1.5  # requests committed together on average: they queue up for the writer
 SATURATED_LAG_S = 0.002  # the event loop this late in running a callback: requests queue up for it
+SATURATED_CPU = 0.7  # of a core, the interpreter's (one at a time): one client can keep it busy alone
 _WEIGHT = 0.1  # of each new sample in a running average
 
 
@@ -38,6 +39,7 @@ class Lanes:
         self._last_request = float("-inf")
         self._lag = 0.0  # running average of the event loop's lag
         self._group = 1.0  # running average of the requests in a group commit
+        self._cpu = 0.0  # running average of the process's CPU, in cores
 
     # what the service is doing
 
@@ -56,10 +58,16 @@ class Lanes:
         self._group += _WEIGHT * (requests - self._group)
         self._lag += _WEIGHT * (lag_s - self._lag)
 
+    def note_cpu(self, cores: float) -> None:
+        """The process's CPU over the last moment, in cores: a client that sends its next request
+        the moment it has its answer keeps the interpreter busy alone, with no request waiting."""
+        self._cpu += 3 * _WEIGHT * (cores - self._cpu)
+
     @property
     def saturated(self) -> bool:
         busy = self._requests > 0 or self.clock() - self._last_request < self.quiet_s
-        return busy and (self._group >= SATURATED_GROUP or self._lag >= SATURATED_LAG_S)
+        return busy and (self._group >= SATURATED_GROUP or self._lag >= SATURATED_LAG_S
+                         or self._cpu >= SATURATED_CPU)
 
     # work in and out
 

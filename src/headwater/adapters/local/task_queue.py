@@ -37,6 +37,7 @@ log = logging.getLogger("headwater.tasks")
 
 QUIET_S = 0.002  # no request for this long: requests have paused, background work goes
 YIELD_CHECK_S = 0.02  # how often yielding work looks again
+CPU_SAMPLE_S = 0.05  # how often the process's CPU is read while requests come
 POLL_S = 1.0
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
@@ -59,6 +60,7 @@ class LocalTaskQueue:
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._nonblocking_threads: set[int] = set()  # event loops that ingest, and the writer
+        self._cpu_mark = (time.monotonic(), time.process_time())  # when the process's CPU was last read
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
         self.handlers[command.name] = handler
@@ -146,9 +148,13 @@ class LocalTaskQueue:
 
     def _on_loop(self, settled: list[tuple[Pending, str]], starts: list[tuple[str, list[Task]]],
                  handed: float) -> None:
-        lag = time.monotonic() - handed
+        now = time.monotonic()
         with self._cond:
-            self.lanes.note_commit(len(settled), lag)
+            self.lanes.note_commit(len(settled), now - handed)
+            if now - self._cpu_mark[0] >= CPU_SAMPLE_S:
+                cpu = time.process_time()
+                self.lanes.note_cpu((cpu - self._cpu_mark[1]) / (now - self._cpu_mark[0]))
+                self._cpu_mark = (now, cpu)
         for p, task_id in settled:
             if not p.committed.done():
                 p.committed.set_result(task_id)
