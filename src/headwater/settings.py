@@ -37,7 +37,6 @@ class Settings:
     backend: str = field(default_factory=lambda: _env("BACKEND", "local"))
     host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
     port: int = field(default_factory=lambda: _int("PORT", 8000))
-    server: str = field(default_factory=lambda: _env("SERVER", "uvicorn"))  # the ASGI server: uvicorn or granian
     data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", str(default_data_dir()))).resolve())
     public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
     # Resolved here: the bundler and runner work in runner_dir, where a relative path means another place.
