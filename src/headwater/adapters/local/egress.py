@@ -84,8 +84,11 @@ class EgressProxy:
 
     def close_runner(self, name: str) -> None:
         """Stops a runner's control socket and drops its open connections (without waiting)."""
-        with contextlib.suppress(RuntimeError):  # the proxy itself is closed already
-            asyncio.run_coroutine_threadsafe(self._close(name), self._loop)
+        closing = self._close(name)
+        try:
+            asyncio.run_coroutine_threadsafe(closing, self._loop)
+        except RuntimeError:  # the proxy itself is closed already (a runner that ended after it)
+            closing.close()
 
     def close(self) -> None:
         if self._loop.is_closed():
