@@ -236,6 +236,12 @@ def test_the_deploy_form_reads_in_words_and_a_timer_shows_its_schedule_and_pause
     expect(page.locator("#source-state")).to_have_text("active")
     expect(page.locator("#schedule")).to_contain_text("Next run")
     assert client.get(f"/sources/{source_id}").json()["data"]["active"] is True
+    words = page.evaluate("""import("/console/props.js").then((p) => [
+        p.intervalInWords(45), p.intervalInWords(3600), p.intervalInWords(5400),
+        p.cronInWords("0 9 * * 1-5", "Europe/Paris"), p.cronInWords("*/5 * * * *"), p.cronInWords("0 0 1 * *"),
+        p.typeName("$.interface.timer"), p.typeName("$.slack.channel")])""")
+    assert words == ["every 45 seconds", "every hour", "every 90 minutes", "on weekdays at 09:00 (Europe/Paris)",
+                     "every 5 minutes", "on the cron schedule 0 0 1 * *", "Timer", "slack channel"]
 
 
 def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: User, client: httpx.Client,

@@ -100,5 +100,9 @@ async function route() {
 }
 
 document.getElementById("sign-out").addEventListener("click", signOut);
-window.addEventListener("hashchange", route);
-route();
+// One page drawn at a time: a page asked for while another is still loading waits for it, so
+// the streams of the first are closed (leave()) before the second opens its own.
+let drawing = Promise.resolve();
+const draw = () => { drawing = drawing.then(route); };
+window.addEventListener("hashchange", draw);
+draw();
