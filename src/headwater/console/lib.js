@@ -67,13 +67,13 @@ export async function api(path, { method = "GET", body, query } = {}) {
 }
 
 /** Every item of a paginated listing, page after page. */
-export async function all(path, query = {}) {
+export async function all(path, query = {}, pageSize = 100) {
   const items = [];
   let after;
   for (;;) {
-    const page = await api(path, { query: { ...query, limit: 100, after } });
+    const page = await api(path, { query: { ...query, limit: pageSize, after } });
     items.push(...page.data);
-    if (page.data.length < 100 || !page.page_info || !page.page_info.end_cursor) return items;
+    if (page.data.length < pageSize || !page.page_info || !page.page_info.end_cursor) return items;
     after = page.page_info.end_cursor;
   }
 }
