@@ -42,6 +42,7 @@ SECRETS = """export default {
   },
 };"""
 SECRET = "s3cr3t-value"
+NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -245,10 +246,14 @@ def test_the_deploy_form_reads_in_words_and_a_timer_shows_its_schedule_and_pause
 
 
 def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: User, client: httpx.Client,
-                                           receiver: str) -> None:
+                                           receiver: str, tmp_path: Path) -> None:
     source = deploy(client, component_key="headwater-http", name="console-emitter")
     other = deploy(client, component_key="headwater-http", name="console-listener")
     hook = client.post("/webhooks", params={"url": receiver + "/ok", "name": "console-listening-hook"}).json()["data"]
+    (tmp_path / "noop.mjs").write_text(NOOP)
+    step = {"name": "noop", "component": str(tmp_path / "noop.mjs")}
+    (tmp_path / "flow.yaml").write_text(json.dumps({"name": "console-flow", "trigger": other["id"], "steps": [step]}))
+    flow = server.cli("workflows", "deploy", str(tmp_path / "flow.yaml"), "--user", person.id)
     sign_in(page, server, person)
     page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
     expect(page.locator("#no-listeners")).to_be_visible()
@@ -260,15 +265,19 @@ def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: U
     page.get_by_label("of", exact=True).select_option("$errors")
     page.get_by_role("button", name="Subscribe").click()
     expect(listeners.get_by_role("row", name="Source console-listener")).to_contain_text("Errors ($errors)")
+    page.get_by_label("Add a listener").select_option(flow["id"])
+    page.get_by_label("of", exact=True).select_option("")
+    page.get_by_role("button", name="Subscribe").click()
+    expect(listeners.get_by_role("row", name="Workflow console-flow")).to_contain_text("Events")
     shot(page, "14-subscriptions")
     mine = {(s["listener_id"], s["event_name"]) for s in client.get("/users/me/subscriptions").json()["data"]
             if s["emitter_id"] == source["id"]}
-    assert mine == {(hook["id"], ""), (other["id"], "$errors")}
+    assert mine == {(hook["id"], ""), (other["id"], "$errors"), (flow["id"], "")}
 
     listeners.get_by_role("button", name="Remove Webhook console-listening-hook").click()
     expect(listeners).not_to_contain_text("console-listening-hook")
     remaining = [s for s in client.get("/users/me/subscriptions").json()["data"] if s["emitter_id"] == source["id"]]
-    assert [s["listener_id"] for s in remaining] == [other["id"]]
+    assert {s["listener_id"] for s in remaining} == {other["id"], flow["id"]}
 
 
 def _delivered_once(client: httpx.Client, hook_id: str) -> dict[str, Any]:
