@@ -87,9 +87,10 @@ def test_relative_imports_keep_their_files_names_through_the_source_pass(runtime
     assert_nothing_of_the_host(result.error["stack"], runtime[2])
 
 
-def test_a_stack_through_an_npm_package_names_the_package_not_the_host(runtime: Runtime) -> None:
-    """npm packages (the platform module's axios, from the runner's folder) are named by their
-    path inside the package, with no path of the machine."""
+def test_an_npm_packages_frames_stay_bundle_positions_never_lines_of_the_users_file(runtime: Runtime) -> None:
+    """Packages' code has no segments in the map (its frames stay `component.js:<bundle line>`):
+    a frame of axios is never passed off as a line of the user's seven; the platform module (ours)
+    is named as the package the component imported."""
     code = """import { axios } from "@pipedream/platform";
 export default {
   name: "Maps platform", version: "0.1.0",
@@ -101,4 +102,19 @@ export default {
     assert result.error is not None
     stack = result.error["stack"]
     assert_nothing_of_the_host(stack, runtime[2])
-    assert any(re.search(r"\(node_modules/axios/lib/[\w/]+\.js:\d+:\d+\)$", frame) for frame in frames(stack)), stack
+    *inside, platform, own = frames(stack)
+    assert own == "at async Object.run (component.js:5:5)", stack
+    assert re.fullmatch(r"at async callAxios \(node_modules/@pipedream/platform/index\.js:\d+:\d+\)", platform), stack
+    lines = [int(m) for frame in inside for m in re.findall(r"component\.js:(\d+):\d+\)?$", frame)]
+    assert len(lines) == len(inside) >= 1 and all(line > 100 for line in lines), stack
+
+
+def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Path) -> None:
+    """esbuild would read a map a comment names: code that links one gets no map at all."""
+    linked = tmp_path / "linked.map"
+    linked.write_text('{"version": 3, "sources": ["SECRET-NAME"], "names": [], "mappings": "AAAA"}')
+    code = (MAPS / "esm_throw.mjs").read_text() + f"//# sourceMappingURL={linked}\n"
+    result = run_once(runtime, code)
+    assert result.error is not None
+    assert "SECRET" not in result.error["stack"]
+    assert frames(result.error["stack"])[0] == "at deeper (component.js:27:9)", result.error["stack"]

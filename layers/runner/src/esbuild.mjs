@@ -8,7 +8,7 @@ import { BundleError, RUNNER_DIR, readJSON } from './bundle-common.mjs'
 import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, packageRefusal, parseSpecifier, quoted } from './imports.mjs'
 import { nativeAddons, nativeError, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
-import { inlineMap, linksAFile, withoutLinkedMaps } from './sourcemaps.mjs'
+import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
 
 const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
 const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
@@ -97,7 +97,7 @@ function realOr(p) {
 
 // Pass 2: the real bundle. Every import is resolved here and must land in the component's
 // packages' trees or the runner's platform module (and its packages), nowhere else.
-function resolvePlugin(trees, stdin) {
+function resolvePlugin(trees, stdin, mapped) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
@@ -133,11 +133,11 @@ function resolvePlugin(trees, stdin) {
       })
       // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
       // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
-      // A package's link to a map file is made inert: esbuild would read the file it names.
+      // A package's links to map files are made inert (sourcemaps.mjs).
       build.onLoad({ filter: PACKAGE_FILE }, (args) => {
         const text = fs.readFileSync(args.path, 'utf8')
         let fixed = /\.c?js$/.test(args.path) && text.includes('__dirname') ? staticDirnameRequires(text) : text
-        if (fixed.includes('sourceMappingURL')) fixed = withoutLinkedMaps(fixed)
+        if (mapped) fixed = withoutMapLinks(fixed)
         return fixed === text ? undefined : { contents: fixed, loader: loaderOf(args.path), resolveDir: path.dirname(args.path) }
       })
     },
@@ -189,7 +189,7 @@ export async function bundlePass(stdin, loader, esm, trees) {
     res = await esbuild.build({
       stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry)], metafile: true,
+      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, mapped)], metafile: true,
       ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(stdin.resolveDir, 'component.js') } : {}),
     })
   } catch (e) {

@@ -55,8 +55,9 @@ function origin(map, line, column) {
   try {
     // the segment's own position, as Node's --enable-source-maps prints it (findOrigin would add
     // the distance from the segment's start, which esbuild sets at a statement's indentation)
+    // (a line with no segment, a package's, would find the last segment of an earlier line)
     const e = map.findEntry(line - 1, column - 1)
-    if (!e || typeof e.originalSource !== 'string' || !Number.isInteger(e.originalLine)) return null
+    if (!e || e.generatedLine !== line - 1 || typeof e.originalSource !== 'string' || !Number.isInteger(e.originalLine)) return null
     return `${e.originalSource}:${e.originalLine + 1}:${e.originalColumn + 1}`
   } catch {
     return null
