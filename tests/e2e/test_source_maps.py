@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from headwater.adapters.local.bundler import LocalBundler
@@ -16,6 +17,7 @@ from headwater.domain.runs import RunResult
 from headwater.ports import Instance
 from headwater.settings import REPO_ROOT, Settings
 from tests.conftest import COMPONENTS
+from tests.e2e.test_runs import wait_events
 
 MAPS = COMPONENTS / "maps"
 Runtime = tuple[LocalBundler, NodeRunnerPool, Path]
@@ -118,3 +120,16 @@ def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Pat
     assert result.error is not None
     assert "SECRET" not in result.error["stack"]
     assert frames(result.error["stack"])[0] == "at deeper (component.js:27:9)", result.error["stack"]
+
+
+@pytest.mark.both_modes
+def test_errors_and_logs_events_of_the_service_name_the_users_lines(api: httpx.Client) -> None:
+    """Through the service, locally and on the emulated AWS runner Lambda (the same bundle)."""
+    r = api.post("/sources", json={"component_code": (MAPS / "esm_throw.mjs").read_text()})
+    assert r.status_code == 200, r.text
+    source_id = r.json()["data"]["id"]
+    assert api.post(f"/sources/{source_id}/run", json={}).status_code < 300
+    [error] = wait_events(api, source_id, 1, event_name="$errors")
+    assert "at deeper (component.js:5:9)" in error["event"]["error"]["stack"], error
+    logged = wait_events(api, source_id, 1, event_name="$logs")[0]["event"]["message"]
+    assert "at deeper (component.js:5:9)" in logged, logged
