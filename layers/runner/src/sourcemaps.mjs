@@ -6,8 +6,7 @@
 // with it only when a stack is made (stacks.mjs).
 import path from 'node:path'
 import { decode, encode } from '@jridgewell/sourcemap-codec'
-
-export const MAP_PREFIX = '\n//# sourceMappingURL=data:application/json;base64,'
+import { MAP_PREFIX } from './stacks.mjs'
 
 // A source map the code links to by file (`//# sourceMappingURL=/some/file`): esbuild would read
 // that file. Component code gets no map then; a `data:` map is only text the code carries.

@@ -1,11 +1,14 @@
 // Error stacks as users see them (in $errors and $logs): the component's own frames, with paths
 // relative to the component, and nothing of the runner or of the host (no runner frames, no
 // checkout or data paths). The bundle is evaluated as `/component.js`; frames elsewhere are the
-// runner's or Node's internals. A bundle that carries its source map (sourcemaps.mjs) has its
-// frames named by the user's file, line and column (`lib/helper.mjs:4:9`, `node_modules/axios/...`):
-// the map is parsed the first time a stack is made, never on a run that makes none.
+// runner's or Node's internals. A bundle that carries its source map (the bundler's
+// sourcemaps.mjs) has its frames named by the user's file, line and column (`lib/helper.mjs:4:9`,
+// `node_modules/@pipedream/platform/index.js:104:17`): the map is parsed the first time a stack
+// is made, never on a run that makes none.
 import { SourceMap } from 'node:module'
-import { MAP_PREFIX } from './sourcemaps.mjs'
+
+// How the bundler ends a bundle with its map.
+export const MAP_PREFIX = '\n//# sourceMappingURL=data:application/json;base64,'
 
 const COMPONENT = '/component.js'
 const FRAME = /^\s+at /
