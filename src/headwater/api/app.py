@@ -24,6 +24,7 @@ from headwater.api import (
     sources,
     sse,
     subscriptions,
+    trials,
     users,
     webhooks,
     workflows,
@@ -36,7 +37,7 @@ from headwater.metrics import MetricsMiddleware
 
 V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
-    sse.router, subscriptions.router, webhooks.router, workflows.router,
+    sse.router, subscriptions.router, webhooks.router, workflows.router, trials.router,
 ]
 
 
