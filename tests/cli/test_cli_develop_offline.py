@@ -1,0 +1,82 @@
+"""`init`, `run` and `dev` with no service behind them: the templates `init` writes (and never over
+an existing file), and one error line when nothing listens or the file is not there.
+tests/e2e/test_cli_develop.py runs the written templates, `run` and `dev` against a live service."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli_offline import hw, one_error_line, saved_login
+from tests.conftest import free_port
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    yield {**{k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
+           "HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
+
+
+@pytest.mark.parametrize(("args", "file", "marks"), [
+    (["source", "My Hook"], "my-hook.mjs", ['key: "my-hook"', 'name: "My Hook"', '"$.interface.http"', "this.$emit"]),
+    (["source", "Ticker", "--timer", "--interval", "30"], "ticker.mjs",
+     ['"$.interface.timer"', "intervalSeconds: 30"]),
+    (["action", "Greet"], "greet.mjs", ['type: "action"', "async run({ $ })", "return { greeting }"]),
+    (["source", "typed", "--ts"], "typed.ts", ['import { defineSource } from "@pipedream/types";',
+                                               "export default defineSource({", "run(event: any)"]),
+], ids=["http", "timer", "action", "ts"])
+def test_init_writes_a_template_in_the_current_directory(env: dict[str, str], tmp_path: Path, args: list[str],
+                                                         file: str, marks: list[str]) -> None:
+    out = json.loads(hw(env, "init", *args, "--json", cwd=tmp_path).stdout)
+    assert out["file"] == str(tmp_path / file)
+    code = (tmp_path / file).read_text()
+    for mark in marks:
+        assert mark in code
+
+
+def test_init_never_replaces_a_file(env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "mine.mjs").write_text("my own work")
+    line = one_error_line(hw(env, "init", "source", "mine", check=False, cwd=tmp_path))
+    assert "exists already" in line and "nothing was written" in line
+    assert (tmp_path / "mine.mjs").read_text() == "my own work"
+    assert "--output" in one_error_line(hw(env, "init", "action", "x", "-o", "mine.mjs", check=False, cwd=tmp_path))
+
+
+VERBS = [["run", "c.mjs", "--event", '{"n": 1}'], ["dev", "c.mjs"]]
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=lambda v: v[0])
+def test_run_and_dev_say_in_one_line_that_the_server_is_down(env: dict[str, str], tmp_path: Path,
+                                                             verb: list[str]) -> None:
+    (tmp_path / "c.mjs").write_text('export default {name: "c", version: "1", run() {}}')
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    line = one_error_line(hw(env, *verb, check=False, cwd=tmp_path))
+    assert line.startswith("error: Cannot reach http://127.0.0.1:") and "connection refused" in line
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=lambda v: v[0])
+def test_run_and_dev_name_a_file_that_is_not_there(env: dict[str, str], tmp_path: Path, verb: list[str]) -> None:
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    assert one_error_line(hw(env, *verb, check=False, cwd=tmp_path)) == "error: No component file c.mjs."
+
+
+def test_run_says_which_option_is_not_json(env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "c.mjs").write_text('export default {name: "c", version: "1", run() {}}')
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    assert "--event is not valid JSON" in one_error_line(hw(env, "run", "c.mjs", "--event", "{n: 1}", check=False,
+                                                            cwd=tmp_path))
+    assert "--db must be a JSON object" in one_error_line(hw(env, "run", "c.mjs", "--db", "[1]", check=False,
+                                                             cwd=tmp_path))
+    assert "cannot read the file" in one_error_line(hw(env, "run", "c.mjs", "--event", "@nope.json", check=False,
+                                                       cwd=tmp_path))
+
+
+def test_help_lists_init_run_and_dev(env: dict[str, str]) -> None:
+    out = hw(env, "--help").stdout
+    for command in ("init", "run", "dev"):
+        assert re.search(rf"^  {command} ", out, re.MULTILINE), out
