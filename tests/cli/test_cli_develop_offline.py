@@ -80,3 +80,27 @@ def test_help_lists_init_run_and_dev(env: dict[str, str]) -> None:
     out = hw(env, "--help").stdout
     for command in ("init", "run", "dev"):
         assert re.search(rf"^  {command} ", out, re.MULTILINE), out
+
+
+WORKFLOW_VERBS = [["workflows", "deploy", "flow.yaml"], ["workflows", "list"], ["workflows", "delete", "flow"]]
+
+
+@pytest.mark.parametrize("verb", WORKFLOW_VERBS, ids=lambda v: v[1])
+def test_workflow_verbs_with_the_key_say_in_one_line_that_the_server_is_down(env: dict[str, str], tmp_path: Path,
+                                                                            verb: list[str]) -> None:
+    (tmp_path / "flow.yaml").write_text("name: flow\nsteps: [{name: a, component: headwater-emit}]\n")
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    line = one_error_line(hw(env, *verb, check=False, cwd=tmp_path))
+    assert line.startswith("error: Cannot reach http://127.0.0.1:") and "connection refused" in line
+
+
+def test_a_workflow_file_that_is_not_there_or_not_yaml_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
+    saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
+    assert one_error_line(hw(env, "workflows", "deploy", "none.yaml", check=False, cwd=tmp_path)) == \
+        f"error: No workflow file {tmp_path / 'none.yaml'}."
+    (tmp_path / "bad.yaml").write_text("name: [\n")
+    assert "is not valid YAML" in one_error_line(hw(env, "workflows", "deploy", "bad.yaml", check=False,
+                                                      cwd=tmp_path))
+    (tmp_path / "flow.yaml").write_text("name: flow\nsteps: [{name: a, component: steps/a.mjs}]\n")
+    assert "no component file steps/a.mjs" in one_error_line(hw(env, "workflows", "deploy", "flow.yaml",
+                                                                 check=False, cwd=tmp_path))

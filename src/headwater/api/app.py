@@ -27,6 +27,7 @@ from headwater.api import (
     trials,
     users,
     webhooks,
+    workflow_deploys,
     workflows,
 )
 from headwater.api.endpoint_origin import EndpointOrigin
@@ -38,6 +39,7 @@ from headwater.metrics import MetricsMiddleware
 V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
     sse.router, subscriptions.router, webhooks.router, workflows.router, trials.router,
+    workflow_deploys.router,
 ]
 
 
