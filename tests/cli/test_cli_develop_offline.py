@@ -1,25 +1,54 @@
-"""`init`, `run` and `dev` with no service behind them: the templates `init` writes (and never over
-an existing file), and one error line when nothing listens or the file is not there.
-tests/e2e/test_cli_develop.py runs the written templates, `run` and `dev` against a live service."""
+"""`init`, `run`, `dev` and the keyed `workflows` verbs with no service behind them: the templates
+`init` writes (and never over an existing file), and one error line when nothing listens or a file
+is not there. In-process (click's runner: a CLI start is seconds on a busy machine); the real
+command's output is tests/cli/test_cli_offline.py's, and tests/e2e/test_cli_develop.py runs the
+written templates, `run` and `dev` against a live service."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.cli.test_cli_offline import hw, one_error_line, saved_login
+from headwater.cli import cli
+from tests.cli.test_cli_offline import one_error_line, saved_login
 from tests.conftest import free_port
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    yield {**{k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
-           "HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    for name in [k for k in os.environ if k.startswith("HEADWATER_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HEADWATER_CONFIG", str(tmp_path / "cli" / "config.json"))
+    return {"HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def hw(env: dict[str, str], *args: str, check: bool = True, cwd: Path | None = None) -> Result:
+    """`headwater ARGS` in this process, in `cwd`."""
+    previous = Path.cwd()
+    os.chdir(cwd or previous)
+    try:
+        result = CliRunner().invoke(cli, list(args), env=env)
+    finally:
+        os.chdir(previous)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    out = Result(result.exit_code, result.stdout, result.stderr)
+    if check and out.returncode != 0:
+        raise AssertionError(f"headwater {' '.join(args)} exited {out.returncode}: {out.stderr[-2000:]}")
+    return out
 
 
 @pytest.mark.parametrize(("args", "file", "marks"), [
