@@ -17,8 +17,8 @@ from typing import IO
 import httpx
 import pytest
 
-from tests.cli.test_cli_develop_offline import VERBS
-from tests.cli.test_cli_offline import hw, one_error_line, saved_login
+from tests.cli.test_cli_develop_offline import VERBS, hw
+from tests.cli.test_cli_offline import one_error_line, saved_login
 from tests.conftest import HEADWATER, Server, User, client_for, new_user
 from tests.e2e.test_runs import wait_events
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_develop_offline import WORKFLOW_VERBS
-from tests.cli.test_cli_offline import hw, one_error_line, saved_login
+from tests.cli.test_cli_develop_offline import WORKFLOW_VERBS, hw
+from tests.cli.test_cli_offline import one_error_line, saved_login
 from tests.conftest import COMPONENTS, Server, new_user
 
 
