@@ -47,6 +47,7 @@ from headwater.services.runs import Runs
 from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
 from headwater.services.timers import Timers
+from headwater.services.trials import Trials
 from headwater.services.webhooks import Webhooks
 from headwater.services.workflows import Workflows
 from headwater.settings import Settings
@@ -95,6 +96,7 @@ class Services:
     routing: Routing
     workflows: Workflows
     registry_search: RegistrySearch
+    trials: Trials
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -335,4 +337,5 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
+        trials=Trials(a.uow, components, runs, a.runner, settings),
     )

@@ -54,7 +54,7 @@ async function sourcesPage() {
 async function workflowsPage() {
   const workflows = (await api("/users/me/workflows")).data;
   main.replaceChildren(el("h2", {}, "Workflows"),
-    el("p", { class: "hint" }, "Deploy them with `headwater workflows deploy FILE.yaml --user u_…`."),
+    el("p", { class: "hint" }, "Deploy them with `headwater workflows deploy FILE.yaml` (after `headwater login`)."),
     workflows.length ? el("ul", {}, workflows.map((w) => el("li", {}, el("a", { href: `#/workflows/${w.id}` }, w.name), ` — ${w.steps.length} steps, ${w.deployment_id}`)))
       : el("p", {}, "No workflows yet."));
 }
