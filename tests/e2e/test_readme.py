@@ -36,6 +36,8 @@ SHELL = {"sh", "bash", "shell", "console"}
 NOT_RUN = {
     "make run    #": "installs everything and serves: the test has its own service, and `make test` is "
                      "the suite this test is part of",
+    "$ .venv/bin/headwater dev ": "a transcript of a `dev` session, which runs until Ctrl-C and waits for saves: "
+                                  "tests/e2e/test_cli_develop.py runs it end to end",
 }
 # Blocks that are files the commands after them use (written next to them), by their text.
 FILES = {
