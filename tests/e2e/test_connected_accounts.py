@@ -2,17 +2,21 @@
 names an account by `authProvisionId` reads `this.<app>.$auth` in its run; the account updated,
 the next run sees the new key; deleted, the next run leaves an ACCOUNT_NOT_FOUND `$errors`
 event. No key appears in any answer or in the server's log. And an app whose code only shows
-`$auth` (the registry's `schedule`) deploys without one."""
+`$auth` (the registry's `schedule`) deploys without one. The CLI's `accounts` verbs, too."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
-from tests.conftest import Server
+from headwater.cli import cli
+from tests.cli.test_cli_offline import saved_login
+from tests.conftest import Server, User
 from tests.e2e.test_sources_api import events_of, wait_events
 
 KEYED = """export default {
@@ -97,3 +101,36 @@ def test_an_app_that_only_shows_auth_deploys_without_an_account(api: httpx.Clien
     reads = SCHEDULE_LIKE % {"tag": uuid.uuid4().hex[:8], "run": "run() { return this.schedule.$auth.api_key },"}
     r = api.post("/sources", json={"component_code": reads})
     assert r.status_code == 422 and "schedule" in r.json()["details"], r.text
+
+
+@pytest.fixture
+def env(server: Server, user: User, tmp_path: Path) -> dict[str, str]:
+    """The CLI's environment, logged in as `user`."""
+    env = {**server.env, "HEADWATER_CONFIG": str(tmp_path / "cli.json")}
+    saved_login(env, server.base_url, user.api_key)
+    return env
+
+
+def test_the_cli_manages_accounts_and_never_prints_a_credential(env: dict[str, str]) -> None:
+    """In this process (click's runner: the verbs' own code, real HTTP to the server), to spare a
+    Python start per verb; the one-line errors of `headwater accounts` as a process are in
+    tests/cli and tests/e2e/test_cli.py."""
+    key = "sk-" + uuid.uuid4().hex
+    outputs: list[str] = []
+
+    def hw_in(*args: str, stdin: str = "") -> str:
+        result = CliRunner().invoke(cli, ["accounts", *args], input=stdin, env=env)
+        outputs.append(result.output)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    made = json.loads(hw_in("create", "keyed_app", "--name", "Work", "--credentials", "-", "--json",
+                            stdin=json.dumps({"api_key": key})))
+    assert made["id"].startswith("apn_") and made["fields"] == ["api_key"]
+    updated = json.loads(hw_in("update", made["id"], "--credential", "region=eu", "--json"))
+    assert updated["fields"] == ["api_key", "region"]
+    assert hw_in("list") == f"{made['id']}  keyed_app  Work  active  api_key,region\n"
+    assert "fields     api_key, region" in hw_in("show", made["id"])
+    assert json.loads(hw_in("delete", made["id"], "--json")) == {"deleted": made["id"]}
+    assert hw_in("list") == "no accounts\n"
+    assert all(key not in out for out in outputs)

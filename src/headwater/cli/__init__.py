@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import admin, client, hooks
+from headwater.cli import accounts, admin, client, hooks
 from headwater.cli.output import handles_errors, json_option, one_line
 
 
@@ -21,6 +21,8 @@ def cli() -> None:
 
 
 for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS):
+    cli.add_command(command)
+for command in accounts.COMMANDS:
     cli.add_command(command)
 
 
