@@ -93,6 +93,8 @@ def test_owners_and_their_org_members_see_an_account_nobody_else_does() -> None:
             svc.get(who, account.id)
     assert [a.id for a in svc.list(ada, None, PageRequest()).items] == [mine.id]
     assert [a.id for a in svc.list(bob, org.id, PageRequest()).items] == [shared.id]
+    assert [a.id for a in svc.usable(ada, PageRequest()).items] == [shared.id, mine.id]
+    assert [a.id for a in svc.usable(bob, PageRequest()).items] == [shared.id]
     with pytest.raises(NotFound):
         svc.delete(eve, shared.id)
     svc.delete(bob, shared.id)

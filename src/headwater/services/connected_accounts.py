@@ -97,9 +97,15 @@ class ConnectedAccounts:
         return account
 
     def list(self, principal: Principal, org_id: str | None, page: PageRequest) -> Page[ConnectedAccount]:
+        """The caller's own accounts, or an org's."""
         owner = self.accounts.namespace(principal, org_id)
         with self.uow(readonly=True) as uow:
             return uow.connected_accounts.list(owner, page)
+
+    def usable(self, principal: Principal, page: PageRequest) -> Page[ConnectedAccount]:
+        """Every account the caller may use: their own and their orgs', in one list."""
+        with self.uow(readonly=True) as uow:
+            return uow.connected_accounts.list_many({principal.user.id, *principal.org_ids}, page)
 
     def update(self, principal: Principal, account_id: str, change: AccountChange) -> ConnectedAccount:
         problems: dict[str, list[str]] = {}
