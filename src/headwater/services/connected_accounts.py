@@ -122,6 +122,8 @@ class ConnectedAccounts:
                 updated = dataclasses.replace(updated, name=change.name.strip())
             if change.credentials is not None:
                 credentials = model.merged(self.open(account), change.credentials)
+                if found := model.credentials_problems(credentials):  # the sum may be over the bounds
+                    raise Invalid(f"The change is not valid: credentials {found[0]}.", {"credentials": found})
                 updated = dataclasses.replace(updated, credentials=self.seal(credentials),
                                               fields=model.field_names(credentials))
             try:
