@@ -10,13 +10,14 @@ may raise `Conflict` at the write or only at `commit()`: callers handle both the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.domain.commands import Command, RunSource, TimerTick
+from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.events import EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest
@@ -182,6 +183,28 @@ class WorkflowRepository(Protocol):
     def remove(self, workflow: Workflow) -> None: ...
 
 
+class ConnectedAccountRepository(Protocol):
+    """Connected accounts (domain.connected_accounts); credentials come and go sealed."""
+
+    def add(self, account: ConnectedAccount) -> None:
+        """Stored at `account.version` (1 for a new one); Conflict("id") when the id exists."""
+
+    def get(self, account_id: str) -> ConnectedAccount | None: ...
+    def list(self, owner: str, page: PageRequest) -> Page[ConnectedAccount]:
+        """The owner's accounts, newest first."""
+
+    def list_many(self, owners: Collection[str], page: PageRequest) -> Page[ConnectedAccount]:
+        """The accounts of all these owners in one list, newest first (seqs are comparable across
+        owners)."""
+
+    def save(self, account: ConnectedAccount, expected_version: int) -> None:
+        """Stores `account` as version `expected_version + 1`; Conflict("version") when the stored
+        version is not `expected_version` or the account is gone (another writer got there first)."""
+
+    def remove(self, account_id: str) -> None:
+        """Idempotent."""
+
+
 class Outbox(Protocol):
     def add(self, command: Command, delay_s: float = 0.0) -> None:
         """Kept with this unit of work's changes and handed to the task queue after commit."""
@@ -216,6 +239,8 @@ class UnitOfWork(Protocol):
     def workflows(self) -> WorkflowRepository: ...
     @property
     def outbox(self) -> Outbox: ...
+    @property
+    def connected_accounts(self) -> ConnectedAccountRepository: ...
     @property
     def max_writes(self) -> int | None:
         """How many items one commit may write (None: no limit)."""

@@ -42,6 +42,11 @@ SECRETS = """export default {
   },
 };"""
 SECRET = "s3cr3t-value"
+KEYED_SOURCE = """export default {
+  name: "console-keyed", version: "0.0.1",
+  props: { keyed: { type: "app", app: "keyed_app" }, http: "$.interface.http" },
+  async run() { this.$emit({ fields: Object.keys(this.keyed.$auth) }) },
+};"""
 NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
 
 
@@ -177,6 +182,34 @@ def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server:
     page.get_by_role("button", name="Create webhook").click()
     expect(page.get_by_text("Signing secret (shown once)")).to_be_visible()
     shot(page, "7-webhooks")
+
+
+def test_accounts_page_connects_lists_without_values_and_deletes(page: Page, server: Server, person: User) -> None:
+    secret = "sk-console-" + person.id
+    sign_in(page, server, person)
+    page.get_by_role("navigation").get_by_role("link", name="Accounts").click()
+    page.get_by_label("App").fill("keyed_app")
+    page.get_by_label("Name").fill("Console keys")
+    page.get_by_label("Credentials").fill(json.dumps({"api_key": secret}))
+    page.get_by_role("button", name="Connect account").click()
+    row = page.locator("#accounts tbody tr").filter(has_text="Console keys")
+    expect(row).to_contain_text("keyed_app")
+    expect(row).to_contain_text("api_key")
+    assert secret not in page.content()
+    shot(page, "12-accounts")
+    account_id = row.locator("code").inner_text()
+
+    page.get_by_role("navigation").get_by_role("link", name="Deploy").click()  # the deploy form offers it
+    page.get_by_label("…or paste component code").fill(KEYED_SOURCE)
+    page.get_by_role("button", name="Load its props").click()
+    page.get_by_label("keyed: connected account").select_option(account_id)
+    page.get_by_role("button", name="Deploy", exact=True).click()
+    expect(page.locator("#configuration")).to_contain_text(f"connected account {account_id}")
+
+    page.get_by_role("navigation").get_by_role("link", name="Accounts").click()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#accounts").get_by_role("button", name="Delete Console keys").click()
+    expect(page.get_by_text("No accounts yet.")).to_be_visible()
 
 
 def test_a_source_shows_its_configuration_with_the_secret_masked_and_is_edited_and_redeployed(
@@ -364,7 +397,8 @@ def test_every_page_reads_well_on_a_phone(browser: Browser, server: Server, pers
         sign_in(page, server, person)
         pages = {"sources": "#/sources", "source": f"#/sources/{source['id']}", "deploy": "#/deploy/headwater-schedule",
                  "webhooks": "#/webhooks", "webhook": f"#/webhooks/{hook['id']}", "registry": "#/registry",
-                 "registry-component": "#/registry/headwater-http", "usage": "#/usage"}
+                 "registry-component": "#/registry/headwater-http", "usage": "#/usage",
+                 "accounts": "#/accounts"}
         for name, hash_ in pages.items():
             page.goto(f"{server.base_url}/console/{hash_}")
             expect(page.get_by_role("heading", level=2).first).to_be_visible()

@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import admin, client, dev, hooks, scaffold, trial
+from headwater.cli import accounts, admin, client, dev, hooks, scaffold, trial
 from headwater.cli.output import handles_errors, json_option, one_line
 
 
@@ -22,6 +22,8 @@ def cli() -> None:
 
 for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS, *scaffold.COMMANDS, *trial.COMMANDS,
                 *dev.COMMANDS):
+    cli.add_command(command)
+for command in accounts.COMMANDS:
     cli.add_command(command)
 
 

@@ -2,6 +2,7 @@
 // module holds the routes and the small pages; the others are modules of their own (lib.js has
 // the helpers: every API value reaches the page as text, never as HTML).
 
+import { accountsPage } from "./accounts.js";
 import { deployPage } from "./deploy.js";
 import { eventDetail, eventPanes } from "./events.js";
 import { KEY, api, el, leave, main, say, signOut, when } from "./lib.js";
@@ -92,6 +93,7 @@ async function route() {
     else if (page === "workflows" && id) await workflowPage(id);
     else if (page === "workflows") await workflowsPage();
     else if (page === "usage") await usagePage();
+    else if (page === "accounts") await accountsPage();
     else await sourcesPage();
     main.focus();
   } catch (e) {

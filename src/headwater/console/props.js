@@ -1,7 +1,7 @@
 // Props as people read them: labels and descriptions, type names in words, a timer with a unit
 // or a schedule in words, and the form field of each prop (to deploy, or to edit a source).
 
-import { api, el, say } from "./lib.js";
+import { all, api, el, say } from "./lib.js";
 
 export const MASK = "********";  // how the API shows a secret value (never the value itself)
 
@@ -66,6 +66,7 @@ export function valueInWords(prop, value) {
   if (prop.type === "$.interface.timer") return value ? timerInWords(value) : "";
   if (prop.type === "$.interface.http") return value && value.endpoint_url;
   if (value === MASK || (value && value.$auth === MASK)) return "•••••••• (hidden)";
+  if (value && typeof value === "object" && value.authProvisionId) return `connected account ${value.authProvisionId}`;
   if (prop.type === "boolean") return value ? "yes" : "no";
   if (Array.isArray(prop.options)) {
     const option = prop.options.find((o) => o !== null && typeof o === "object" && JSON.stringify(o.value) === JSON.stringify(value));
@@ -122,6 +123,25 @@ function optionsInput(prop, id, label, componentId, current) {
 }
 
 /**
+ * An app prop: one of the caller's connected accounts of the app (sent as its id), or credentials
+ * typed as JSON. Editing, an empty choice keeps what the source has (its account, or its hidden
+ * credentials).
+ */
+function appInput(prop, id, label, described, current) {
+  const editing = current !== undefined;
+  const chosen = current && typeof current === "object" ? current.authProvisionId : undefined;
+  const auth = el("textarea", { id, placeholder: editing && !chosen ? "unchanged (hidden)" : '{"api_key": "…"}' });
+  const account = el("select", { id: `${id}-account`, "aria-label": `${prop.name}: connected account` },
+    el("option", { value: "" }, "Credentials below…"));
+  all("/accounts").then((accounts) => accounts.filter((a) => !prop.app || a.app === prop.app).forEach((a) =>
+    account.append(el("option", { value: a.id, selected: a.id === chosen }, `${a.name} (${a.id})`)))).catch(() => {});
+  return { node: el("div", { class: "field" }, label, described, account, auth),
+    read: () => account.value ? { authProvisionId: account.value }
+      : auth.value.trim() ? { $auth: JSON.parse(auth.value) }
+      : editing ? (chosen ? { authProvisionId: chosen } : { $auth: MASK }) : { $auth: {} } };
+}
+
+/**
  * The form field of one prop: { node, read }. `current` is the source's configured value when
  * editing; a secret is never in it (the API shows the mask), and one left empty is sent back
  * as the mask, which keeps the stored value.
@@ -145,11 +165,7 @@ export function propInput(prop, componentId, current) {
     const box = el("input", { type: "checkbox", id, checked: editing ? current === true : prop.default === true });
     return { node: el("div", { class: "field" }, el("label", { for: id }, box, " ", labelOf(prop)), described), read: () => box.checked };
   }
-  if (type === "app") {
-    const auth = el("textarea", { id, placeholder: editing ? "unchanged (hidden)" : '{"api_key": "…"}' });
-    return { node: el("div", { class: "field" }, label, described, auth),
-      read: () => auth.value.trim() ? { $auth: JSON.parse(auth.value) } : editing ? { $auth: MASK } : { $auth: {} } };
-  }
+  if (type === "app") return appInput(prop, id, label, described, current);
   if (prop.options || prop.remoteOptions) {
     const field = optionsInput(prop, id, label, componentId, current);
     if (described) field.node.insertBefore(described, field.node.children[1]);

@@ -48,7 +48,7 @@ class Trials:
         code = self.components.resolve_code(req.code, None)
         bundle, definition = self.components.describe(code, namespace)
         instance_id = f"run:{principal.user.id}"  # one warm worker per user for these, not one per run
-        props, event, timeout_ms, http = self._prepare(bundle, definition, req, instance_id, namespace)
+        props, event, timeout_ms, http = self._prepare(principal, bundle, definition, req, instance_id, namespace)
         admission = self.runs.admit(principal.user.id)
         if not admission.admitted and admission.refusal is not None:
             raise admission.refusal
@@ -69,8 +69,8 @@ class Trials:
             uow.commit()
         return self.answer(definition, event, req.db, result)
 
-    def _prepare(self, bundle: Bundle, definition: ComponentDefinition, req: TrialRequest, instance_id: str,
-                 namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
+    def _prepare(self, principal: Principal, bundle: Bundle, definition: ComponentDefinition, req: TrialRequest,
+                 instance_id: str, namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
         """The props as the runner takes them, the event, the time limit and the HTTP interface."""
         prop_list = definition.configurable_props
         if definition.has_additional_props:
@@ -82,6 +82,9 @@ class Trials:
         validated = validate(prop_list, req.configured_props)
         if validated.errors:
             raise Invalid(f"Some props are not valid: {', '.join(validated.errors)}.", validated.errors)
+        connected = self.components.connected
+        connected.check(principal, req.configured_props, prop_list)
+        values = connected.resolve(validated.values, [p["name"] for p in prop_list if p.get("type") == "app"])
         event, timeout_ms = req.event, self.settings.http_timeout_ms
         if event is None and validated.timers and definition.type != "action":
             event = next(iter(validated.timers.values())).event(now_s())
@@ -94,7 +97,7 @@ class Trials:
                         "customResponse": bool(prop.get("customResponse"))}
         if event is None:
             event = dict(EMPTY_REQUEST) if http is not None and definition.type != "action" else {}
-        return validated.values, event, timeout_ms, http
+        return values, event, timeout_ms, http
 
     def answer(self, definition: ComponentDefinition, event: Any, db: dict[str, Any],
                result: RunResult) -> dict[str, Any]:
