@@ -19,6 +19,7 @@ from typing import Any
 from headwater.adapters.responses import InProcessResponses
 from headwater.bootstrap import Adapters, Services, bootstrap
 from headwater.domain.commands import Command, RunSource, TimerTick
+from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.errors import Conflict
 from headwater.domain.events import Emit, EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
@@ -47,6 +48,7 @@ class Data:
     deliveries: dict[str, Delivery] = field(default_factory=dict)
     workflows: dict[str, Workflow] = field(default_factory=dict)
     seq: int = 0
+    connected_accounts: dict[str, tuple[int, ConnectedAccount]] = field(default_factory=dict)  # id -> (seq, it)
 
 
 def _claim(taken: set[Any], value: Any, field_name: str) -> None:
@@ -324,6 +326,35 @@ class FakeWorkflows(_Repo):
         self.write(lambda d: d.workflows.pop(workflow.id, None))
 
 
+class FakeConnectedAccounts(_Repo):
+    def add(self, account: ConnectedAccount) -> None:
+        self.uow.store.data.seq += 1
+        seq = self.uow.store.data.seq
+
+        def change(d: Data) -> None:
+            _claim(set(d.connected_accounts), account.id, "id")
+            d.connected_accounts[account.id] = (seq, account)
+        self.write(change)
+
+    def get(self, account_id: str) -> ConnectedAccount | None:
+        found = self.data.connected_accounts.get(account_id)
+        return found[1] if found else None
+
+    def list(self, owner: str, page: PageRequest) -> Page[ConnectedAccount]:
+        return paginate([x for x in self.data.connected_accounts.values() if x[1].owner == owner], page)
+
+    def save(self, account: ConnectedAccount, expected_version: int) -> None:
+        def change(d: Data) -> None:
+            found = d.connected_accounts.get(account.id)
+            if found is None or found[1].version != expected_version:
+                raise Conflict("changed meanwhile", field="version")
+            d.connected_accounts[account.id] = (found[0], replace(account, version=expected_version + 1))
+        self.write(change)
+
+    def remove(self, account_id: str) -> None:
+        self.write(lambda d: d.connected_accounts.pop(account_id, None))
+
+
 class FakeUsageLog(_Repo):
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
         usage = self.uow.store.usage
@@ -359,6 +390,7 @@ class FakeUnitOfWork:
         self.deliveries = FakeDeliveries(self)
         self.workflows = FakeWorkflows(self)
         self.outbox = FakeOutbox(self)
+        self.connected_accounts = FakeConnectedAccounts(self)
         self.after_commit: list[Callable[[], None]] = []
 
     def __enter__(self) -> FakeUnitOfWork:

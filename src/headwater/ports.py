@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.domain.commands import Command, RunSource, TimerTick
+from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.events import EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
 from headwater.domain.pagination import Page, PageRequest
@@ -182,6 +183,24 @@ class WorkflowRepository(Protocol):
     def remove(self, workflow: Workflow) -> None: ...
 
 
+class ConnectedAccountRepository(Protocol):
+    """Connected accounts (domain.connected_accounts); credentials come and go sealed."""
+
+    def add(self, account: ConnectedAccount) -> None:
+        """Stored at `account.version` (1 for a new one); Conflict("id") when the id exists."""
+
+    def get(self, account_id: str) -> ConnectedAccount | None: ...
+    def list(self, owner: str, page: PageRequest) -> Page[ConnectedAccount]:
+        """The owner's accounts, newest first."""
+
+    def save(self, account: ConnectedAccount, expected_version: int) -> None:
+        """Stores `account` as version `expected_version + 1`; Conflict("version") when the stored
+        version is not `expected_version` or the account is gone (another writer got there first)."""
+
+    def remove(self, account_id: str) -> None:
+        """Idempotent."""
+
+
 class Outbox(Protocol):
     def add(self, command: Command, delay_s: float = 0.0) -> None:
         """Kept with this unit of work's changes and handed to the task queue after commit."""
@@ -216,6 +235,8 @@ class UnitOfWork(Protocol):
     def workflows(self) -> WorkflowRepository: ...
     @property
     def outbox(self) -> Outbox: ...
+    @property
+    def connected_accounts(self) -> ConnectedAccountRepository: ...
     @property
     def max_writes(self) -> int | None:
         """How many items one commit may write (None: no limit)."""

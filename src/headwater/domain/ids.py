@@ -16,6 +16,7 @@ PREFIXES = {
     "deployment": "d_",
     "endpoint": "en_",
     "request": "req_",
+    "connected_account": "apn_",
 }
 
 API_KEY_PREFIX = "hw_"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from botocore.exceptions import ClientError
 
+from headwater.adapters.aws.dynamodb.connected_accounts import DynamoConnectedAccounts
 from headwater.adapters.aws.dynamodb.events import DynamoEvents
 from headwater.adapters.aws.dynamodb.repositories import (
     DynamoApiKeys,
@@ -74,6 +75,7 @@ class DynamoUnitOfWork:
         self.deliveries = DynamoDeliveries(self)
         self.workflows = DynamoWorkflows(self)
         self.outbox = DynamoOutbox(self)
+        self.connected_accounts = DynamoConnectedAccounts(self)
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self

@@ -170,6 +170,17 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE components ADD COLUMN packages TEXT NOT NULL DEFAULT '{}';
     """,
+    # Connected accounts (issue 22): the record is a JSON body, its credentials sealed inside it.
+    """
+    CREATE TABLE connected_accounts (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        owner TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX connected_accounts_by_owner ON connected_accounts(owner, seq);
+    """,
 ]
 
 

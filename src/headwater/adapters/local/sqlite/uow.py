@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from headwater.adapters.local.sqlite.connected_accounts import SqliteConnectedAccounts
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import (
     SqliteApiKeys,
@@ -59,6 +60,7 @@ class SqliteUnitOfWork:
         self.deliveries = SqliteDeliveries(self.conn)
         self.workflows = SqliteWorkflows(self.conn)
         self.outbox = SqliteOutbox(self.conn, self.db.origin)
+        self.connected_accounts = SqliteConnectedAccounts(self.conn)
         self._done = False
         return self
 
