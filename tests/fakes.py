@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.errors import Conflict
 from headwater.domain.events import Emit, EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
+from headwater.domain.oauth import OAuthClient, PendingConnect
 from headwater.domain.pagination import Page, PageRequest, paginate
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult, merge_db
@@ -49,6 +51,8 @@ class Data:
     workflows: dict[str, Workflow] = field(default_factory=dict)
     seq: int = 0
     connected_accounts: dict[str, tuple[int, ConnectedAccount]] = field(default_factory=dict)  # id -> (seq, it)
+    oauth_clients: dict[tuple[str, str], OAuthClient] = field(default_factory=dict)  # (owner, app) -> it
+    pending_connects: dict[str, PendingConnect] = field(default_factory=dict)
 
 
 def _claim(taken: set[Any], value: Any, field_name: str) -> None:
@@ -355,6 +359,38 @@ class FakeConnectedAccounts(_Repo):
         self.write(lambda d: d.connected_accounts.pop(account_id, None))
 
 
+class FakeOAuthClients(_Repo):
+    def put(self, client: OAuthClient) -> None:
+        self.write(lambda d: d.oauth_clients.__setitem__((client.owner, client.app), client))
+
+    def get(self, owner: str, app: str) -> OAuthClient | None:
+        return self.data.oauth_clients.get((owner, app))
+
+    def list(self, owner: str) -> list[OAuthClient]:
+        return sorted((c for c in self.data.oauth_clients.values() if c.owner == owner), key=lambda c: c.app)
+
+    def remove(self, owner: str, app: str) -> None:
+        self.write(lambda d: d.oauth_clients.pop((owner, app), None))
+
+
+class FakePendingConnects(_Repo):
+    def add(self, pending: PendingConnect) -> None:
+        def change(d: Data) -> None:
+            _claim(set(d.pending_connects), pending.state, "state")
+            d.pending_connects[pending.state] = pending
+        self.write(change)
+
+    def get(self, state: str) -> PendingConnect | None:
+        found = self.data.pending_connects.get(state)
+        return found if found and found.expires_at >= int(time.time()) else None
+
+    def take(self, state: str) -> None:
+        def change(d: Data) -> None:
+            if d.pending_connects.pop(state, None) is None:
+                raise Conflict("taken", field="state")
+        self.write(change)
+
+
 class FakeUsageLog(_Repo):
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
         usage = self.uow.store.usage
@@ -391,6 +427,8 @@ class FakeUnitOfWork:
         self.workflows = FakeWorkflows(self)
         self.outbox = FakeOutbox(self)
         self.connected_accounts = FakeConnectedAccounts(self)
+        self.oauth_clients = FakeOAuthClients(self)
+        self.pending_connects = FakePendingConnects(self)
         self.after_commit: list[Callable[[], None]] = []
 
     def __enter__(self) -> FakeUnitOfWork:
