@@ -38,6 +38,7 @@ from headwater.ports import (
 from headwater.services.accounts import Accounts
 from headwater.services.clock import utc_day
 from headwater.services.components import Components
+from headwater.services.connected_accounts import ConnectedAccounts
 from headwater.services.destinations import Destinations
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
@@ -94,6 +95,7 @@ class Services:
     routing: Routing
     workflows: Workflows
     registry_search: RegistrySearch
+    connected_accounts: ConnectedAccounts
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -292,8 +294,9 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
             raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local', 'aws' or 'aws-emulated'.")
     a = adapters
     accounts = Accounts(a.uow, a.usage, settings)
-    components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings)
-    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings)
+    connected_accounts = ConnectedAccounts(a.uow, accounts, a.secrets)
+    components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings, connected_accounts)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts)
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
@@ -333,4 +336,5 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
+        connected_accounts=connected_accounts,
     )

@@ -49,8 +49,18 @@ def test_every_problem_reported() -> None:
         "flag": ["must be true or false"],
         "color": ['"green" is not one of the options ["red", "blue"]'],
         "tags": ["must be an array of string values"],
-        "github": ['must be an object {"$auth": {...}} with the account\'s credentials'],
+        "github": ['must be an object {"authProvisionId": "apn_..."} naming a connected account, '
+                   'or {"$auth": {...}} with the account\'s credentials'],
     }
+
+
+def test_an_app_prop_may_name_a_connected_account() -> None:
+    v = validate(PROPS, {"title": "x", "github": {"authProvisionId": "apn_abc"}})
+    assert v.errors == {}
+    assert v.values["github"] == {"authProvisionId": "apn_abc"}
+    assert v.app_props == ["github"] and v.account_props == ["github"]
+    for wrong in ({"authProvisionId": 7}, {"authProvisionId": "apn_abc", "$auth": {}}):
+        assert "github" in validate(PROPS, {"title": "x", "github": wrong}).errors
 
 
 @pytest.mark.parametrize("value", [{"title": 1}, {"title": True}, {"count": 2.5}, {"count": True}])

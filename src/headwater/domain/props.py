@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.domain.connected_accounts import REFERENCE, reference
 from headwater.domain.timers import Timer, TimerError
 from headwater.domain.workflows import expression_of
 
@@ -28,6 +29,7 @@ class ValidatedProps:
     db_props: list[str] = field(default_factory=list)
     secret_props: list[str] = field(default_factory=list)
     app_props: list[str] = field(default_factory=list)
+    account_props: list[str] = field(default_factory=list)  # app props naming a connected account
     errors: dict[str, list[str]] = field(default_factory=dict)
 
     def fail(self, name: str, problem: str) -> None:
@@ -128,10 +130,20 @@ def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any
                 if prop.get("auth_type") == "none":  # the app defines no auth: nothing to connect
                     out.values[name] = {"$auth": {}}
                 elif not prop.get("optional"):
-                    out.fail(name, "is required: connect an account with {\"$auth\": {...}}")
+                    out.fail(name, "is required: connect an account and give {\"authProvisionId\": \"apn_...\"}, "
+                                   "or the credentials as {\"$auth\": {...}}")
+                continue
+            account_id = reference(value)
+            if account_id is not None:  # a connected account: the service checks who may use it
+                out.values[name] = {REFERENCE: account_id}
+                out.account_props.append(name)
+                continue
+            if isinstance(value, dict) and REFERENCE in value:
+                out.fail(name, "`authProvisionId` must be a connected account's id (\"apn_...\"), alone in the object")
                 continue
             if not isinstance(value, dict) or not isinstance(value.get("$auth"), dict):
-                out.fail(name, "must be an object {\"$auth\": {...}} with the account's credentials")
+                out.fail(name, "must be an object {\"authProvisionId\": \"apn_...\"} naming a connected account, "
+                               "or {\"$auth\": {...}} with the account's credentials")
                 continue
             out.values[name] = {"$auth": value["$auth"]}
             continue

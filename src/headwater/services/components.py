@@ -15,6 +15,7 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Bundle, Bundler, Runner, RunnerError, UnitOfWorkFactory, UrlFetcher
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
+from headwater.services.connected_accounts import ConnectedAccounts
 from headwater.settings import Settings
 
 _USER_FAULTS = {"LOAD_ERROR", "CONFIGURATION_ERROR", "TIMEOUT", "OUT_OF_MEMORY"}
@@ -29,8 +30,10 @@ class Components:
         runner: Runner,
         fetcher: UrlFetcher,
         settings: Settings,
+        connected: ConnectedAccounts,
     ) -> None:
         self.uow = uow
+        self.connected = connected
         self.accounts = accounts
         self.bundler = bundler
         self.runner = runner
@@ -124,6 +127,8 @@ class Components:
             self.get_registry(key_or_id.removeprefix("registry:"))
         if not any(p.get("name") == prop for p in component.definition.configurable_props):
             raise NotFound(f"Component {component.id} has no prop {prop!r}.")
+        self.connected.check(principal, configured, component.definition.configurable_props)
+        configured = self.connected.resolve(configured)
         bundle = self.bundler.bundle(component.code, component.packages)
         try:
             return self.runner.options(bundle, f"options:{principal.user.id}", prop, configured, page, prev_context,

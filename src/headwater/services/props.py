@@ -50,6 +50,8 @@ def to_stored(validated: ValidatedProps, secrets: Secrets, previous: dict[str, A
         if name in validated.secret_props:
             keep = value == MASK and isinstance(previous.get(name), dict) and SECRET in previous[name]
             stored[name] = previous[name] if keep else {SECRET: secrets.encrypt(value)}
+        elif name in validated.account_props:  # the account's id: its credentials are sealed in the account
+            stored[name] = value
         elif name in validated.app_props:
             stored[name] = {"$auth": {SECRET: secrets.encrypt(value["$auth"])}}
         elif name in carried and name not in validated.timers:  # a timer is read as stored (schedules)

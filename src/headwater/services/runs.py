@@ -39,12 +39,14 @@ from headwater.ports import (
 from headwater.services import props as prop_forms
 from headwater.services.cache import BoundedDict, TtlCache
 from headwater.services.clock import now_ms, utc_day
+from headwater.services.connected_accounts import AccountUnusable, ConnectedAccounts, references
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.settings import Settings
 
 _TIER_TTL_S = 5.0
 _COMPONENT_CACHE = 10_000
 _HOT_SOURCES = 1024  # sources whose state is kept in memory (the most recently run)
+_NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT"}  # refused before any code ran
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class Admission:
 class _Hot:
     """What a source's runs need, kept in memory while it runs: its record, its component, its
     state as committed (with the version its next commit is conditional on) and its props as the
-    runner takes them. Written only with the source's lease held, so a run never reads the store."""
+    runner takes them, but for connected accounts' credentials: those are read at each batch, so
+    a run never has stale ones. Written only with the source's lease held."""
 
     source: Source
     component: Component
@@ -79,8 +82,10 @@ class Runs:
         secrets: Secrets,
         bus: EventBus,
         settings: Settings,
+        connected: ConnectedAccounts,
     ) -> None:
         self.uow = uow
+        self.connected = connected
         self.usage = usage
         self.lease = lease
         self.bundler = bundler
@@ -109,7 +114,13 @@ class Runs:
     # calling the runner
 
     def instance(self, source: Source, db: dict[str, Any]) -> Instance:
-        return self._instance(source, prop_forms.for_runner(source.configured_props, self.secrets), db)
+        """AccountUnusable when a connected account the source uses cannot give credentials."""
+        return self._instance(source, self.credentials(source, prop_forms.for_runner(source.configured_props,
+                                                                                     self.secrets)), db)
+
+    def credentials(self, source: Source, props: dict[str, Any]) -> dict[str, Any]:
+        """`props` with each app prop's connected account turned into its current `$auth`."""
+        return self.connected.resolve(props, [p["name"] for p in source.prop_defs if p.get("type") == "app"])
 
     def _instance(self, source: Source, props: dict[str, Any], db: dict[str, Any]) -> Instance:
         http = None
@@ -140,6 +151,8 @@ class Runs:
             return call()
         except RunnerError as e:
             return RunResult.failed(e.code, e.message, e.stack)
+        except AccountUnusable as e:
+            return RunResult.failed(e.code, e.message)
         except HeadwaterError as e:
             return RunResult.failed("RUNTIME_ERROR", e.message)
 
@@ -241,8 +254,9 @@ class Runs:
         source_id = tasks[0].command.lane or ""
         if not wait:
             known = self._hot.get(source_id)
-            if known is None or not all(self._admitted_ahead(c, known.source.user_id) for c in commands):
-                return None
+            if known is None or references(known.props) or not all(
+                    self._admitted_ahead(c, known.source.user_id) for c in commands):
+                return None  # (reading an account's credentials needs the store)
         lease = self.lease.hold(source_id, self.lease_s, None if wait else 0.0)
         try:
             lease.__enter__()
@@ -263,9 +277,7 @@ class Runs:
                 lease.__exit__(None, None, None)
                 return _done([None] * len(tasks))
             refused, runnable = self._admit(hot.source, hot.state, tasks)
-            instance = self._instance(hot.source, hot.props, hot.state.db)
-            ran = (self._submit(hot.component, instance, [tasks[i] for i in runnable], on_partial, wait)
-                   if runnable else _done([]))
+            ran = self._run(hot, [tasks[i] for i in runnable], on_partial, wait) if runnable else _done([])
         except WouldBlock:  # no runner process ready for it: a worker will start one
             lease.__exit__(None, None, None)
             return None
@@ -349,7 +361,7 @@ class Runs:
         outcomes = [Outcome(ctx, results[i], task.command.event, task.command.route_key or task.id)  # type: ignore[attr-defined]
                     for i, task in enumerate(tasks) if i in results]
 
-        counted = [o.result for o in outcomes if o.result.error_code != "QUOTA_EXCEEDED"]
+        counted = [o.result for o in outcomes if o.result.error_code not in _NOT_RUN]
 
         def also(uow: UnitOfWork, new: SourceState) -> None:
             """Usage counts with the results; a timer run that ends lets the next tick run."""
@@ -365,6 +377,17 @@ class Runs:
         self._hot.put(source.id, replace(hot, state=state))
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
+
+    def _run(self, hot: _Hot, tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None],
+             wait: bool) -> Future[list[RunResult]]:
+        """The runs with the source's current credentials; each fails with the account's error
+        code (a `$errors` event) when a connected account cannot give them."""
+        try:
+            props = self.credentials(hot.source, hot.props)
+        except AccountUnusable as e:
+            return _done([RunResult.failed(e.code, e.message)] * len(tasks))
+        instance = self._instance(hot.source, props, hot.state.db)
+        return self._submit(hot.component, instance, tasks, on_partial, wait)
 
     def _submit(self, component: Component, instance: Instance, tasks: list[Task],
                 on_partial: Callable[[Task, dict[str, Any]], None], wait: bool = True) -> Future[list[RunResult]]:

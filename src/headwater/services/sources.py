@@ -15,6 +15,7 @@ from typing import Any
 
 from headwater.domain import ids
 from headwater.domain.commands import PurgeSource, RunSource, SyncSchedule
+from headwater.domain.connected_accounts import reference
 from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
 from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
@@ -116,17 +117,23 @@ class Sources:
             {"component_id": ["one of component_id, component_code, component_url, component_key is required"]},
         )
 
-    def _props(self, component: Component, namespace: str, source_id: str, configured: dict[str, Any],
-               stored_secrets: builtins.set[str] | None = None, carried: builtins.set[str] | None = None) -> tuple[
+    def _props(self, principal: Principal, component: Component, namespace: str, source_id: str,
+               configured: dict[str, Any], stored_secrets: builtins.set[str] | None = None,
+               carried: builtins.set[str] | None = None, kept: builtins.set[str] | None = None) -> tuple[
         ValidatedProps, builtins.list[dict[str, Any]]
     ]:
+        """`kept`: the connected accounts the source used already (see ConnectedAccounts.check)."""
         definition = component.definition
         if definition.type != "source":
             raise Invalid(f"Component {component.id} is an {definition.type}, not a source.",
                           {"component_id": ["is not a source"]})
         prop_list = definition.configurable_props
+        # before additionalProps runs: no credentials but the caller's reach the component's code
+        self.runs.connected.check(principal, configured, prop_list, kept or ())
         if definition.has_additional_props:
-            prop_list = self.runs.additional_props(component, namespace, source_id, configured)
+            prop_list = self.runs.additional_props(component, namespace, source_id,
+                                                   self.runs.connected.resolve(configured))
+            self.runs.connected.check(principal, configured, prop_list, kept or ())
         validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
@@ -163,7 +170,7 @@ class Sources:
         component = self._component_for(principal, namespace, req)
         source_id = ids.new_id("source")
         configured = dict(req.configured_props or {})
-        validated, prop_defs = self._props(component, namespace, source_id, configured)
+        validated, prop_defs = self._props(principal, component, namespace, source_id, configured)
         ts = now_s()
         source = Source(
             id=source_id,
@@ -205,7 +212,9 @@ class Sources:
         )
         secret = prop_forms.stored_secrets(old.configured_props)
         carried = prop_forms.carried_secrets(req.configured_props, old.configured_props)
-        validated, prop_defs = self._props(component, old.namespace, source_id, configured, secret, carried)
+        kept = {a for a in map(reference, old.configured_props.values()) if a is not None}
+        validated, prop_defs = self._props(principal, component, old.namespace, source_id, configured, secret, carried,
+                                           kept)
         active = req.active is not False
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:

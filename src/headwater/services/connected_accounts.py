@@ -1,0 +1,186 @@
+"""Connected accounts (issue 22): create, read, update and delete them for their owner, check the
+`{"authProvisionId": "apn_..."}` an app prop gives, and turn references into the `$auth` a run,
+hook, `options` or `additionalProps` call gets.
+
+`credentials_for` is the one place a run's credentials come from, read from the store at each
+call (never from a cache another machine's update would leave stale); an OAuth refresh belongs
+there. Credentials are sealed by the Secrets port before they reach the store, as secret props are,
+and no answer, error or log line carries one.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.domain import connected_accounts as model
+from headwater.domain import ids
+from headwater.domain.connected_accounts import ConnectedAccount
+from headwater.domain.errors import Conflict, HeadwaterError, Invalid, NotFound
+from headwater.domain.models import Principal
+from headwater.domain.pagination import Page, PageRequest
+from headwater.ports import Secrets, UnitOfWorkFactory
+from headwater.services.accounts import Accounts
+from headwater.services.clock import now_s
+
+_SAVE_ATTEMPTS = 5
+
+
+class AccountUnusable(HeadwaterError):
+    """An account a run needs cannot give credentials (deleted, or waiting for a reconnect):
+    `code` is the run's error code."""
+
+    status = 422
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class AccountChange:
+    """The body of PATCH /accounts/{id}: `credentials` is a merge patch (a null removes a field)."""
+
+    name: str | None = None
+    credentials: dict[str, Any] | None = None
+
+
+class ConnectedAccounts:
+    def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, secrets: Secrets) -> None:
+        self.uow = uow
+        self.accounts = accounts
+        self.secrets = secrets
+
+    # sealing
+
+    def seal(self, credentials: dict[str, Any]) -> dict[str, Any]:
+        return {model.SEALED: self.secrets.encrypt(credentials)}
+
+    def open(self, account: ConnectedAccount) -> dict[str, Any]:
+        value = self.secrets.decrypt(account.credentials[model.SEALED])
+        return dict(value) if isinstance(value, dict) else {}
+
+    # the API's
+
+    def create(self, principal: Principal, app: Any, name: Any, credentials: Any,
+               org_id: str | None) -> ConnectedAccount:
+        owner = self.accounts.namespace(principal, org_id)
+        problems: dict[str, list[str]] = {}
+        if (problem := model.app_problem(app)) is not None:
+            problems["app"] = [problem]
+        if name is not None and (problem := model.name_problem(name)) is not None:
+            problems["name"] = [problem]
+        if credentials is None:
+            credentials = {}
+        if found := model.credentials_problems(credentials):
+            problems["credentials"] = found
+        if problems:
+            raise Invalid(f"The account is not valid: {', '.join(problems)}.", problems)
+        ts = now_s()
+        account = ConnectedAccount(
+            id=ids.new_id("connected_account"), owner=owner, app=app, name=(name or app).strip(), kind=model.KEYS,
+            credentials=self.seal(credentials), fields=model.field_names(credentials), expires_at=None,
+            status=model.ACTIVE, version=1, created_at=ts, updated_at=ts, created_by=principal.user.id)
+        with self.uow() as uow:
+            uow.connected_accounts.add(account)
+            uow.commit()
+        return account
+
+    def get(self, principal: Principal, account_id: str) -> ConnectedAccount:
+        """An account of the caller or the caller's org; any other is not found (never revealed)."""
+        with self.uow(readonly=True) as uow:
+            account = uow.connected_accounts.get(account_id)
+        if account is None or not principal.can_see(account.owner):
+            raise NotFound(f"No account {account_id}.")
+        return account
+
+    def list(self, principal: Principal, org_id: str | None, page: PageRequest) -> Page[ConnectedAccount]:
+        owner = self.accounts.namespace(principal, org_id)
+        with self.uow(readonly=True) as uow:
+            return uow.connected_accounts.list(owner, page)
+
+    def update(self, principal: Principal, account_id: str, change: AccountChange) -> ConnectedAccount:
+        problems: dict[str, list[str]] = {}
+        if change.name is not None and (problem := model.name_problem(change.name)) is not None:
+            problems["name"] = [problem]
+        if change.credentials is not None and (found := model.credentials_problems(change.credentials, patch=True)):
+            problems["credentials"] = found
+        if problems:
+            raise Invalid(f"The change is not valid: {', '.join(problems)}.", problems)
+        for _ in range(_SAVE_ATTEMPTS):  # re-applied on what another writer (a refresh) left
+            account = self.get(principal, account_id)
+            updated = dataclasses.replace(account, updated_at=now_s(), version=account.version + 1)
+            if change.name is not None:
+                updated = dataclasses.replace(updated, name=change.name.strip())
+            if change.credentials is not None:
+                credentials = model.merged(self.open(account), change.credentials)
+                updated = dataclasses.replace(updated, credentials=self.seal(credentials),
+                                              fields=model.field_names(credentials))
+            try:
+                with self.uow() as uow:
+                    uow.connected_accounts.save(updated, account.version)
+                    uow.commit()
+                return updated
+            except Conflict as e:
+                if e.field != "version":
+                    raise
+        raise Conflict(f"Account {account_id} kept changing meanwhile; try again.", field="version")
+
+    def delete(self, principal: Principal, account_id: str) -> None:
+        """Sources that use it fail their next run with an ACCOUNT_NOT_FOUND error event."""
+        self.get(principal, account_id)
+        with self.uow() as uow:
+            uow.connected_accounts.remove(account_id)
+            uow.commit()
+
+    # app props
+
+    def check(self, principal: Principal, configured: dict[str, Any], prop_defs: builtins.list[dict[str, Any]],
+              kept: Collection[str] = ()) -> None:
+        """Every `{"authProvisionId": ...}` among the configured props names an account the caller
+        may use (the caller's or one of the caller's orgs': else 404), of the prop's app (else
+        422). `kept`: ids the source had already, which a later editor (another member of the org)
+        may keep without seeing them."""
+        apps = {p["name"]: p.get("app") for p in prop_defs if p.get("type") == "app"}
+        wrong: dict[str, list[str]] = {}
+        for name, value in configured.items():
+            account_id = model.reference(value)
+            if account_id is None or account_id in kept:
+                continue
+            account = self.get(principal, account_id)
+            app = apps.get(name)
+            if app and account.app != app:
+                wrong[name] = [f"{account_id} is an account of app {account.app!r}, not {app!r}"]
+        if wrong:
+            raise Invalid(f"Some props name an account of another app: {', '.join(wrong)}.", wrong)
+
+    def credentials_for(self, account_id: str) -> dict[str, Any]:
+        """The account's current `$auth`, read now. AccountUnusable when it cannot give one."""
+        with self.uow(readonly=True) as uow:
+            account = uow.connected_accounts.get(account_id)
+        if account is None:
+            raise AccountUnusable(model.ACCOUNT_NOT_FOUND,
+                                  f"The connected account {account_id} was deleted: connect an account and "
+                                  "update the source's app prop.")
+        if account.status == model.NEEDS_RECONNECT:
+            raise AccountUnusable(model.ACCOUNT_NEEDS_RECONNECT,
+                                  f"The connected account {account_id} ({account.app}) needs to be reconnected.")
+        return self.open(account)
+
+    def resolve(self, props: dict[str, Any], app_props: Collection[str] | None = None) -> dict[str, Any]:
+        """`props` as the runner takes them: each account reference (of the `app_props`, or any
+        prop when they are not known yet) becomes `{"$auth": ...}`."""
+        if not references(props):
+            return props
+        return {name: {"$auth": self.credentials_for(account_id)}
+                if (account_id := model.reference(value)) is not None and (app_props is None or name in app_props)
+                else value
+                for name, value in props.items()}
+
+
+def references(props: dict[str, Any]) -> bool:
+    """Whether any prop value is an account reference (resolving it needs the store)."""
+    return any(model.reference(value) is not None for value in props.values())
