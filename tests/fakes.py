@@ -722,3 +722,56 @@ def world(max_writes: int | None = None, **settings: Any) -> World:
 
 def emits(*items: tuple[Any, dict[str, Any]]) -> list[Emit]:
     return [Emit(event, meta) for event, meta in items]
+
+
+class FakeOAuthClient:
+    """ports.OAuthClientPort: codes and refresh tokens it issued, each refresh token usable once
+    (rotation, as strict providers do); `refreshes` counts the refreshes it answered, `fail_next`
+    makes the next calls raise (an OAuthGrantError or OAuthUnavailable instance)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, lifetime_s: int = 3600) -> None:
+        self.clock = clock
+        self.lifetime_s = lifetime_s
+        self.codes: dict[str, str] = {}  # code -> the verifier it was authorized with
+        self.live_refresh: set[str] = set()
+        self.refreshes = 0
+        self.fail_next: list[Exception] = []
+        self.lock = threading.Lock()
+        self._n = 0
+
+    def authorization_url(self, endpoints: Any, redirect_uri: str, state: str, verifier: str) -> str:
+        return f"{endpoints.authorize_url}?state={state}&redirect_uri={redirect_uri}&client_id={endpoints.client_id}"
+
+    def authorize(self, verifier_of_state: str) -> str:
+        """The provider's side of a user authorizing: a code for that verifier."""
+        code = f"code-{len(self.codes)}"
+        self.codes[code] = verifier_of_state
+        return code
+
+    def _tokens(self) -> Any:
+        from headwater.domain.oauth import TokenSet
+        self._n += 1
+        refresh = f"refresh-{self._n}"
+        self.live_refresh.add(refresh)
+        return TokenSet(f"access-{self._n}", refresh, int(self.clock()) + self.lifetime_s, "read", "uid-1")
+
+    def exchange(self, endpoints: Any, code: str, redirect_uri: str, verifier: str) -> Any:
+        from headwater.ports import OAuthGrantError
+        with self.lock:
+            if self.fail_next:
+                raise self.fail_next.pop(0)
+            if self.codes.pop(code, None) != verifier:
+                raise OAuthGrantError("the provider refused: invalid_grant")
+            return self._tokens()
+
+    def refresh(self, endpoints: Any, refresh_token: str) -> Any:
+        from headwater.ports import OAuthGrantError
+        with self.lock:
+            if self.fail_next:
+                raise self.fail_next.pop(0)
+            if refresh_token not in self.live_refresh:
+                self.live_refresh.clear()  # a refresh token used twice revokes the grant
+                raise OAuthGrantError("the provider refused: invalid_grant")
+            self.live_refresh.discard(refresh_token)
+            self.refreshes += 1
+            return self._tokens()

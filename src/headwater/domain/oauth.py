@@ -133,3 +133,9 @@ class TokenSet:
 
 def needs_refresh(expires_at: int | None, now_s: float, margin_s: float = REFRESH_MARGIN_S) -> bool:
     return expires_at is not None and expires_at - margin_s <= now_s
+
+
+def refresh_margin(configured_s: float, lifetime_s: float | None) -> float:
+    """How long before expiry a token is refreshed: the configured margin, but at most half of a
+    short-lived token's lifetime (a token that lives 2 s would otherwise never be used)."""
+    return configured_s if lifetime_s is None else min(configured_s, lifetime_s / 2)
