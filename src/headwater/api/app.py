@@ -18,6 +18,7 @@ from headwater.api import (
     events,
     health,
     metrics,
+    oauth,
     props,
     registry,
     replay,
@@ -38,6 +39,7 @@ V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
     sse.router, subscriptions.router, webhooks.router, workflows.router,
 ]
+V1_ROUTERS.append(oauth.router)  # issue 22, part B
 
 
 def create_app(services: Services) -> ASGIApp:

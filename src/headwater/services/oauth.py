@@ -62,7 +62,7 @@ _SAVE_ATTEMPTS = 5
 class ProviderUnavailable(HeadwaterError):
     """The provider's token endpoint could not be used just now (a connect's code exchange)."""
 
-    status = 502
+    status = 503
 
 
 @dataclass(frozen=True)
