@@ -6,7 +6,7 @@
 //   - interactions that log the test user in and consent at once (GET /interaction/:uid
 //     redirects back to the authorization endpoint): a client follows redirects, no form;
 //   - a resource API (GET /api/me) that accepts only a live access token;
-//   - /test/stats (token and API counters), /test/revoke (every refresh token issued so far is
+//   - /test/stats (token and API counters), /test/tokens (every token value issued), /test/revoke (every refresh token issued so far is
 //     revoked), /test/fail-token?n=N (the next N token requests answer 503).
 // Usage: node provider.mjs  (env: OIDC_WEB_DIR, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET,
 // OIDC_REDIRECT_URIS comma separated, OIDC_ACCESS_TTL_S). Prints {"port": N} once listening.
@@ -21,6 +21,7 @@ const ACCESS_TTL_S = Number(process.env.OIDC_ACCESS_TTL_S || 2);
 const ACCOUNT_ID = 'test-user';
 const stats = { refresh_ok: 0, refresh_failed: 0, code_ok: 0, api_ok: 0, api_unauthorized: 0, failed_on_purpose: 0 };
 const refreshTokens = [];
+const issued = []; // every token value handed out, for the tests' grep for leaks
 let failNext = 0;
 
 const server = http.createServer();
@@ -56,7 +57,8 @@ provider.on('grant.success', (ctx) => {
 provider.on('grant.error', (ctx) => {
   if (ctx.oidc.params?.grant_type === 'refresh_token') stats.refresh_failed += 1;
 });
-provider.on('refresh_token.saved', (token) => refreshTokens.push(token));
+provider.on('refresh_token.saved', (token) => { refreshTokens.push(token); issued.push(token.jti); });
+provider.on('access_token.saved', (token) => issued.push(token.jti));
 
 provider.use(async (ctx, next) => {
   if (ctx.path === '/token' && failNext > 0) {
@@ -112,6 +114,7 @@ server.on('request', (req, res) => {
   if (url.pathname.startsWith('/interaction/')) return interaction(req, res).catch(fail);
   if (url.pathname === '/api/me') return api(req, res).catch(fail);
   if (url.pathname === '/test/stats') return json(res, 200, stats);
+  if (url.pathname === '/test/tokens') return json(res, 200, { issued });
   if (url.pathname === '/test/revoke' && req.method === 'POST') {
     return Promise.all(refreshTokens.splice(0).map((t) => t.destroy()))
       .then((done) => json(res, 200, { revoked: done.length })).catch(fail);

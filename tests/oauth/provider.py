@@ -43,6 +43,9 @@ class Provider:
     def stats(self) -> dict[str, int]:
         return httpx.get(self.issuer + "/test/stats", timeout=10).json()
 
+    def issued_tokens(self) -> list[str]:
+        return httpx.get(self.issuer + "/test/tokens", timeout=10).json()["issued"]
+
     def revoke_refresh_tokens(self) -> int:
         return httpx.post(self.issuer + "/test/revoke", timeout=10).json()["revoked"]
 
