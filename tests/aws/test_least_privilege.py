@@ -26,7 +26,7 @@ POLLS = {"RunQueueFunction": {"RunQueue"}, "FanOutFunction": {"FanOutQueue"},
 # Functions whose code decrypts secret props (runs, hooks, updates) or webhook signing secrets,
 # and those of them that also encrypt (saving a source's props, creating a webhook).
 DECRYPTS = {"SourcesFunction", "HttpIngestFunction", "RunQueueFunction", "WebhooksFunction",
-            "WebhookDeliveryFunction", "FallbackFunction"}
+            "WebhookDeliveryFunction", "FallbackFunction", "ComponentsFunction"}
 ENCRYPTS = {"SourcesFunction", "WebhooksFunction", "FallbackFunction"}
 
 

@@ -24,7 +24,7 @@ TEMPLATE = ROOT / "template.yaml"
 # What each function may reach: the resources its code uses (docs/aws.md, Permissions).
 SCOPE: dict[str, set[str]] = {
     "UsersFunction": {"ResourcesTable"},
-    "ComponentsFunction": {"ResourcesTable", "RunnerFunction", "BundleBucket"},
+    "ComponentsFunction": {"ResourcesTable", "RunnerFunction", "BundleBucket", "SecretsKey"},
     "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket",
                         "SecretsKey", "BundleBucket"},
     "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "FanOutQueue", "EventDeletionQueue",

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from headwater import __version__
 from headwater.api import (
     components,
+    connected_accounts,
     console,
     docs,
     errors,
@@ -38,6 +39,7 @@ from headwater.metrics import MetricsMiddleware
 V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
     sse.router, subscriptions.router, webhooks.router, workflows.router,
+    connected_accounts.router,
 ]
 V1_ROUTERS.append(oauth.router)  # issue 22, part B
 

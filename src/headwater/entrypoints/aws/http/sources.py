@@ -1,6 +1,7 @@
-"""SourcesFunction: /v1/sources (deploy, update, delete, manual run) and the lists of sources."""
+"""SourcesFunction: /v1/sources (deploy, update, delete, manual run) and the lists of sources, and
+the connected accounts whose credentials sources use (it may seal and open secrets)."""
 
-from headwater.api import sources
+from headwater.api import connected_accounts, sources
 from headwater.entrypoints.aws import runtime
 
-handler = runtime.api_handler("Sources", [sources.router])
+handler = runtime.api_handler("Sources", [sources.router, connected_accounts.router])
