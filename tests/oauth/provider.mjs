@@ -2,7 +2,7 @@
 // web/package-lock.json), on loopback, with what the tests need around it:
 //   - one confidential client for Headwater's redirect URI, PKCE required, refresh tokens issued
 //     and rotated (a refresh token used twice revokes its grant, as strict providers do);
-//   - access tokens that live ACCESS_TTL_S seconds;
+//   - access tokens that live OIDC_ACCESS_TTL_S seconds (POST /test/access-ttl?s=N changes it);
 //   - interactions that log the test user in and consent at once (GET /interaction/:uid
 //     redirects back to the authorization endpoint): a client follows redirects, no form;
 //   - a resource API (GET /api/me) that accepts only a live access token;
@@ -17,7 +17,7 @@ import { pathToFileURL } from 'node:url';
 const webDir = process.env.OIDC_WEB_DIR;
 const { default: Provider } = await import(pathToFileURL(path.join(webDir, 'node_modules/oidc-provider/lib/index.js')).href);
 
-const ACCESS_TTL_S = Number(process.env.OIDC_ACCESS_TTL_S || 2);
+let accessTtlS = Number(process.env.OIDC_ACCESS_TTL_S || 2);
 const ACCOUNT_ID = 'test-user';
 const stats = { refresh_ok: 0, refresh_failed: 0, code_ok: 0, api_ok: 0, api_unauthorized: 0, failed_on_purpose: 0 };
 const refreshTokens = [];
@@ -42,7 +42,7 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access'],
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
   rotateRefreshToken: true,
-  ttl: { AccessToken: ACCESS_TTL_S, AuthorizationCode: 60, RefreshToken: 24 * 3600, Grant: 24 * 3600,
+  ttl: { AccessToken: () => accessTtlS, AuthorizationCode: 60, RefreshToken: 24 * 3600, Grant: 24 * 3600,
          Session: 3600, Interaction: 600, IdToken: 3600 },
   findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
   features: { devInteractions: { enabled: false }, revocation: { enabled: true } },
@@ -118,6 +118,10 @@ server.on('request', (req, res) => {
   if (url.pathname === '/test/revoke' && req.method === 'POST') {
     return Promise.all(refreshTokens.splice(0).map((t) => t.destroy()))
       .then((done) => json(res, 200, { revoked: done.length })).catch(fail);
+  }
+  if (url.pathname === '/test/access-ttl' && req.method === 'POST') {
+    accessTtlS = Number(url.searchParams.get('s'));
+    return json(res, 200, { access_ttl_s: accessTtlS });
   }
   if (url.pathname === '/test/fail-token' && req.method === 'POST') {
     failNext = Number(url.searchParams.get('n') || 1);

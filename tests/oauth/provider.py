@@ -49,6 +49,10 @@ class Provider:
     def revoke_refresh_tokens(self) -> int:
         return httpx.post(self.issuer + "/test/revoke", timeout=10).json()["revoked"]
 
+    def set_access_ttl(self, seconds: int) -> None:
+        """How long the access tokens issued from now on live."""
+        httpx.post(self.issuer + "/test/access-ttl", params={"s": seconds}, timeout=10).raise_for_status()
+
     def fail_token_requests(self, n: int) -> None:
         httpx.post(self.issuer + "/test/fail-token", params={"n": n}, timeout=10).raise_for_status()
 
