@@ -7,16 +7,19 @@ ACCOUNT_NEEDS_RECONNECT and a reconnect healing it; no secret in any answer or t
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user
+from tests.conftest import HEADWATER, Server, client_for, new_user
 from tests.oauth.provider import CLIENT_ID, CLIENT_SECRET, SCOPES, Provider, authorize, running_provider
 
 APP = "testidp"
@@ -173,3 +176,35 @@ def test_oauth_accounts_keep_working(local_server: Server, provider: Provider, a
     for secret in secrets:
         assert secret not in log
         assert not any(secret in body for body in answers.bodies)
+
+
+def test_the_cli_connects_an_account_and_the_operator_sets_clients(local_server: Server, provider: Provider,
+                                                                   tmp_path: Path) -> None:
+    user = new_user(local_server, tier="paid")
+    env = {**local_server.env, "HEADWATER_CONFIG": str(tmp_path / "config.json"),
+           "HEADWATER_OAUTH_CLIENT_SECRET": CLIENT_SECRET}
+    operator = subprocess.run(
+        [*HEADWATER, "oauth-clients", "set", "clidp", "--client-id", CLIENT_ID, "--authorize-url",
+         provider.authorize_url, "--token-url", provider.token_url, "--scope", "openid", "--scope", "offline_access",
+         "--param", "prompt=consent", "--data-dir", str(local_server.data_dir), "--json"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert operator.returncode == 0, operator.stderr
+    assert json.loads(operator.stdout)["has_client_secret"] is True and CLIENT_SECRET not in operator.stdout
+    login = subprocess.run([*HEADWATER, "login", "--url", local_server.base_url, "--key", user.api_key],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert login.returncode == 0, login.stderr
+
+    cli = subprocess.Popen([*HEADWATER, "accounts", "connect", "clidp", "--name", "from the cli", "--json"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert cli.stderr is not None
+        assert cli.stderr.readline().startswith("Open this URL")
+        url = cli.stderr.readline().strip()
+        page = httpx.get(authorize(url, local_server.base_url + "/v1/oauth/callback"), timeout=60)
+        assert page.status_code == 200, page.text
+        out, err = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+    assert cli.returncode == 0, err
+    connected = json.loads(out)
+    assert (connected["app"], connected["name"], connected["kind"]) == ("clidp", "from the cli", "oauth")
