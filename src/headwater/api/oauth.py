@@ -100,7 +100,7 @@ def delete_client(app: str, svc: ServicesDep, caller: PrincipalDep, org_id: str 
 
 
 @router.post("/oauth/connect", status_code=201, response_model=None,
-             responses={**answers(Data[Connect], 201, "Created: open `authorize_url`."), **error_responses(422)})
+             responses={**answers(Data[Connect], 201, "Created: open `authorize_url`."), **error_responses(404, 422)})
 def connect(body: ConnectBody, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     """Starts connecting an account of `app` with OAuth, or reconnecting `account_id`."""
     if body.account_id is not None:
