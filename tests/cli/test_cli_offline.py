@@ -50,7 +50,8 @@ VERBS = [["list"], ["deploy", "headwater-http"], ["events", UNKNOWN_SOURCE], ["l
          ["webhooks", "delete", "wh_nosuchwebhook000000000"], ["webhooks", "deliveries", "wh_nosuchwebhook000000000"],
          ["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"],
          ["subscriptions", "list"],
-         ["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_nosuchwebhook000000000"]]
+         ["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_nosuchwebhook000000000"],
+         ["accounts", "list"], ["accounts", "show", "apn_nosuchaccount00000000000"]]
 def verb_id(verb: list[str]) -> str:
     return "-".join(word for word in verb[:2] if not word.startswith(("-", "dc_", "wh_")))
 

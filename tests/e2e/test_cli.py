@@ -126,7 +126,8 @@ UNKNOWN = [(["events", UNKNOWN_SOURCE], "No source"), (["logs", "some-name"], "N
            (["webhooks", "delete", "wh_nosuchwebhook000000000"], "No webhook"),
            (["webhooks", "deliveries", "wh_nosuchwebhook000000000"], "No webhook"),
            (["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"], "No "),
-           (["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_x"], "No source named")]
+           (["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_x"], "No source named"),
+           (["accounts", "show", "apn_nosuchaccount00000000000"], "No account")]
 
 
 @pytest.mark.parametrize("verb", VERBS, ids=verb_id)

@@ -147,12 +147,27 @@ function readsAuth(v, seen = new Set()) {
   return Object.values(v).some((x) => readsAuth(x, seen))
 }
 
+// Methods the registry's app scaffold gives every app, which only show what `$auth` holds
+// (`authKeys() { console.log(Object.keys(this.$auth)) }`): their mention of `$auth` says nothing
+// of whether the app needs an account (the `schedule` app has one and needs none).
+const AUTH_AGNOSTIC = new Set(['authKeys'])
+
+function appReadsAuth(declared) {
+  const { methods, ...rest } = declared
+  if (!isObj(methods)) return readsAuth(declared)
+  const used = Object.entries(methods).filter(([k]) => !AUTH_AGNOSTIC.has(k))
+  return readsAuth(rest) || readsAuth(Object.fromEntries(used))
+}
+
 // An app prop needs credentials unless its app defines none: an app file (methods or
-// propDefinitions) whose code never reads `$auth`, nor the component's through the prop (the
-// `http` app), or an app that says `auth_type: "none"`.
+// propDefinitions) whose code never reads `$auth` (but to show it, see AUTH_AGNOSTIC), nor the
+// component's through the prop (the `http` app), or an app that says `auth_type: "none"`. An app
+// that declares `auth_type` "keys" or "oauth" needs one whatever its code reads.
 function authType(c, name, declared) {
-  if (isObj(declared) && (declared.auth_type === 'none' || declared.authType === 'none')) return 'none'
-  if (!isObj(declared) || readsAuth(declared)) return null
+  const declaredType = isObj(declared) ? declared.auth_type ?? declared.authType : undefined
+  if (declaredType === 'none') return 'none'
+  if (declaredType === 'keys' || declaredType === 'oauth') return null
+  if (!isObj(declared) || appReadsAuth(declared)) return null
   // a bare `{type: "app", app}` says nothing of its auth (the app file is elsewhere): it needs one
   if (!isObj(declared.methods) && !isObj(declared.propDefinitions)) return null
   const esc = name.replace(/[$]/g, '\\$')

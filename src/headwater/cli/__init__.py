@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import admin, client, hooks, oauth
+from headwater.cli import accounts, admin, client, hooks, oauth
 from headwater.cli.output import handles_errors, json_option, one_line
 
 
@@ -22,7 +22,9 @@ def cli() -> None:
 
 for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS):
     cli.add_command(command)
-oauth.install(cli)  # after the others: `accounts connect` joins an `accounts` group made above
+for command in accounts.COMMANDS:
+    cli.add_command(command)
+oauth.install(cli)  # after the others: `accounts connect` joins the `accounts` group made above
 
 
 @cli.command()
