@@ -17,9 +17,10 @@ from headwater.domain.models import Principal
 from headwater.domain.oauth import OPERATOR
 from headwater.ports import OAuthGrantError, OAuthUnavailable
 from headwater.services.connected_accounts import AccountUnusable
+from headwater.services.sources import SourceRequest
 from tests.fakes import FakeOAuthClient, World, world
 from tests.services.test_connected_accounts import errors, runs_seeing
-from tests.services.test_services import HTTP, deploy, principal, run_task
+from tests.services.test_services import HTTP, component_code, deploy, principal, run_task
 
 SECRET = "client-secret-value"
 CLIENT = {"client_id": "hw", "client_secret": SECRET, "authorize_url": "https://id.example.com/authorize",
@@ -136,6 +137,10 @@ def test_a_refused_refresh_marks_the_account_errors_every_source_and_a_reconnect
     props = {"github": {"authProvisionId": account.id}}
     first = deploy(w, ada, name="first", configurable_props=[*HTTP, GITHUB], props=props)
     second = deploy(w, ada, name="second", configurable_props=[*HTTP, GITHUB], props=props)
+    org = w.services.accounts.create_org("acme", ada.user.id)
+    ada = Principal(ada.user, frozenset({org.id}))
+    in_org = w.services.sources.create(ada, SourceRequest(component_code=component_code(
+        configurable_props=[*HTTP, GITHUB]), name="in-org", configured_props=props), org.id)
     clock.now += 3600
     provider.fail_next = [OAuthGrantError("the provider refused: invalid_grant: grant request is invalid")]
     [result] = w.services.runs.run_batch([run_task(first.id, {}, "t1")], lambda t, r: None)
@@ -143,6 +148,7 @@ def test_a_refused_refresh_marks_the_account_errors_every_source_and_a_reconnect
     assert w.store.data.connected_accounts[account.id][1].status == NEEDS_RECONNECT
     assert w.services.connected_accounts.get(ada, account.id).to_api()["status"] == NEEDS_RECONNECT
     assert "ACCOUNT_NEEDS_RECONNECT" in {e["code"] for e in errors(w, second.id)}
+    assert "ACCOUNT_NEEDS_RECONNECT" in {e["code"] for e in errors(w, in_org.id)}  # a member's own account
     assert "ACCOUNT_NEEDS_RECONNECT" in {e["code"] for e in errors(w, first.id)}
     assert not any("refresh-" in e["message"] or "access-" in e["message"] for e in errors(w, first.id))
 

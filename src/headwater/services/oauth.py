@@ -322,17 +322,21 @@ def _extra(tokens: TokenSet, now: int) -> dict[str, Any]:
 
 
 def sources_using(uow_factory: UnitOfWorkFactory, owner: str, account_id: str) -> Iterator[Source]:
-    """The sources of the owner's namespace whose app props name the account."""
-    after: int | None = None
-    while True:
-        with uow_factory(readonly=True) as uow:
-            page = uow.sources.list(owner, PageRequest(limit=100, after=after))
-        for source in page.items:
-            if any(model.reference(v) == account_id for v in source.configured_props.values()):
-                yield source
-        if len(page.items) < 100 or not page.seqs:
-            return
-        after = page.seqs[-1]
+    """The sources whose app props name the account: in the owner's namespace and, for a user's
+    account, in those of the user's orgs (a member may use their own account in an org's source)."""
+    with uow_factory(readonly=True) as uow:
+        namespaces = [owner, *sorted(uow.users.org_ids(owner))] if ids.has_prefix(owner, "user") else [owner]
+    for namespace in namespaces:
+        after: int | None = None
+        while True:
+            with uow_factory(readonly=True) as uow:
+                page = uow.sources.list(namespace, PageRequest(limit=100, after=after))
+            for source in page.items:
+                if any(model.reference(v) == account_id for v in source.configured_props.values()):
+                    yield source
+            if len(page.items) < 100 or not page.seqs:
+                break
+            after = page.seqs[-1]
 
 
 def reconnect_errors(uow: UnitOfWorkFactory, runs: Runs, account: ConnectedAccount, message: str) -> None:
