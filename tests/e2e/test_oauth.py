@@ -18,8 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, expect
 
 from tests.conftest import HEADWATER, Server, client_for, new_user
+from tests.e2e.test_console import browser, shot, sign_in  # noqa: F401 - the browser fixture
 from tests.oauth.provider import CLIENT_ID, CLIENT_SECRET, SCOPES, Provider, authorize, running_provider
 
 APP = "testidp"
@@ -190,9 +192,7 @@ def test_the_cli_connects_an_account_and_the_operator_sets_clients(local_server:
         env=env, capture_output=True, text=True, timeout=120)
     assert operator.returncode == 0, operator.stderr
     assert json.loads(operator.stdout)["has_client_secret"] is True and CLIENT_SECRET not in operator.stdout
-    login = subprocess.run([*HEADWATER, "login", "--url", local_server.base_url, "--key", user.api_key],
-                           env=env, capture_output=True, text=True, timeout=120)
-    assert login.returncode == 0, login.stderr
+    (tmp_path / "config.json").write_text(json.dumps({"url": local_server.base_url, "api_key": user.api_key}))
 
     cli = subprocess.Popen([*HEADWATER, "accounts", "connect", "clidp", "--name", "from the cli", "--json"],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -208,3 +208,34 @@ def test_the_cli_connects_an_account_and_the_operator_sets_clients(local_server:
     assert cli.returncode == 0, err
     connected = json.loads(out)
     assert (connected["app"], connected["name"], connected["kind"]) == ("clidp", "from the cli", "oauth")
+
+
+def test_the_console_connects_and_reconnects(local_server: Server, provider: Provider,
+                                             browser: Browser) -> None:  # noqa: F811 - the fixture
+    person = new_user(local_server, tier="paid")
+    with client_for(local_server, person.api_key) as api:
+        answer = api.put(f"/oauth/clients/{APP}", json={
+            "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "authorize_url": provider.authorize_url,
+            "token_url": provider.token_url, "scopes": SCOPES, "extra_params": {"prompt": "consent"}})
+        assert answer.status_code == 200
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        sign_in(page, local_server, person)
+        page.get_by_role("navigation").get_by_role("link", name="Accounts").click()
+        expect(page.get_by_role("heading", name="Accounts")).to_be_visible()
+        page.get_by_label("App").fill(APP)
+        page.get_by_label("Name").fill("console idp")
+        with context.expect_page() as popup:
+            page.get_by_role("button", name="Connect", exact=True).click()
+        expect(popup.value.get_by_role("heading", name="account connected")).to_be_visible()
+        row = page.locator("#accounts tbody tr")
+        expect(row).to_have_count(1)
+        expect(row.first).to_contain_text("console idp")
+        expect(row.first).to_contain_text("active")
+        shot(page, "accounts")
+        with context.expect_page() as again:
+            row.first.get_by_role("button", name="Reconnect").click()
+        expect(again.value.get_by_role("heading", name="account connected")).to_be_visible()
+    finally:
+        context.close()

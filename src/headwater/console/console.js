@@ -369,6 +369,54 @@ async function usagePage() {
     el("h3", {}, "Orgs"), me.orgs.length ? el("ul", {}, me.orgs.map((o) => el("li", {}, `${o.name} (${o.id})`))) : el("p", {}, "None."));
 }
 
+// Connected accounts (issue 22): OAuth connect and reconnect open the provider's authorize page in
+// a new window; this page then watches the list until the account appears or heals.
+async function accountsPage() {
+  const accounts = (await api("/users/me/accounts", { query: { limit: 100 } })).data;
+  const app = el("input", { type: "text", id: "oauth-app", placeholder: "github", required: true });
+  const name = el("input", { type: "text", id: "oauth-name" });
+  const pending = el("div", { "aria-live": "polite" });
+  const authorize = async (body) => {
+    const started = (await api("/oauth/connect", { method: "POST", body })).data;
+    window.open(started.authorize_url, "_blank", "noopener");
+    pending.replaceChildren(el("p", {}, "Authorize in the window that opened (or ",
+      el("a", { href: started.authorize_url, target: "_blank", rel: "noopener" }, "open the authorize page"),
+      "); this page updates when the account is connected."));
+    const before = JSON.stringify(accounts.map((a) => [a.id, a.status, a.updated_at]));
+    const timer = setInterval(async () => {
+      try {
+        const now = (await api("/users/me/accounts", { query: { limit: 100 } })).data;
+        if (JSON.stringify(now.map((a) => [a.id, a.status, a.updated_at])) !== before) { clearInterval(timer); route(); }
+      } catch (e) { clearInterval(timer); }
+      if (Date.now() / 1000 > started.expires_at) clearInterval(timer);
+    }, 1500);
+    leaving.push(() => clearInterval(timer));
+  };
+  const rows = accounts.map((a) => el("tr", {},
+    el("td", {}, a.name), el("td", {}, a.app), el("td", {}, a.kind),
+    el("td", {}, el("span", { class: a.status === "active" ? "badge" : "badge error" },
+      a.status === "active" ? "active" : "needs reconnect")),
+    el("td", {}, a.kind === "oauth" ? el("button", { type: "button", onclick: async () => {
+      try { await authorize({ account_id: a.id }); } catch (e) { say(e.message, true); }
+    } }, "Reconnect") : "",
+    " ", el("button", { type: "button", class: "danger", onclick: async () => {
+      if (!confirm(`Delete the account ${a.name}? Sources using it will fail their next runs.`)) return;
+      try { await api(`/accounts/${a.id}`, { method: "DELETE" }); route(); } catch (e) { say(e.message, true); }
+    } }, "Delete"))));
+  main.replaceChildren(el("h2", {}, "Accounts"),
+    accounts.length ? el("table", { id: "accounts" }, el("thead", {}, el("tr", {}, el("th", {}, "Name"),
+      el("th", {}, "App"), el("th", {}, "Kind"), el("th", {}, "Status"), el("th", {}, ""))), el("tbody", {}, rows))
+      : el("p", {}, "No connected accounts yet."),
+    el("h3", {}, "Connect an account with OAuth"),
+    el("form", { onsubmit: async (e) => {
+      e.preventDefault();
+      try { await authorize({ app: app.value.trim(), name: name.value.trim() || undefined }); } catch (err) { say(err.message, true); }
+    } }, el("label", { for: "oauth-app" }, "App"), app,
+    el("label", { for: "oauth-name" }, "Name ", el("span", { class: "hint" }, "optional")), name,
+    el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Connect"))),
+    pending);
+}
+
 // ---- routing -------------------------------------------------------------------------------
 
 async function route() {
@@ -386,6 +434,7 @@ async function route() {
     else if (page === "workflows" && id) await workflowPage(id);
     else if (page === "workflows") await workflowsPage();
     else if (page === "usage") await usagePage();
+    else if (page === "accounts") await accountsPage();
     else await sourcesPage();
     main.focus();
   } catch (e) {
