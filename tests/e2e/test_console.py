@@ -23,6 +23,12 @@ THROWER = """export default {
   async run(event) { throw new Error("console saw this: " + event.body.why); },
 };"""
 
+KEYED_SOURCE = """export default {
+  name: "console-keyed", version: "0.0.1",
+  props: { keyed: { type: "app", app: "keyed_app" }, http: "$.interface.http" },
+  async run() { this.$emit({ fields: Object.keys(this.keyed.$auth) }) },
+};"""
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
@@ -114,6 +120,38 @@ def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server:
     page.get_by_role("button", name="Create webhook").click()
     expect(page.get_by_text("Signing secret (shown once)")).to_be_visible()
     shot(page, "7-webhooks")
+
+
+def test_accounts_page_connects_lists_without_values_and_deletes(page: Page, server: Server, person: User) -> None:
+    secret = "sk-console-" + person.id
+    sign_in(page, server, person)
+    page.get_by_role("navigation").get_by_role("link", name="Accounts").click()
+    page.get_by_label("App").fill("keyed_app")
+    page.get_by_label("Name").fill("Console keys")
+    page.get_by_label("Credentials").fill(json.dumps({"api_key": secret}))
+    page.get_by_role("button", name="Connect account").click()
+    row = page.locator("#accounts tbody tr").filter(has_text="Console keys")
+    expect(row).to_contain_text("keyed_app")
+    expect(row).to_contain_text("api_key")
+    assert secret not in page.content()
+    shot(page, "9-accounts")
+    account_id = row.locator("code").inner_text()
+
+    page.get_by_role("navigation").get_by_role("link", name="Deploy").click()  # the deploy form offers it
+    page.get_by_label("…or paste component code").fill(KEYED_SOURCE)
+    page.get_by_role("button", name="Load its props").click()
+    page.get_by_label("keyed: connected account").select_option(account_id)
+    page.get_by_role("button", name="Deploy", exact=True).click()
+    expect(page.get_by_role("heading", name="console-keyed active")).to_be_visible()
+    source_id = page.url.rsplit("/", 1)[1]
+    deployed = httpx.get(f"{server.base_url}/v1/sources/{source_id}",
+                         headers={"Authorization": f"Bearer {person.api_key}"}).json()["data"]
+    assert deployed["configured_props"]["keyed"] == {"authProvisionId": account_id}
+
+    page.get_by_role("navigation").get_by_role("link", name="Accounts").click()
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Delete Console keys").click()
+    expect(page.get_by_text("No accounts yet.")).to_be_visible()
 
 
 def test_the_console_reads_well_on_a_phone(browser: Browser, server: Server, person: User) -> None:

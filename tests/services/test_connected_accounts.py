@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from headwater.domain.commands import RunWorkflow
 from headwater.domain.connected_accounts import NEEDS_RECONNECT
 from headwater.domain.errors import Forbidden, Invalid, NotFound
 from headwater.domain.models import Principal
@@ -226,3 +229,28 @@ def test_options_and_additional_props_get_the_credentials_of_the_callers_account
         w.services.components.options(eve, of_eve.id, "channel", props, 0, None, None)
     expected = {"slack": {"$auth": {"api_key": KEY}}, "channel": "general"}
     assert given == [("additional_props", expected), ("options", expected)]
+
+
+def test_a_workflow_step_gets_the_accounts_current_credentials(tmp_path: Path) -> None:
+    w = world()
+    seen = runs_seeing(w)
+    ada, eve = person(w, "ada"), person(w, "eve")
+    account = connect(w, ada)
+    action = w.services.components.create(ada, component_code(type="action", configurable_props=[SLACK]), None, None)
+
+    def flow(name: str, component_id: str) -> Path:
+        file = tmp_path / f"{name}.yaml"
+        file.write_text(yaml.safe_dump({"name": name, "steps": [
+            {"name": "post", "component": component_id, "props": {"slack": {"authProvisionId": account.id}}}]}))
+        return file
+
+    of_eve = w.services.components.create(eve, component_code(type="action", configurable_props=[SLACK]), None, None)
+    with pytest.raises(NotFound) as refused:  # her own action, ada's account
+        w.services.workflows.deploy(eve.user.id, None, flow("eves", of_eve.id))
+    assert account.id in refused.value.message
+    workflow = w.services.workflows.deploy(ada.user.id, None, flow("adas", action.id))
+    assert w.services.workflows.run([Task("t1", RunWorkflow(workflow.id, {}))]) == ["done"]
+    assert seen == [{"slack": {"$auth": {"api_key": KEY}}}]
+    w.services.connected_accounts.delete(ada, account.id)
+    assert w.services.workflows.run([Task("t2", RunWorkflow(workflow.id, {}))]) == ["failed"]
+    assert len(seen) == 1 and errors(w, workflow.id)[0]["code"] == "ACCOUNT_NOT_FOUND"

@@ -97,6 +97,8 @@ def list_org_accounts(org_id: str, svc: ServicesDep, caller: PrincipalDep, pagin
     return shape.page(page, [a.to_api() for a in page.items])
 
 
+# Routes of a fixed name under /accounts (`/accounts/connect`) must be added above this one: the
+# first route whose path matches answers.
 @router.get("/accounts/{account_id}", response_model=None,
             responses={**answers(Data[ConnectedAccount]), **error_responses(404)})
 def get_account(account_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:

@@ -239,7 +239,12 @@ function propInput(prop, componentId) {
   }
   if (type === "app") {
     const auth = el("textarea", { id, placeholder: '{"api_key": "…"}' });
-    return { node: el("div", {}, label, auth), read: () => auth.value.trim() ? { $auth: JSON.parse(auth.value) } : { $auth: {} } };
+    const account = el("select", { id: `${id}-account`, "aria-label": `${prop.name}: connected account` },
+      el("option", { value: "" }, "Credentials below…"));
+    api("/accounts", { query: { limit: 100 } }).then(({ data }) => data.filter((a) => !prop.app || a.app === prop.app)
+      .forEach((a) => account.append(el("option", { value: a.id }, `${a.name} (${a.id})`)))).catch(() => {});
+    return { node: el("div", {}, label, account, auth),
+      read: () => account.value ? { authProvisionId: account.value } : auth.value.trim() ? { $auth: JSON.parse(auth.value) } : { $auth: {} } };
   }
   if (prop.options || prop.remoteOptions) {
     const select = el("select", { id }, el("option", { value: "" }, prop.optional ? "(none)" : "Choose…"));
@@ -345,6 +350,38 @@ async function webhooksPage() {
     } }, el("label", { for: "webhook-url" }, "URL"), url, el("label", { for: "webhook-name" }, "Name ", el("span", { class: "hint" }, "optional")), name,
     el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Create webhook"))),
     secretBox, ...rows);
+}
+
+// Connected accounts: listed without their values (the API never answers them), made and deleted.
+async function accountsPage() {
+  const accounts = (await api("/accounts", { query: { limit: 100 } })).data;
+  const app = el("input", { type: "text", id: "account-app", placeholder: "slack", required: true });
+  const name = el("input", { type: "text", id: "account-name" });
+  const credentials = el("textarea", { id: "account-credentials", placeholder: '{"api_key": "…"}' });
+  main.replaceChildren(el("h2", {}, "Accounts"),
+    el("p", { class: "hint" }, "Give an app prop {\"authProvisionId\": \"apn_…\"}: its sources use the account's current credentials."),
+    accounts.length ? el("table", { id: "accounts" },
+      el("thead", {}, el("tr", {}, ["Name", "App", "Status", "Fields", "Id", ""].map((h) => el("th", {}, h)))),
+      el("tbody", {}, accounts.map((a) => el("tr", {},
+        el("td", {}, a.name), el("td", {}, a.app), el("td", {}, el("span", { class: "badge" }, a.status)),
+        el("td", {}, a.fields.join(", ")), el("td", {}, el("code", {}, a.id)),
+        el("td", {}, el("button", { class: "danger", "aria-label": `Delete ${a.name}`, onclick: async () => {
+          if (!confirm(`Delete ${a.name}? Sources using it will fail until given another account.`)) return;
+          try { await api(`/accounts/${a.id}`, { method: "DELETE" }); say("Account deleted."); route(); } catch (e) { say(e.message, true); }
+        } }, "Delete")))))) : el("p", {}, "No accounts yet."),
+    el("form", { onsubmit: async (e) => {
+      e.preventDefault();
+      let fields;
+      try { fields = credentials.value.trim() ? JSON.parse(credentials.value) : {}; } catch { say("The credentials are not valid JSON.", true); return; }
+      try {
+        await api("/accounts", { method: "POST", body: { app: app.value, name: name.value || undefined, credentials: fields } });
+        say("Account connected."); route();
+      } catch (err) { say(err.message, true); }
+    } }, el("h3", {}, "Connect an account with keys"),
+    el("label", { for: "account-app" }, "App"), app,
+    el("label", { for: "account-name" }, "Name ", el("span", { class: "hint" }, "optional")), name,
+    el("label", { for: "account-credentials" }, "Credentials ", el("span", { class: "hint" }, "JSON; never shown again")), credentials,
+    el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Connect account"))));
 }
 
 async function workflowsPage() {

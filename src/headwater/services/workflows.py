@@ -40,6 +40,7 @@ from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOf
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s, utc_day
 from headwater.services.components import Components
+from headwater.services.connected_accounts import AccountUnusable
 from headwater.services.destinations import Destinations
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.services.runs import Runs
@@ -126,6 +127,7 @@ class Workflows:
         if problems:
             raise Invalid(f"Step {step.name}: props that do not fit the action: {', '.join(problems)}.",
                           {f"steps.{step.name}.props.{name}": p for name, p in problems.items()})
+        self.runs.connected.check(principal, step.props, component.definition.configurable_props)
         return component
 
     def get(self, principal: Principal, workflow_id: str) -> Workflow:
@@ -213,10 +215,14 @@ class Workflows:
             problems = step_problems(component.definition.configurable_props, props, undefined)
             if problems:
                 return RunResult.failed("CONFIGURATION_ERROR", props_message(step, problems))
+            props = self.runs.connected.resolve(props, [p["name"] for p in component.definition.configurable_props
+                                                        if p.get("type") == "app"])
             bundle = self.bundler.bundle(component.code, component.packages)
             return self.runner.run_step(bundle, self._instance(workflow, step, props), steps, timeout)
         except RunnerError as e:
             return RunResult.failed(e.code, e.message, e.stack)
+        except AccountUnusable as e:
+            return RunResult.failed(e.code, e.message)
         except Invalid as e:
             return RunResult.failed("RUNTIME_ERROR", e.message)
 
