@@ -227,15 +227,14 @@ def test_the_console_connects_and_reconnects(local_server: Server, provider: Pro
         page.get_by_label("App").fill(APP)
         page.get_by_label("Name").fill("console idp")
         with context.expect_page() as popup:
-            page.get_by_role("button", name="Connect", exact=True).click()
+            page.get_by_role("button", name="Connect with OAuth").click()
         expect(popup.value.get_by_role("heading", name="account connected")).to_be_visible()
-        row = page.locator("#accounts tbody tr")
-        expect(row).to_have_count(1)
-        expect(row.first).to_contain_text("console idp")
-        expect(row.first).to_contain_text("active")
+        row = page.locator("#accounts tbody tr").filter(has_text="console idp")
+        expect(row).to_contain_text(APP)
+        expect(row).to_contain_text("active")
         shot(page, "accounts")
         with context.expect_page() as again:
-            row.first.get_by_role("button", name="Reconnect").click()
+            row.get_by_role("button", name="Reconnect console idp").click()
         expect(again.value.get_by_role("heading", name="account connected")).to_be_visible()
     finally:
         context.close()

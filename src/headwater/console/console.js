@@ -358,6 +358,25 @@ async function accountsPage() {
   const app = el("input", { type: "text", id: "account-app", placeholder: "slack", required: true });
   const name = el("input", { type: "text", id: "account-name" });
   const credentials = el("textarea", { id: "account-credentials", placeholder: '{"api_key": "…"}' });
+  const pending = el("div", { "aria-live": "polite" });
+  // OAuth (connect, or reconnect an account): the provider's authorize page opens in a new window,
+  // and this page watches the list until the account appears or changes.
+  const authorize = async (body) => {
+    const started = (await api("/oauth/connect", { method: "POST", body })).data;
+    window.open(started.authorize_url, "_blank", "noopener");
+    pending.replaceChildren(el("p", {}, "Authorize in the window that opened (or ",
+      el("a", { href: started.authorize_url, target: "_blank", rel: "noopener" }, "open the authorize page"),
+      "); this page updates when the account is connected."));
+    const seen = (list) => JSON.stringify(list.map((a) => [a.id, a.status, a.updated_at]));
+    const before = seen(accounts);
+    const timer = setInterval(async () => {
+      try {
+        if (seen((await api("/accounts", { query: { limit: 100 } })).data) !== before) { clearInterval(timer); route(); }
+      } catch (e) { clearInterval(timer); }
+      if (Date.now() / 1000 > started.expires_at) clearInterval(timer);
+    }, 1500);
+    leaving.push(() => clearInterval(timer));
+  };
   main.replaceChildren(el("h2", {}, "Accounts"),
     el("p", { class: "hint" }, "Give an app prop {\"authProvisionId\": \"apn_…\"}: its sources use the account's current credentials."),
     accounts.length ? el("table", { id: "accounts" },
@@ -365,7 +384,9 @@ async function accountsPage() {
       el("tbody", {}, accounts.map((a) => el("tr", {},
         el("td", {}, a.name), el("td", {}, a.app), el("td", {}, el("span", { class: "badge" }, a.status)),
         el("td", {}, a.fields.join(", ")), el("td", {}, el("code", {}, a.id)),
-        el("td", {}, el("button", { class: "danger", "aria-label": `Delete ${a.name}`, onclick: async () => {
+        el("td", {}, a.kind === "oauth" ? el("button", { type: "button", "aria-label": `Reconnect ${a.name}`, onclick: async () => {
+          try { await authorize({ account_id: a.id }); } catch (e) { say(e.message, true); }
+        } }, "Reconnect") : "", " ", el("button", { class: "danger", "aria-label": `Delete ${a.name}`, onclick: async () => {
           if (!confirm(`Delete ${a.name}? Sources using it will fail until given another account.`)) return;
           try { await api(`/accounts/${a.id}`, { method: "DELETE" }); say("Account deleted."); route(); } catch (e) { say(e.message, true); }
         } }, "Delete")))))) : el("p", {}, "No accounts yet."),
@@ -377,11 +398,17 @@ async function accountsPage() {
         await api("/accounts", { method: "POST", body: { app: app.value, name: name.value || undefined, credentials: fields } });
         say("Account connected."); route();
       } catch (err) { say(err.message, true); }
-    } }, el("h3", {}, "Connect an account with keys"),
+    } }, el("h3", {}, "Connect an account (with keys, or with OAuth)"),
     el("label", { for: "account-app" }, "App"), app,
     el("label", { for: "account-name" }, "Name ", el("span", { class: "hint" }, "optional")), name,
     el("label", { for: "account-credentials" }, "Credentials ", el("span", { class: "hint" }, "JSON; never shown again")), credentials,
-    el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Connect account"))));
+    el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Connect account"),
+      el("button", { type: "button", id: "connect-oauth", onclick: async () => {
+        if (!app.value.trim()) { say("Give the app to connect.", true); return; }
+        try { await authorize({ app: app.value.trim(), name: name.value.trim() || undefined }); } catch (err) { say(err.message, true); }
+      } }, "Connect with OAuth")),
+    el("p", { class: "hint" }, "With OAuth, the credentials come from the app's provider: leave them empty.")),
+    pending);
 }
 
 async function workflowsPage() {
@@ -404,54 +431,6 @@ async function usagePage() {
   main.replaceChildren(el("h2", {}, "Usage"),
     el("table", { id: "usage" }, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, String(v)))))),
     el("h3", {}, "Orgs"), me.orgs.length ? el("ul", {}, me.orgs.map((o) => el("li", {}, `${o.name} (${o.id})`))) : el("p", {}, "None."));
-}
-
-// Connected accounts (issue 22): OAuth connect and reconnect open the provider's authorize page in
-// a new window; this page then watches the list until the account appears or heals.
-async function accountsPage() {
-  const accounts = (await api("/users/me/accounts", { query: { limit: 100 } })).data;
-  const app = el("input", { type: "text", id: "oauth-app", placeholder: "github", required: true });
-  const name = el("input", { type: "text", id: "oauth-name" });
-  const pending = el("div", { "aria-live": "polite" });
-  const authorize = async (body) => {
-    const started = (await api("/oauth/connect", { method: "POST", body })).data;
-    window.open(started.authorize_url, "_blank", "noopener");
-    pending.replaceChildren(el("p", {}, "Authorize in the window that opened (or ",
-      el("a", { href: started.authorize_url, target: "_blank", rel: "noopener" }, "open the authorize page"),
-      "); this page updates when the account is connected."));
-    const before = JSON.stringify(accounts.map((a) => [a.id, a.status, a.updated_at]));
-    const timer = setInterval(async () => {
-      try {
-        const now = (await api("/users/me/accounts", { query: { limit: 100 } })).data;
-        if (JSON.stringify(now.map((a) => [a.id, a.status, a.updated_at])) !== before) { clearInterval(timer); route(); }
-      } catch (e) { clearInterval(timer); }
-      if (Date.now() / 1000 > started.expires_at) clearInterval(timer);
-    }, 1500);
-    leaving.push(() => clearInterval(timer));
-  };
-  const rows = accounts.map((a) => el("tr", {},
-    el("td", {}, a.name), el("td", {}, a.app), el("td", {}, a.kind),
-    el("td", {}, el("span", { class: a.status === "active" ? "badge" : "badge error" },
-      a.status === "active" ? "active" : "needs reconnect")),
-    el("td", {}, a.kind === "oauth" ? el("button", { type: "button", onclick: async () => {
-      try { await authorize({ account_id: a.id }); } catch (e) { say(e.message, true); }
-    } }, "Reconnect") : "",
-    " ", el("button", { type: "button", class: "danger", onclick: async () => {
-      if (!confirm(`Delete the account ${a.name}? Sources using it will fail their next runs.`)) return;
-      try { await api(`/accounts/${a.id}`, { method: "DELETE" }); route(); } catch (e) { say(e.message, true); }
-    } }, "Delete"))));
-  main.replaceChildren(el("h2", {}, "Accounts"),
-    accounts.length ? el("table", { id: "accounts" }, el("thead", {}, el("tr", {}, el("th", {}, "Name"),
-      el("th", {}, "App"), el("th", {}, "Kind"), el("th", {}, "Status"), el("th", {}, ""))), el("tbody", {}, rows))
-      : el("p", {}, "No connected accounts yet."),
-    el("h3", {}, "Connect an account with OAuth"),
-    el("form", { onsubmit: async (e) => {
-      e.preventDefault();
-      try { await authorize({ app: app.value.trim(), name: name.value.trim() || undefined }); } catch (err) { say(err.message, true); }
-    } }, el("label", { for: "oauth-app" }, "App"), app,
-    el("label", { for: "oauth-name" }, "Name ", el("span", { class: "hint" }, "optional")), name,
-    el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Connect"))),
-    pending);
 }
 
 // ---- routing -------------------------------------------------------------------------------
