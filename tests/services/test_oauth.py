@@ -18,7 +18,7 @@ from headwater.domain.oauth import OPERATOR
 from headwater.ports import OAuthGrantError, OAuthUnavailable
 from headwater.services.connected_accounts import AccountUnusable
 from headwater.services.sources import SourceRequest
-from tests.fakes import FakeOAuthClient, World, world
+from tests.fakes import FakeLease, FakeOAuthClient, World, world
 from tests.services.test_connected_accounts import errors, runs_seeing
 from tests.services.test_services import HTTP, component_code, deploy, principal, run_task
 
@@ -170,4 +170,18 @@ def test_a_transient_failure_keeps_a_valid_token_and_otherwise_fails_the_call_wi
         w.services.connected_accounts.credentials_for(account.id)
     assert failed.value.code == "ACCOUNT_REFRESH_FAILED"
     assert w.store.data.connected_accounts[account.id][1].status == ACTIVE
+    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"
+
+
+def test_a_refresh_lease_held_elsewhere_keeps_a_valid_token_and_otherwise_fails_for_now() -> None:
+    w, provider, clock = oauth_world()
+    w.services.oauth.lease = FakeLease()  # refuses a lease that is held, as one held by a stuck machine
+    account = connect(w, provider, principal(w))
+    clock.now += 3600 - 30
+    with w.services.oauth.lease.hold(account.id, 90):
+        assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-1"
+        clock.now += 60
+        with pytest.raises(AccountUnusable) as failed:
+            w.services.connected_accounts.credentials_for(account.id)
+    assert failed.value.code == "ACCOUNT_REFRESH_FAILED" and provider.refreshes == 0
     assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"

@@ -41,6 +41,7 @@ from headwater.domain.oauth import (
 )
 from headwater.domain.pagination import PageRequest
 from headwater.ports import (
+    Busy,
     OAuthClientPort,
     OAuthEndpoints,
     OAuthGrantError,
@@ -239,12 +240,18 @@ class OAuthConnections:
         AccountUnusable(ACCOUNT_REFRESH_FAILED)."""
         if not self._due(account):
             return account
-        with self.lease.hold(account.id, LEASE_S, LEASE_S):
-            with self.uow(readonly=True) as uow:
-                current = uow.connected_accounts.get(account.id)
-            if current is None or not self._due(current):
-                return current or account  # gone (the caller says so), or refreshed by the holder before us
-            return self._refresh(current)
+        try:
+            with self.lease.hold(account.id, LEASE_S, LEASE_S):
+                with self.uow(readonly=True) as uow:
+                    current = uow.connected_accounts.get(account.id)
+                if current is None or not self._due(current):
+                    return current or account  # gone (the caller says so), or refreshed by the holder before us
+                return self._refresh(current)
+        except Busy:  # the holder is stuck (or died holding it): its lease expires; until then, as a failure for now
+            if self._usable(account):
+                return account
+            raise AccountUnusable(ACCOUNT_REFRESH_FAILED, f"The access token of connected account {account.id} "
+                                  f"({account.app}) expired and another refresh of it is still under way.") from None
 
     def _due(self, account: ConnectedAccount) -> bool:
         lifetime = account.extra.get("token_lifetime_s")
