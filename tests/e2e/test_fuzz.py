@@ -102,6 +102,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             timer = api.post("/sources", json={"component_key": "headwater-schedule", "name": "fuzz-timer",
                                                "configured_props": {"timer": {"intervalSeconds": 3600}}}).json()
             webhook = api.post("/webhooks", params={"url": srv.base_url + "/healthz"}).json()["data"]
+            account = api.post("/accounts", json={"app": "fuzz_app", "credentials": {"k": "v"}}).json()["data"]
             assert api.post("/subscriptions", params={"emitter_id": http["id"],
                                                       "listener_id": webhook["id"]}).status_code == 200
             endpoint = http["configured_props"]["http"]["endpoint_url"]
@@ -121,6 +122,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             "delivery_id": [delivery["id"]],
             "event_id": [event["id"]],
             "workflow_id": [workflow["id"]],
+            "account_id": [account["id"]],
             "channel": ["$errors"],
             "endpoint_id": [endpoint.rsplit("/", 1)[1]],
         })

@@ -93,8 +93,7 @@ class ConnectedAccounts:
 
     def get(self, principal: Principal, account_id: str) -> ConnectedAccount:
         """An account of the caller or the caller's org; any other is not found (never revealed)."""
-        with self.uow(readonly=True) as uow:
-            account = uow.connected_accounts.get(account_id)
+        account = self._read(account_id)
         if account is None or not principal.can_see(account.owner):
             raise NotFound(f"No account {account_id}.")
         return account
@@ -161,8 +160,7 @@ class ConnectedAccounts:
 
     def credentials_for(self, account_id: str) -> dict[str, Any]:
         """The account's current `$auth`, read now. AccountUnusable when it cannot give one."""
-        with self.uow(readonly=True) as uow:
-            account = uow.connected_accounts.get(account_id)
+        account = self._read(account_id)
         if account is None:
             raise AccountUnusable(model.ACCOUNT_NOT_FOUND,
                                   f"The connected account {account_id} was deleted: connect an account and "
@@ -173,6 +171,13 @@ class ConnectedAccounts:
             raise AccountUnusable(model.ACCOUNT_NEEDS_RECONNECT,
                                   f"The connected account {account_id} ({account.app}) needs to be reconnected.")
         return self.open(account)
+
+    def _read(self, account_id: str) -> ConnectedAccount | None:
+        """None for what cannot be an account id (a store key has bounds: DynamoDB's 2 KB)."""
+        if not model.is_account_id(account_id):
+            return None
+        with self.uow(readonly=True) as uow:
+            return uow.connected_accounts.get(account_id)
 
     def resolve(self, props: dict[str, Any], app_props: Collection[str] | None = None) -> dict[str, Any]:
         """`props` as the runner takes them: each account reference (of the `app_props`, or any
