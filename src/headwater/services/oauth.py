@@ -18,6 +18,7 @@ fails with ACCOUNT_REFRESH_FAILED without marking the account. Connecting again 
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets as random
 import time
 from collections.abc import Callable, Iterator
@@ -58,6 +59,7 @@ ACCOUNT_REFRESH_FAILED = "ACCOUNT_REFRESH_FAILED"
 CALLBACK_PATH = "/v1/oauth/callback"
 LEASE_S = 90.0  # longer than the adapter's attempts (15 s each, three) and their pauses
 _SAVE_ATTEMPTS = 5
+_STATE = re.compile(r"[A-Za-z0-9_-]{16,128}")  # what `start` makes (token_urlsafe), with room
 
 
 class ProviderUnavailable(HeadwaterError):
@@ -126,6 +128,8 @@ class OAuthConnections:
         return sorted(own + [c for c in operator if c.app not in apps], key=lambda c: c.app)
 
     def remove_client(self, owner: str, app: str) -> None:
+        if model.app_problem(app) is not None:
+            raise NotFound(f"No OAuth client for app {app[:100]}.")
         with self.uow(readonly=True) as uow:
             found = uow.oauth_clients.get(owner, app)
         if found is None:
@@ -170,8 +174,10 @@ class OAuthConnections:
         """The redirect back from the provider: the connect's state is taken (once), the code
         exchanged, and the account created, or renewed for a reconnect."""
         unknown = BadRequest("This connect is unknown, was completed already or expired: start it again.")
+        if not _STATE.fullmatch(state or ""):  # checked before any store read (DynamoDB's key bounds)
+            raise unknown
         with self.uow(readonly=True) as uow:
-            pending = uow.pending_connects.get(state) if state else None
+            pending = uow.pending_connects.get(state)
         if pending is None:
             raise unknown
         try:
