@@ -33,6 +33,7 @@ def test_clients_are_set_listed_and_deleted_without_their_secret(app: App, api: 
     assert bad.status_code == 422 and "token_url" in bad.json()["details"]
     assert api.delete("/oauth/clients/github").status_code == 204
     assert api.delete("/oauth/clients/github").status_code == 404
+    assert api.delete("/oauth/clients/" + "x" * 300).status_code == 404
 
 
 def test_connect_callback_and_reconnect(app: App, api: httpx.Client) -> None:
@@ -51,6 +52,7 @@ def test_connect_callback_and_reconnect(app: App, api: httpx.Client) -> None:
     account_id = next(w for w in page.text.split() if w.startswith("(apn_")).strip("()")
     assert app.http.get("/v1/oauth/callback", params={"state": state, "code": code}).status_code == 400
     assert app.http.get("/v1/oauth/callback", params={"state": "<script>", "error": "x"}).status_code == 400
+    assert app.http.get("/v1/oauth/callback", params={"state": "s" * 5000, "code": "c"}).status_code == 400
     account = api.get(f"/accounts/{account_id}").json()["data"]
     assert (account["kind"], account["name"], account["status"]) == ("oauth", "mine", "active")
 
