@@ -15,6 +15,7 @@ from headwater.domain.connected_accounts import ACTIVE, NEEDS_RECONNECT
 from headwater.domain.errors import BadRequest, Invalid
 from headwater.domain.models import Principal
 from headwater.domain.oauth import OPERATOR
+from headwater.domain.runs import RunResult
 from headwater.ports import OAuthGrantError, OAuthUnavailable
 from headwater.services.connected_accounts import AccountUnusable
 from headwater.services.sources import SourceRequest
@@ -185,3 +186,16 @@ def test_a_refresh_lease_held_elsewhere_keeps_a_valid_token_and_otherwise_fails_
             w.services.connected_accounts.credentials_for(account.id)
     assert failed.value.code == "ACCOUNT_REFRESH_FAILED" and provider.refreshes == 0
     assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"
+
+
+def test_a_hook_gets_a_refreshed_token_too() -> None:
+    w, provider, clock = oauth_world()
+    hooked: list[dict[str, Any]] = []
+    w.runner.hooks = lambda instance, hook: hooked.append(instance.props) or RunResult()
+    ada = principal(w)
+    account = connect(w, provider, ada)
+    clock.now += 3600
+    deploy(w, ada, configurable_props=[*HTTP, GITHUB], hooks=["activate"],
+           props={"github": {"authProvisionId": account.id}})
+    assert [p["github"]["$auth"]["oauth_access_token"] for p in hooked] == ["access-2"]
+    assert provider.refreshes == 1
