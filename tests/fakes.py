@@ -11,7 +11,7 @@ import asyncio
 import copy
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -346,6 +346,9 @@ class FakeConnectedAccounts(_Repo):
 
     def list(self, owner: str, page: PageRequest) -> Page[ConnectedAccount]:
         return paginate([x for x in self.data.connected_accounts.values() if x[1].owner == owner], page)
+
+    def list_many(self, owners: Collection[str], page: PageRequest) -> Page[ConnectedAccount]:
+        return paginate([x for x in self.data.connected_accounts.values() if x[1].owner in owners], page)
 
     def save(self, account: ConnectedAccount, expected_version: int) -> None:
         def change(d: Data) -> None:

@@ -54,6 +54,7 @@ from headwater.services.timers import Timers
 from headwater.services.webhooks import Webhooks
 from headwater.services.workflows import Workflows
 from headwater.settings import Settings
+from headwater.source_metrics import limit_source_labels
 
 if TYPE_CHECKING:
     from headwater.adapters.local.task_queue import LocalTaskQueue
@@ -319,6 +320,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     oauth.on_needs_reconnect = lambda account, message: reconnect_errors(a.uow, runs, account, message)
     if a.finish_runs_on is not None:
         runs.finish_on = a.finish_runs_on
+    limit_source_labels(settings.metrics_sources)
     a.queue.handle(RunSource, metered_runs(runs.start_batch),
                    now=metered_runs(runs.start_now))
     a.queue.handle(TimerTick, timers.tick)

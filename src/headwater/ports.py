@@ -10,7 +10,7 @@ may raise `Conflict` at the write or only at `commit()`: callers handle both the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -193,6 +193,10 @@ class ConnectedAccountRepository(Protocol):
     def get(self, account_id: str) -> ConnectedAccount | None: ...
     def list(self, owner: str, page: PageRequest) -> Page[ConnectedAccount]:
         """The owner's accounts, newest first."""
+
+    def list_many(self, owners: Collection[str], page: PageRequest) -> Page[ConnectedAccount]:
+        """The accounts of all these owners in one list, newest first (seqs are comparable across
+        owners)."""
 
     def save(self, account: ConnectedAccount, expected_version: int) -> None:
         """Stores `account` as version `expected_version + 1`; Conflict("version") when the stored

@@ -64,7 +64,8 @@ BAD_CURSORS = [
     pytest.param("%%%", id="not-base64"),
     pytest.param("é", id="not-ascii"),
 ]
-LISTS = ["/users/me/sources", "/users/me/components", "/components/registry", "/users/me/webhooks"]
+LISTS = ["/users/me/sources", "/users/me/components", "/components/registry", "/users/me/webhooks",
+         "/users/me/accounts"]
 
 
 @pytest.mark.parametrize("field", ["after", "before"])

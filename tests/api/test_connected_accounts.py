@@ -83,6 +83,10 @@ def test_org_accounts_are_listed_for_its_members(app: App, api: httpx.Client) ->
     assert [a["id"] for a in api.get(f"/orgs/{org.id}/accounts").json()["data"]] == [r.json()["data"]["id"]]
     assert api.get(f"/workspaces/{org.id}/accounts").json() == api.get(f"/orgs/{org.id}/accounts").json()
     assert api.get("/users/me/accounts").json()["data"] == []
+    mine = create(api).json()["data"]["id"]
+    usable = api.get("/accounts").json()  # the caller's and the orgs', one list
+    assert [a["id"] for a in usable["data"]] == [mine, r.json()["data"]["id"]]
+    assert usable["page_info"]["total_count"] == 2
 
 
 def test_lists_page_with_cursors(api: httpx.Client) -> None:

@@ -59,6 +59,24 @@ def test_lists_page_newest_first_per_owner(store: Backend) -> None:
         assert uow.connected_accounts.list("u_nobody", PageRequest()).total_count == 0
 
 
+def test_the_lists_of_several_owners_merge_newest_first(store: Backend) -> None:
+    """A user's accounts and their orgs' in one list (GET /v1/accounts), paged by one cursor."""
+    alice, bob = builders.user(store), builders.user(store)
+    org = builders.org(store, alice)
+    made = [account(owner, f"app{i}") for i, owner in enumerate([alice.id, org.id, bob.id, org.id, alice.id])]
+    for a in made:
+        add(store, a)
+    mine = [made[4].id, made[3].id, made[1].id, made[0].id]  # bob's is not among them
+    with store.uow(readonly=True) as uow:
+        page = uow.connected_accounts.list_many([alice.id, org.id], PageRequest(limit=3))
+        assert [a.id for a in page.items] == mine[:3] and page.total_count == 4
+        rest = uow.connected_accounts.list_many([alice.id, org.id], PageRequest(limit=3, after=page.seqs[-1]))
+        assert [a.id for a in rest.items] == mine[3:]
+        back = uow.connected_accounts.list_many([org.id, alice.id], PageRequest(limit=2, before=rest.seqs[0]))
+        assert [a.id for a in back.items] == mine[1:3]
+        assert uow.connected_accounts.list_many([bob.id], PageRequest()).items == [made[2]]
+
+
 def test_save_is_conditional_on_the_version_read(store: Backend) -> None:
     alice = builders.user(store)
     first = account(alice.id)

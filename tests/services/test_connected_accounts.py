@@ -93,6 +93,8 @@ def test_owners_and_their_org_members_see_an_account_nobody_else_does() -> None:
             svc.get(who, account.id)
     assert [a.id for a in svc.list(ada, None, PageRequest()).items] == [mine.id]
     assert [a.id for a in svc.list(bob, org.id, PageRequest()).items] == [shared.id]
+    assert [a.id for a in svc.usable(ada, PageRequest()).items] == [shared.id, mine.id]
+    assert [a.id for a in svc.usable(bob, PageRequest()).items] == [shared.id]
     with pytest.raises(NotFound):
         svc.delete(eve, shared.id)
     svc.delete(bob, shared.id)
@@ -111,6 +113,10 @@ def test_an_update_merges_credentials_and_moves_the_version() -> None:
     assert svc.open(updated) == {"api_key": NEW_KEY}
     with pytest.raises(Invalid):
         svc.update(ada, account.id, AccountChange(credentials={"api_key": [NEW_KEY]}))
+    with pytest.raises(Invalid):  # each patch fits, their sum does not
+        for i in range(3):
+            svc.update(ada, account.id, AccountChange(credentials={f"f{i}_{j}": "x" for j in range(20)}))
+    assert len(svc.get(ada, account.id).fields) == 41
 
 
 def test_a_source_may_use_its_callers_account_only_and_of_its_app() -> None:

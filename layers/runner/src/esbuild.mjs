@@ -8,9 +8,12 @@ import { BundleError, RUNNER_DIR, readJSON } from './bundle-common.mjs'
 import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, packageRefusal, parseSpecifier, quoted } from './imports.mjs'
 import { nativeAddons, nativeError, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
+import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
 
 const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
 const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
+const PACKAGE_FILE = /[\\/]node_modules[\\/].*\.(?:[cm]?[jt]s|[jt]sx)$/
+const loaderOf = (file) => (/\.[cm]?ts$/.test(file) ? 'ts' : /\.tsx$/.test(file) ? 'tsx' : /\.jsx$/.test(file) ? 'jsx' : 'js')
 
 function formatErrors(errors) {
   return errors
@@ -94,7 +97,7 @@ function realOr(p) {
 
 // Pass 2: the real bundle. Every import is resolved here and must land in the component's
 // packages' trees or the runner's platform module (and its packages), nowhere else.
-function resolvePlugin(trees, stdin) {
+function resolvePlugin(trees, stdin, mapped) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
@@ -130,11 +133,12 @@ function resolvePlugin(trees, stdin) {
       })
       // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
       // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
-      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+      // A package's links to map files are made inert (sourcemaps.mjs).
+      build.onLoad({ filter: PACKAGE_FILE }, (args) => {
         const text = fs.readFileSync(args.path, 'utf8')
-        if (!text.includes('__dirname')) return undefined
-        const fixed = staticDirnameRequires(text)
-        return fixed === text ? undefined : { contents: fixed, loader: 'js', resolveDir: path.dirname(args.path) }
+        let fixed = /\.c?js$/.test(args.path) && text.includes('__dirname') ? staticDirnameRequires(text) : text
+        if (mapped) fixed = withoutMapLinks(fixed)
+        return fixed === text ? undefined : { contents: fixed, loader: loaderOf(args.path), resolveDir: path.dirname(args.path) }
       })
     },
   }
@@ -178,12 +182,15 @@ function sourcePlugin() {
 export async function bundlePass(stdin, loader, esm, trees) {
   const sourcefile = entryName(stdin.sourcefile, loader, esm)
   const entry = { ...stdin, sourcefile }
+  // A map of the bundle (sourcemaps.mjs), unless the code links one by file name.
+  const mapped = !linksAFile(stdin.contents)
   let res
   try {
     res = await esbuild.build({
       stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry)], metafile: true,
+      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, mapped)], metafile: true,
+      ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(stdin.resolveDir, 'component.js') } : {}),
     })
   } catch (e) {
     if (!e.errors) throw e
@@ -193,15 +200,24 @@ export async function bundlePass(stdin, loader, esm, trees) {
   }
   const natives = nativeAddons(Object.keys(res.metafile.inputs), stdin.resolveDir)
   if (natives.length) throw nativeError(natives)
-  return res.outputFiles[0].contents
+  const js = res.outputFiles.find((f) => !f.path.endsWith('.map'))
+  const map = res.outputFiles.find((f) => f.path.endsWith('.map'))
+  if (!map) return js.text
+  // a code deploy's entry is shown as `component.js` (`component.ts`): it has no file name
+  const shown = loader === 'ts' && stdin.single ? 'component.ts' : stdin.sourcefile
+  return js.text + inlineMap(map.text, stdin.resolveDir, realOr(path.join(RUNNER_DIR, 'platform')), { bundled: sourcefile, shown })
 }
 
 // `mode: "source"`: the entry file with its relative imports inlined, one ESM text.
 export async function sourcePass(file) {
   try {
+    // its map inline, the files named relative to the entry's folder: the bundle pass maps
+    // through it to the operator's files (sourcemaps.mjs)
+    const dir = path.dirname(file)
     const res = await esbuild.build({
       entryPoints: [file], bundle: true, write: false, platform: 'node', format: 'esm', target: 'node22',
-      logLevel: 'silent', plugins: [sourcePlugin()],
+      logLevel: 'silent', plugins: [sourcePlugin()], absWorkingDir: dir, outfile: path.join(dir, '.headwater-source.mjs'),
+      sourcemap: 'inline', sourcesContent: false,
     })
     return realRequires(res.outputFiles[0].text)
   } catch (e) {

@@ -19,7 +19,7 @@ const egressSockets = workerData.egress ? installEgress(workerData.egress) : new
 denyWorkers()
 const realTimers = trackTimers()
 publish()
-installStackFilter()
+installStackFilter(workerData.code)
 
 const nodeRequire = createRequire(import.meta.url)
 const post = (m) => parentPort.postMessage(m)

@@ -76,15 +76,18 @@ def create_account(body: CreateAccountBody, svc: ServicesDep, caller: PrincipalD
 
 @router.get("/accounts", response_model=None, responses={**answers(Page[ConnectedAccount]), **error_responses(403)})
 def list_accounts(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep,
-                  org_id: str | None = Query(None, description="An org's accounts instead of the caller's.")
+                  org_id: str | None = Query(None, description="Only this org's accounts.")
                   ) -> dict[str, Any]:
-    """The caller's accounts (or an org's), newest first."""
-    page = svc.connected_accounts.list(caller, org_id, paging)
+    """Every account the caller may use, newest first: the caller's own and those of the caller's
+    orgs (`owner_id` says whose); with `org_id`, one org's."""
+    page = (svc.connected_accounts.list(caller, org_id, paging) if org_id
+            else svc.connected_accounts.usable(caller, paging))
     return shape.page(page, [a.to_api() for a in page.items])
 
 
 @router.get("/users/me/accounts", response_model=None, responses=answers(Page[ConnectedAccount]))
 def list_my_accounts(svc: ServicesDep, caller: PrincipalDep, paging: PagingDep, shape: ShapeDep) -> dict[str, Any]:
+    """The caller's own accounts (not the orgs'), newest first."""
     page = svc.connected_accounts.list(caller, None, paging)
     return shape.page(page, [a.to_api() for a in page.items])
 

@@ -74,13 +74,13 @@ def with_credentials(f: Any) -> Any:
 
 
 @accounts.command("list")
-@click.option("--org", "org_id", help="an org's accounts (o_...) instead of yours")
+@click.option("--org", "org_id", help="only this org's accounts (o_...)")
 @json_option
 @handles_errors
 def accounts_list(org_id: str | None, as_json: bool) -> None:
-    """Your accounts (or an org's), newest first."""
+    """The accounts you may use (yours and your orgs'), newest first."""
     with api() as client:
-        found = all_pages(client, f"/orgs/{org_id}/accounts" if org_id else "/users/me/accounts")
+        found = all_pages(client, f"/orgs/{org_id}/accounts" if org_id else "/accounts")
     emit(as_json, {"data": found}, "\n".join(map(account_line, found)) or "no accounts")
 
 

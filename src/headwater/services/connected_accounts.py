@@ -99,9 +99,15 @@ class ConnectedAccounts:
         return account
 
     def list(self, principal: Principal, org_id: str | None, page: PageRequest) -> Page[ConnectedAccount]:
+        """The caller's own accounts, or an org's."""
         owner = self.accounts.namespace(principal, org_id)
         with self.uow(readonly=True) as uow:
             return uow.connected_accounts.list(owner, page)
+
+    def usable(self, principal: Principal, page: PageRequest) -> Page[ConnectedAccount]:
+        """Every account the caller may use: their own and their orgs', in one list."""
+        with self.uow(readonly=True) as uow:
+            return uow.connected_accounts.list_many({principal.user.id, *principal.org_ids}, page)
 
     def update(self, principal: Principal, account_id: str, change: AccountChange) -> ConnectedAccount:
         problems: dict[str, list[str]] = {}
@@ -118,6 +124,8 @@ class ConnectedAccounts:
                 updated = dataclasses.replace(updated, name=change.name.strip())
             if change.credentials is not None:
                 credentials = model.merged(self.open(account), change.credentials)
+                if found := model.credentials_problems(credentials):  # the sum may be over the bounds
+                    raise Invalid(f"The change is not valid: credentials {found[0]}.", {"credentials": found})
                 updated = dataclasses.replace(updated, credentials=self.seal(credentials),
                                               fields=model.field_names(credentials))
             try:

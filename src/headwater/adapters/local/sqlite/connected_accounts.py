@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection
 
 from headwater.adapters.local.sqlite.repositories import claimed, page_query
 from headwater.domain.connected_accounts import ConnectedAccount
@@ -31,6 +32,12 @@ class SqliteConnectedAccounts:
 
     def list(self, owner: str, page: PageRequest) -> Page[ConnectedAccount]:
         rows, total = page_query(self.conn, "connected_accounts", "owner = ?", (owner,), page)
+        return Page([_account(r) for r in rows], [r["seq"] for r in rows], total)
+
+    def list_many(self, owners: Collection[str], page: PageRequest) -> Page[ConnectedAccount]:
+        chosen = sorted(set(owners))
+        where = f"owner IN ({', '.join('?' * len(chosen))})" if chosen else "0"
+        rows, total = page_query(self.conn, "connected_accounts", where, tuple(chosen), page)
         return Page([_account(r) for r in rows], [r["seq"] for r in rows], total)
 
     def save(self, account: ConnectedAccount, expected_version: int) -> None:
