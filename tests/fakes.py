@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.errors import Conflict
 from headwater.domain.events import Emit, EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
+from headwater.domain.oauth import OAuthClient, PendingConnect
 from headwater.domain.pagination import Page, PageRequest, paginate
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult, merge_db
@@ -49,6 +51,8 @@ class Data:
     workflows: dict[str, Workflow] = field(default_factory=dict)
     seq: int = 0
     connected_accounts: dict[str, tuple[int, ConnectedAccount]] = field(default_factory=dict)  # id -> (seq, it)
+    oauth_clients: dict[tuple[str, str], OAuthClient] = field(default_factory=dict)  # (owner, app) -> it
+    pending_connects: dict[str, PendingConnect] = field(default_factory=dict)
 
 
 def _claim(taken: set[Any], value: Any, field_name: str) -> None:
@@ -358,6 +362,38 @@ class FakeConnectedAccounts(_Repo):
         self.write(lambda d: d.connected_accounts.pop(account_id, None))
 
 
+class FakeOAuthClients(_Repo):
+    def put(self, client: OAuthClient) -> None:
+        self.write(lambda d: d.oauth_clients.__setitem__((client.owner, client.app), client))
+
+    def get(self, owner: str, app: str) -> OAuthClient | None:
+        return self.data.oauth_clients.get((owner, app))
+
+    def list(self, owner: str) -> list[OAuthClient]:
+        return sorted((c for c in self.data.oauth_clients.values() if c.owner == owner), key=lambda c: c.app)
+
+    def remove(self, owner: str, app: str) -> None:
+        self.write(lambda d: d.oauth_clients.pop((owner, app), None))
+
+
+class FakePendingConnects(_Repo):
+    def add(self, pending: PendingConnect) -> None:
+        def change(d: Data) -> None:
+            _claim(set(d.pending_connects), pending.state, "state")
+            d.pending_connects[pending.state] = pending
+        self.write(change)
+
+    def get(self, state: str) -> PendingConnect | None:
+        found = self.data.pending_connects.get(state)
+        return found if found and found.expires_at >= int(time.time()) else None
+
+    def take(self, state: str) -> None:
+        def change(d: Data) -> None:
+            if d.pending_connects.pop(state, None) is None:
+                raise Conflict("taken", field="state")
+        self.write(change)
+
+
 class FakeUsageLog(_Repo):
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
         usage = self.uow.store.usage
@@ -394,6 +430,8 @@ class FakeUnitOfWork:
         self.workflows = FakeWorkflows(self)
         self.outbox = FakeOutbox(self)
         self.connected_accounts = FakeConnectedAccounts(self)
+        self.oauth_clients = FakeOAuthClients(self)
+        self.pending_connects = FakePendingConnects(self)
         self.after_commit: list[Callable[[], None]] = []
 
     def __enter__(self) -> FakeUnitOfWork:
@@ -687,3 +725,56 @@ def world(max_writes: int | None = None, **settings: Any) -> World:
 
 def emits(*items: tuple[Any, dict[str, Any]]) -> list[Emit]:
     return [Emit(event, meta) for event, meta in items]
+
+
+class FakeOAuthClient:
+    """ports.OAuthClientPort: codes and refresh tokens it issued, each refresh token usable once
+    (rotation, as strict providers do); `refreshes` counts the refreshes it answered, `fail_next`
+    makes the next calls raise (an OAuthGrantError or OAuthUnavailable instance)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, lifetime_s: int = 3600) -> None:
+        self.clock = clock
+        self.lifetime_s = lifetime_s
+        self.codes: dict[str, str] = {}  # code -> the verifier it was authorized with
+        self.live_refresh: set[str] = set()
+        self.refreshes = 0
+        self.fail_next: list[Exception] = []
+        self.lock = threading.Lock()
+        self._n = 0
+
+    def authorization_url(self, endpoints: Any, redirect_uri: str, state: str, verifier: str) -> str:
+        return f"{endpoints.authorize_url}?state={state}&redirect_uri={redirect_uri}&client_id={endpoints.client_id}"
+
+    def authorize(self, verifier_of_state: str) -> str:
+        """The provider's side of a user authorizing: a code for that verifier."""
+        code = f"code-{len(self.codes)}"
+        self.codes[code] = verifier_of_state
+        return code
+
+    def _tokens(self) -> Any:
+        from headwater.domain.oauth import TokenSet
+        self._n += 1
+        refresh = f"refresh-{self._n}"
+        self.live_refresh.add(refresh)
+        return TokenSet(f"access-{self._n}", refresh, int(self.clock()) + self.lifetime_s, "read", "uid-1")
+
+    def exchange(self, endpoints: Any, code: str, redirect_uri: str, verifier: str) -> Any:
+        from headwater.ports import OAuthGrantError
+        with self.lock:
+            if self.fail_next:
+                raise self.fail_next.pop(0)
+            if self.codes.pop(code, None) != verifier:
+                raise OAuthGrantError("the provider refused: invalid_grant")
+            return self._tokens()
+
+    def refresh(self, endpoints: Any, refresh_token: str) -> Any:
+        from headwater.ports import OAuthGrantError
+        with self.lock:
+            if self.fail_next:
+                raise self.fail_next.pop(0)
+            if refresh_token not in self.live_refresh:
+                self.live_refresh.clear()  # a refresh token used twice revokes the grant
+                raise OAuthGrantError("the provider refused: invalid_grant")
+            self.live_refresh.discard(refresh_token)
+            self.refreshes += 1
+            return self._tokens()

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from headwater.adapters.oauth_client import HttpOAuthClient
 from headwater.domain.commands import (
     DeleteEvents,
     DeliverWebhook,
@@ -23,6 +24,7 @@ from headwater.ports import (
     Bundler,
     EventBus,
     Mailer,
+    OAuthClientPort,
     ObjectStore,
     Responses,
     Runner,
@@ -42,6 +44,7 @@ from headwater.services.connected_accounts import ConnectedAccounts
 from headwater.services.destinations import Destinations
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
+from headwater.services.oauth import OAuthConnections, reconnect_errors
 from headwater.services.registry import Registry, RegistrySearch
 from headwater.services.routing import Routing
 from headwater.services.runs import Runs
@@ -78,6 +81,7 @@ class Adapters:
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
     finish_runs_on: Callable[[Callable[[], None]], None] | None = None  # where runs' outcomes commit
+    oauth_client: OAuthClientPort | None = None  # the OAuth client side (None: adapters.oauth_client's)
 
 
 @dataclass
@@ -99,6 +103,7 @@ class Services:
     registry_search: RegistrySearch
     trials: Trials
     connected_accounts: ConnectedAccounts
+    oauth: OAuthConnections
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -311,6 +316,10 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
     runs.routes = routing.commands_for
+    oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
+                             a.secrets, settings)
+    connected_accounts.fresh = oauth.fresh
+    oauth.on_needs_reconnect = lambda account, message: reconnect_errors(a.uow, runs, account, message)
     if a.finish_runs_on is not None:
         runs.finish_on = a.finish_runs_on
     limit_source_labels(settings.metrics_sources)
@@ -342,4 +351,5 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         registry_search=RegistrySearch(a.uow),
         trials=Trials(a.uow, components, runs, a.runner, settings),
         connected_accounts=connected_accounts,
+        oauth=oauth,
     )

@@ -20,6 +20,7 @@ from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.events import EventId
 from headwater.domain.models import Component, ComponentDefinition, Org, Source, SourceState, StoredEvent, User
+from headwater.domain.oauth import OAuthClient, PendingConnect, TokenSet
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult
@@ -241,6 +242,10 @@ class UnitOfWork(Protocol):
     def outbox(self) -> Outbox: ...
     @property
     def connected_accounts(self) -> ConnectedAccountRepository: ...
+    @property
+    def oauth_clients(self) -> OAuthClientRepository: ...
+    @property
+    def pending_connects(self) -> PendingConnectRepository: ...
     @property
     def max_writes(self) -> int | None:
         """How many items one commit may write (None: no limit)."""
@@ -480,3 +485,68 @@ class EventBus(Protocol):
     def published(self, emitter_id: str, channel: str) -> None: ...
     def listen(self, emitter_id: str, channel: str) -> asyncio.Event: ...
     def unlisten(self, emitter_id: str, channel: str, event: asyncio.Event) -> None: ...
+
+
+# OAuth 2.0 (issue 22, part B)
+
+
+@dataclass(frozen=True)
+class OAuthEndpoints:
+    """An app's OAuth client as a token request needs it: the secret opened (never stored so)."""
+
+    client_id: str
+    client_secret: str | None
+    authorize_url: str
+    token_url: str
+    scopes: tuple[str, ...] = ()
+    extra_params: Mapping[str, str] = field(default_factory=dict)
+
+
+class OAuthGrantError(Exception):
+    """The provider refused for good (`invalid_grant`: a revoked or expired refresh token, a
+    code used twice...): only a new authorization (a reconnect) helps. The message quotes the
+    provider's error code and description, never a token."""
+
+
+class OAuthUnavailable(Exception):
+    """The token endpoint could not be reached or failed (network, timeout, 5xx, 429) after the
+    adapter's retries: the same request may work later."""
+
+
+class OAuthClientPort(Protocol):
+    """The client side of the authorization code grant with PKCE (S256) and of refresh."""
+
+    def authorization_url(self, endpoints: OAuthEndpoints, redirect_uri: str, state: str, verifier: str) -> str: ...
+
+    def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
+        """Raises OAuthGrantError or OAuthUnavailable."""
+
+    def refresh(self, endpoints: OAuthEndpoints, refresh_token: str) -> TokenSet:
+        """Raises OAuthGrantError or OAuthUnavailable (transient failures retried first)."""
+
+
+class OAuthClientRepository(Protocol):
+    """Apps' OAuth clients (domain.oauth.OAuthClient), one per (owner, app); the secret sealed."""
+
+    def put(self, client: OAuthClient) -> None:
+        """Creates or replaces."""
+
+    def get(self, owner: str, app: str) -> OAuthClient | None: ...
+    def list(self, owner: str) -> list[OAuthClient]:
+        """The owner's clients, by app name."""
+
+    def remove(self, owner: str, app: str) -> None:
+        """Idempotent."""
+
+
+class PendingConnectRepository(Protocol):
+    """Connects in progress (domain.oauth.PendingConnect), by `state`."""
+
+    def add(self, pending: PendingConnect) -> None:
+        """Conflict("state") when the state exists."""
+
+    def get(self, state: str) -> PendingConnect | None:
+        """None when there is none or it expired."""
+
+    def take(self, state: str) -> None:
+        """Removes it, once: Conflict("state") when it is gone (taken meanwhile), at the write or at commit."""

@@ -67,6 +67,8 @@ class Settings:
     url_fetch_max_bytes: int = field(default_factory=lambda: _int("URL_FETCH_MAX_BYTES", 512 * 1024))
     allow_loopback_urls: bool = field(default_factory=lambda: _bool("ALLOW_LOOPBACK_URLS", True))
     allow_private_urls: bool = field(default_factory=lambda: _bool("ALLOW_PRIVATE_URLS", False))
+    # OAuth (issue 22): refresh an access token this long before it expires (at most half its lifetime).
+    oauth_refresh_margin_s: int = field(default_factory=lambda: _int("OAUTH_REFRESH_MARGIN_S", 60))
     secret_key: str = field(default_factory=lambda: _env("SECRET_KEY", ""))
     http_timeout_ms: int = field(default_factory=lambda: _int("HTTP_TIMEOUT_MS", 30_000))
     timer_timeout_ms: int = field(default_factory=lambda: _int("TIMER_TIMEOUT_MS", 60_000))

@@ -26,8 +26,10 @@ POLLS = {"RunQueueFunction": {"RunQueue"}, "FanOutFunction": {"FanOutQueue"},
 # Functions whose code decrypts secret props (runs, hooks, updates) or webhook signing secrets,
 # and those of them that also encrypt (saving a source's props, creating a webhook).
 DECRYPTS = {"SourcesFunction", "HttpIngestFunction", "RunQueueFunction", "WebhooksFunction",
-            "WebhookDeliveryFunction", "FallbackFunction", "ComponentsFunction"}
-ENCRYPTS = {"SourcesFunction", "WebhooksFunction", "FallbackFunction"}
+            "WebhookDeliveryFunction", "FallbackFunction", "ComponentsFunction", "OAuthFunction"}
+# An OAuth refresh before a run, hook, options or additionalProps call seals the new tokens (issue 22).
+ENCRYPTS = {"SourcesFunction", "WebhooksFunction", "FallbackFunction", "OAuthFunction", "ComponentsFunction",
+            "HttpIngestFunction", "RunQueueFunction"}
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from headwater.api import (
     events,
     health,
     metrics,
+    oauth,
     props,
     registry,
     replay,
@@ -42,6 +43,7 @@ V1_ROUTERS = [
     sse.router, subscriptions.router, webhooks.router, workflows.router, trials.router,
     workflow_deploys.router, connected_accounts.router,
 ]
+V1_ROUTERS.append(oauth.router)  # issue 22, part B
 
 
 def create_app(services: Services) -> ASGIApp:

@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import accounts, admin, client, dev, hooks, scaffold, trial
+from headwater.cli import accounts, admin, client, dev, hooks, oauth, scaffold, trial
 from headwater.cli.output import handles_errors, json_option, one_line
 
 
@@ -25,6 +25,7 @@ for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS, *scaffold.CO
     cli.add_command(command)
 for command in accounts.COMMANDS:
     cli.add_command(command)
+oauth.install(cli)  # after the others: `accounts connect` joins the `accounts` group made above
 
 
 @cli.command()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,8 @@ class ConnectedAccounts:
         self.uow = uow
         self.accounts = accounts
         self.secrets = secrets
+        # An OAuth account's tokens made fresh before use (services.oauth; wired by the composition root).
+        self.fresh: Callable[[ConnectedAccount], ConnectedAccount] = lambda account: account
 
     # sealing
 
@@ -171,6 +173,8 @@ class ConnectedAccounts:
             raise AccountUnusable(model.ACCOUNT_NOT_FOUND,
                                   f"The connected account {account_id} was deleted: connect an account and "
                                   "update the source's app prop.")
+        if account.kind == model.OAUTH:
+            account = self.fresh(account)
         if account.status == model.NEEDS_RECONNECT:
             raise AccountUnusable(model.ACCOUNT_NEEDS_RECONNECT,
                                   f"The connected account {account_id} ({account.app}) needs to be reconnected.")

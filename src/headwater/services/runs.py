@@ -46,7 +46,8 @@ from headwater.settings import Settings
 _TIER_TTL_S = 5.0
 _COMPONENT_CACHE = 10_000
 _HOT_SOURCES = 1024  # sources whose state is kept in memory (the most recently run)
-_NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT"}  # refused before any code ran
+_NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
+            "ACCOUNT_REFRESH_FAILED"}  # refused before any code ran
 
 
 @dataclass(frozen=True)

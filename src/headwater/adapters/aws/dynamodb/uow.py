@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from headwater.adapters.aws.dynamodb.connected_accounts import DynamoConnectedAccounts
 from headwater.adapters.aws.dynamodb.events import DynamoEvents
+from headwater.adapters.aws.dynamodb.oauth import DynamoOAuthClients, DynamoPendingConnects
 from headwater.adapters.aws.dynamodb.repositories import (
     DynamoApiKeys,
     DynamoComponents,
@@ -76,6 +77,8 @@ class DynamoUnitOfWork:
         self.workflows = DynamoWorkflows(self)
         self.outbox = DynamoOutbox(self)
         self.connected_accounts = DynamoConnectedAccounts(self)
+        self.oauth_clients = DynamoOAuthClients(self)
+        self.pending_connects = DynamoPendingConnects(self)
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self

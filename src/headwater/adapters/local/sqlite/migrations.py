@@ -181,6 +181,20 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX connected_accounts_by_owner ON connected_accounts(owner, seq);
     """,
+    # OAuth clients per app and connects in progress (issue 22, part B); secrets sealed in the bodies.
+    """
+    CREATE TABLE oauth_clients (
+        owner TEXT NOT NULL,
+        app TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (owner, app)
+    );
+    CREATE TABLE pending_connects (
+        state TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    """,
 ]
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from headwater.adapters.local.sqlite.connected_accounts import SqliteConnectedAccounts
 from headwater.adapters.local.sqlite.database import Database
+from headwater.adapters.local.sqlite.oauth import SqliteOAuthClients, SqlitePendingConnects
 from headwater.adapters.local.sqlite.repositories import (
     SqliteApiKeys,
     SqliteComponents,
@@ -61,6 +62,8 @@ class SqliteUnitOfWork:
         self.workflows = SqliteWorkflows(self.conn)
         self.outbox = SqliteOutbox(self.conn, self.db.origin)
         self.connected_accounts = SqliteConnectedAccounts(self.conn)
+        self.oauth_clients = SqliteOAuthClients(self.conn)
+        self.pending_connects = SqlitePendingConnects(self.conn)
         self._done = False
         return self
 

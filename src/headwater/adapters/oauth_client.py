@@ -1,0 +1,192 @@
+"""The OAuth 2.0 client side (ports.OAuthClientPort) on httpx-oauth: the authorize URL with PKCE
+(S256) and `state`, the code exchange, refresh.
+
+A refresh the provider refuses for good (a 4xx such as `invalid_grant`) raises OAuthGrantError;
+one that could not be made or failed on the provider's side (network, timeout, 5xx, 429) is
+retried a few times, then raises OAuthUnavailable. The token endpoint is a URL a user may set, so
+the service's URL policy applies to it as to webhooks: its host is resolved once, checked, and
+the request goes to the checked address (no DNS rebinding window). No message quotes a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from httpx_oauth.oauth2 import BaseOAuth2, OAuth2RequestError, OAuth2Token
+
+from headwater.domain.oauth import TokenSet
+from headwater.domain.urls import Refused, allowed_addresses
+from headwater.ports import OAuthEndpoints, OAuthGrantError, OAuthUnavailable
+from headwater.settings import Settings
+
+T = TypeVar("T")
+TIMEOUT_S = 15.0
+RETRY_DELAYS_S = (0.25, 1.0)  # then it is the caller's to try again later
+_TRANSIENT_STATUS = {408, 425, 429}
+
+
+def code_challenge(verifier: str) -> str:
+    """RFC 7636 S256."""
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+class _Client(BaseOAuth2[dict[str, str]]):
+    """httpx-oauth's client sending each request to an address checked beforehand."""
+
+    def __init__(self, endpoints: OAuthEndpoints, target: str, host_header: str, sni: str) -> None:
+        super().__init__(endpoints.client_id, endpoints.client_secret or "", endpoints.authorize_url, target,
+                         refresh_token_endpoint=target, base_scopes=list(endpoints.scopes) or None)
+        self.public = endpoints.client_secret is None
+        self.host_header, self.sni = host_header, sni
+
+    def get_httpx_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=False, trust_env=False)
+
+    def build_request(self, client: httpx.AsyncClient, method: str, url: str, *, auth_method: Any = None,
+                      data: Any = None) -> tuple[httpx.Request, httpx.Auth | None]:
+        if self.public:  # no secret: the client id alone, in the body (RFC 6749 2.3.1 / PKCE)
+            auth_method, data = None, {**(data or {}), "client_id": self.client_id}
+        request, auth = super().build_request(client, method, url, auth_method=auth_method, data=data)
+        request.headers["host"] = self.host_header
+        request.extensions["sni_hostname"] = self.sni
+        return request, auth
+
+
+class HttpOAuthClient:
+    def __init__(self, settings: Settings, resolve: Callable[[str], list[str]] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.settings = settings
+        self.resolve = resolve or _resolve
+        self.sleep = sleep
+
+    def authorization_url(self, endpoints: OAuthEndpoints, redirect_uri: str, state: str, verifier: str) -> str:
+        client = BaseOAuth2[dict[str, str]](endpoints.client_id, "", endpoints.authorize_url, endpoints.token_url,
+                                            base_scopes=list(endpoints.scopes) or None)
+        url = _run(client.get_authorization_url(redirect_uri, state, code_challenge=code_challenge(verifier),
+                                                code_challenge_method="S256",
+                                                extras_params=dict(endpoints.extra_params) or None))
+        return url if "?" not in endpoints.authorize_url else _join_query(endpoints.authorize_url, url)
+
+    def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
+        return self._call(endpoints, lambda c: c.get_access_token(code, redirect_uri, verifier))
+
+    def refresh(self, endpoints: OAuthEndpoints, refresh_token: str) -> TokenSet:
+        return self._call(endpoints, lambda c: c.refresh_token(refresh_token))
+
+    def _call(self, endpoints: OAuthEndpoints, request: Callable[[_Client], Coroutine[Any, Any, OAuth2Token]]
+              ) -> TokenSet:
+        for delay in (*RETRY_DELAYS_S, None):
+            try:
+                return _token_set(_run(request(self._client(endpoints))))
+            except OAuth2RequestError as e:
+                failure = _classify(e)
+            except OAuthUnavailable as e:
+                failure = e
+            if isinstance(failure, OAuthGrantError) or delay is None:
+                raise failure
+            self.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _client(self, endpoints: OAuthEndpoints) -> _Client:
+        parts = urlsplit(endpoints.token_url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            address = allowed_addresses(host, self.resolve, self.settings.allow_loopback_urls,
+                                        self.settings.allow_private_urls)[0]
+        except Refused as e:
+            raise OAuthUnavailable(f"the token URL cannot be reached: {e}") from None
+        netloc = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+        return _Client(endpoints, target, host if parts.port is None else f"{host}:{parts.port}", host)
+
+
+def _classify(error: OAuth2RequestError) -> OAuthGrantError | OAuthUnavailable:
+    response = error.response
+    if response is None:  # no answer: the connection failed or timed out
+        cause = error.__cause__
+        return OAuthUnavailable(f"the token endpoint did not answer ({type(cause).__name__ if cause else 'error'})")
+    status = response.status_code
+    if status >= 500 or status in _TRANSIENT_STATUS:
+        return OAuthUnavailable(f"the token endpoint answered {status}")
+    if response.is_success:
+        return OAuthUnavailable("the token endpoint answered something that is not JSON")
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    code = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), str) else None
+    description = body.get("error_description") if isinstance(body, dict) else None
+    said = f"{code}: {description}" if code and isinstance(description, str) else (code or f"status {status}")
+    return OAuthGrantError(f"the provider refused: {said[:300]}")
+
+
+def _token_set(token: OAuth2Token) -> TokenSet:
+    access = token.get("access_token")
+    if not isinstance(access, str) or not access:
+        raise OAuthUnavailable("the token endpoint's answer has no access_token")
+    refresh = token.get("refresh_token")
+    expires_at = token.get("expires_at")
+    scope = token.get("scope")
+    return TokenSet(access, refresh if isinstance(refresh, str) and refresh else None,
+                    int(expires_at) if isinstance(expires_at, int | float) else None,
+                    scope if isinstance(scope, str) else None, _uid(token))
+
+
+def _uid(token: dict[str, Any]) -> str | None:
+    """The account's id at the provider, where the answer says it: `user_id`, `uid`, or the
+    `sub` of an id_token (read, not verified: it came straight from the token endpoint)."""
+    for name in ("user_id", "uid", "sub"):
+        if isinstance(token.get(name), str | int):
+            return str(token[name])
+    id_token = token.get("id_token")
+    if isinstance(id_token, str) and id_token.count(".") == 2:
+        payload = id_token.split(".")[1]
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except ValueError:
+            return None
+        sub = claims.get("sub") if isinstance(claims, dict) else None
+        return str(sub) if isinstance(sub, str | int) else None
+    return None
+
+
+def _join_query(authorize_url: str, built: str) -> str:
+    """httpx-oauth appends `?...`: an authorize URL with a query of its own keeps it, joined by `&`."""
+    return authorize_url + "&" + built[len(authorize_url) + 1:]
+
+
+def _resolve(host: str) -> list[str]:
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)]
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """httpx-oauth is async; the services call it from worker threads (asyncio.run there), and a
+    caller on an event loop has it run on a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = e
+    thread = threading.Thread(target=target, name="oauth-call")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -1,0 +1,201 @@
+"""OAuth that keeps working, on the fakes (issue 22, part B): apps' OAuth clients, the connect
+flow (state single use, expiring, PKCE verifier kept sealed), refresh before use once per
+account however many callers need it, and what a permanent or a transient failure does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from headwater.adapters.local.lease import LocalLease
+from headwater.domain.connected_accounts import ACTIVE, NEEDS_RECONNECT
+from headwater.domain.errors import BadRequest, Invalid
+from headwater.domain.models import Principal
+from headwater.domain.oauth import OPERATOR
+from headwater.domain.runs import RunResult
+from headwater.ports import OAuthGrantError, OAuthUnavailable
+from headwater.services.connected_accounts import AccountUnusable
+from headwater.services.sources import SourceRequest
+from tests.fakes import FakeLease, FakeOAuthClient, World, world
+from tests.services.test_connected_accounts import errors, runs_seeing
+from tests.services.test_services import HTTP, component_code, deploy, principal, run_task
+
+SECRET = "client-secret-value"
+CLIENT = {"client_id": "hw", "client_secret": SECRET, "authorize_url": "https://id.example.com/authorize",
+          "token_url": "https://id.example.com/token", "scopes": ["read"], "extra_params": {"prompt": "consent"}}
+GITHUB = {"name": "github", "type": "app", "app": "github"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def oauth_world() -> tuple[World, FakeOAuthClient, Clock]:
+    w, clock = world(), Clock()
+    provider = FakeOAuthClient(clock, lifetime_s=3600)
+    w.services.oauth.client = provider
+    w.services.oauth.clock = clock
+    w.services.oauth.lease = LocalLease()
+    w.services.oauth.set_client(OPERATOR, "github", CLIENT)
+    return w, provider, clock
+
+
+def connect(w: World, provider: FakeOAuthClient, who: Principal, account: Any = None) -> Any:
+    started = w.services.oauth.start(who, who.user.id, "github", "my github", account)
+    assert f"state={started.state}" in started.authorize_url
+    pending = w.store.data.pending_connects[started.state]
+    verifier = w.services.adapters.secrets.decrypt(pending.verifier["$secret"])
+    return w.services.oauth.complete(started.state, provider.authorize(verifier), None)
+
+
+def test_clients_are_checked_sealed_answered_without_the_secret_and_a_users_own_wins() -> None:
+    w, _, _ = oauth_world()
+    with pytest.raises(Invalid) as bad:
+        w.services.oauth.set_client("user_a", "github", {**CLIENT, "token_url": "ftp://x", "extra_params": {
+            "state": "mine"}, "scopes": ["a b"]})
+    assert set(bad.value.details or {}) == {"token_url", "extra_params", "scopes"}
+    assert SECRET not in json.dumps(bad.value.details)
+    stored = w.store.data.oauth_clients[(OPERATOR, "github")]
+    assert set(stored.client_secret) == {"$secret"} and SECRET not in json.dumps(stored.to_api())
+    assert stored.to_api()["has_client_secret"] is True
+    own = w.services.oauth.set_client("user_a", "github", {**CLIENT, "client_id": "own", "client_secret": None})
+    assert w.services.oauth.client_for("user_a", "github") == own and own.client_secret == {}
+    assert w.services.oauth.client_for("user_b", "github") == stored
+    assert [c.client_id for c in w.services.oauth.clients("user_a")] == ["own"]
+
+
+def test_connect_creates_an_oauth_account_and_its_state_is_single_use() -> None:
+    w, provider, _ = oauth_world()
+    ada = principal(w)
+    with pytest.raises(Invalid, match="no OAuth client"):
+        w.services.oauth.start(ada, ada.user.id, "gitlab")
+    account = connect(w, provider, ada)
+    assert (account.kind, account.status, account.owner, account.name) == ("oauth", ACTIVE, ada.user.id, "my github")
+    assert account.fields == ("oauth_access_token", "oauth_refresh_token", "oauth_uid")
+    assert w.services.connected_accounts.credentials_for(account.id) == {
+        "oauth_access_token": "access-1", "oauth_refresh_token": "refresh-1", "oauth_uid": "uid-1"}
+    assert set(w.store.data.connected_accounts[account.id][1].credentials) == {"$secret"}
+    assert "access-1" not in json.dumps(account.to_api())
+
+    started = w.services.oauth.start(ada, ada.user.id, "github")
+    verifier = w.services.adapters.secrets.decrypt(w.store.data.pending_connects[started.state].verifier["$secret"])
+    code = provider.authorize(verifier)
+    w.services.oauth.complete(started.state, code, None)
+    with pytest.raises(BadRequest, match="completed already or expired"):
+        w.services.oauth.complete(started.state, code, None)
+    with pytest.raises(BadRequest):
+        w.services.oauth.complete("made-up", code, None)
+    denied = w.services.oauth.start(ada, ada.user.id, "github")
+    with pytest.raises(BadRequest, match="access_denied"):
+        w.services.oauth.complete(denied.state, None, "access_denied")
+
+
+def test_tokens_are_refreshed_before_a_run_when_they_expire_within_the_margin() -> None:
+    w, provider, clock = oauth_world()
+    seen = runs_seeing(w)
+    ada = principal(w)
+    account = connect(w, provider, ada)
+    source = deploy(w, ada, configurable_props=[*HTTP, GITHUB], props={"github": {"authProvisionId": account.id}})
+    w.services.runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    clock.now += 3600 - 30  # within the 60 s margin
+    w.services.runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)
+    w.services.runs.run_batch([run_task(source.id, {}, "t3")], lambda t, r: None)
+    assert [p["github"]["$auth"]["oauth_access_token"] for p in seen] == ["access-1", "access-2", "access-2"]
+    assert provider.refreshes == 1
+    renewed = w.store.data.connected_accounts[account.id][1]
+    assert renewed.expires_at == int(clock.now) + 3600 and renewed.version == 2
+
+
+def test_many_callers_at_once_cause_one_refresh() -> None:
+    w, provider, clock = oauth_world()
+    account = connect(w, provider, principal(w))
+    clock.now += 3600
+    start, got = threading.Barrier(20), []
+
+    def use() -> None:
+        start.wait()
+        got.append(w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"])
+    threads = [threading.Thread(target=use) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["access-2"] * 20 and provider.refreshes == 1
+
+
+def test_a_refused_refresh_marks_the_account_errors_every_source_and_a_reconnect_heals_it() -> None:
+    w, provider, clock = oauth_world()
+    seen = runs_seeing(w)
+    ada = principal(w)
+    account = connect(w, provider, ada)
+    props = {"github": {"authProvisionId": account.id}}
+    first = deploy(w, ada, name="first", configurable_props=[*HTTP, GITHUB], props=props)
+    second = deploy(w, ada, name="second", configurable_props=[*HTTP, GITHUB], props=props)
+    org = w.services.accounts.create_org("acme", ada.user.id)
+    ada = Principal(ada.user, frozenset({org.id}))
+    in_org = w.services.sources.create(ada, SourceRequest(component_code=component_code(
+        configurable_props=[*HTTP, GITHUB]), name="in-org", configured_props=props), org.id)
+    clock.now += 3600
+    provider.fail_next = [OAuthGrantError("the provider refused: invalid_grant: grant request is invalid")]
+    [result] = w.services.runs.run_batch([run_task(first.id, {}, "t1")], lambda t, r: None)
+    assert result is not None and result.error_code == "ACCOUNT_NEEDS_RECONNECT" and seen == []
+    assert w.store.data.connected_accounts[account.id][1].status == NEEDS_RECONNECT
+    assert w.services.connected_accounts.get(ada, account.id).to_api()["status"] == NEEDS_RECONNECT
+    assert "ACCOUNT_NEEDS_RECONNECT" in {e["code"] for e in errors(w, second.id)}
+    assert "ACCOUNT_NEEDS_RECONNECT" in {e["code"] for e in errors(w, in_org.id)}  # a member's own account
+    assert "ACCOUNT_NEEDS_RECONNECT" in {e["code"] for e in errors(w, first.id)}
+    assert not any("refresh-" in e["message"] or "access-" in e["message"] for e in errors(w, first.id))
+
+    healed = connect(w, provider, ada, account=w.services.connected_accounts.get(ada, account.id))
+    assert healed.id == account.id and healed.status == ACTIVE
+    w.services.runs.run_batch([run_task(second.id, {}, "t2")], lambda t, r: None)
+    assert seen[-1]["github"]["$auth"]["oauth_access_token"] == "access-2"
+
+
+def test_a_transient_failure_keeps_a_valid_token_and_otherwise_fails_the_call_without_marking() -> None:
+    w, provider, clock = oauth_world()
+    account = connect(w, provider, principal(w))
+    clock.now += 3600 - 30  # due, but still valid
+    provider.fail_next = [OAuthUnavailable("the token endpoint answered 503")]
+    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-1"
+    clock.now += 60  # expired
+    provider.fail_next = [OAuthUnavailable("the token endpoint answered 503")]
+    with pytest.raises(AccountUnusable) as failed:
+        w.services.connected_accounts.credentials_for(account.id)
+    assert failed.value.code == "ACCOUNT_REFRESH_FAILED"
+    assert w.store.data.connected_accounts[account.id][1].status == ACTIVE
+    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"
+
+
+def test_a_refresh_lease_held_elsewhere_keeps_a_valid_token_and_otherwise_fails_for_now() -> None:
+    w, provider, clock = oauth_world()
+    w.services.oauth.lease = FakeLease()  # refuses a lease that is held, as one held by a stuck machine
+    account = connect(w, provider, principal(w))
+    clock.now += 3600 - 30
+    with w.services.oauth.lease.hold(account.id, 90):
+        assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-1"
+        clock.now += 60
+        with pytest.raises(AccountUnusable) as failed:
+            w.services.connected_accounts.credentials_for(account.id)
+    assert failed.value.code == "ACCOUNT_REFRESH_FAILED" and provider.refreshes == 0
+    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"
+
+
+def test_a_hook_gets_a_refreshed_token_too() -> None:
+    w, provider, clock = oauth_world()
+    hooked: list[dict[str, Any]] = []
+    w.runner.hooks = lambda instance, hook: hooked.append(instance.props) or RunResult()
+    ada = principal(w)
+    account = connect(w, provider, ada)
+    clock.now += 3600
+    deploy(w, ada, configurable_props=[*HTTP, GITHUB], hooks=["activate"],
+           props={"github": {"authProvisionId": account.id}})
+    assert [p["github"]["$auth"]["oauth_access_token"] for p in hooked] == ["access-2"]
+    assert provider.refreshes == 1
