@@ -9,7 +9,7 @@
 // (`<store>/<name>@<version>/node_modules/<name>`), so each is downloaded and unpacked once for
 // every bundle that uses it; a tree is installed under a temporary name and renamed into place.
 // The checks of imports are imports.mjs; npm, its registry and the store npm.mjs (npm's proxy
-// npm-proxy.mjs); the esbuild passes esbuild.mjs; native addons natives.mjs.
+// npm-proxy.mjs); the esbuild passes esbuild.mjs; native addons natives.mjs, programs executables.mjs.
 import fs from 'node:fs'
 import path from 'node:path'
 import { BundleError, TMP_DIR, writeAtomic } from './bundle-common.mjs'
