@@ -17,7 +17,8 @@ from pathlib import Path
 VERSION = "1.0.0"
 
 BINDINGS = {"package.json": {"name": "bindings", "version": "1.5.0", "main": "bindings.js"},
-            "bindings.js": "module.exports = function bindings(name) { return require(require('path').join(__dirname, name)) }\n"}
+            "bindings.js": "module.exports = function bindings(name) {\n"
+                           "  return require(require('path').join(__dirname, name))\n}\n"}
 GYP_BUILD = {"package.json": {"name": "node-gyp-build", "version": "4.8.4", "main": "index.js"},
              "index.js": "module.exports = function load(dir) { return require(dir + '/build/Release/addon.node') }\n"}
 
@@ -40,14 +41,16 @@ TREES: dict[str, dict[str, dict[str, object]]] = {
                 "try { cpu = require('hwtest-cpu')() } catch {}\n"
                 "let crypto = null\n"
                 "try { crypto = require('./crypto/build/Release/sshcrypto.node') } catch {}\n"
-                "exports.features = () => ({ cpu: cpu === null ? 'without' : 'with', crypto: crypto === null ? 'js' : 'native' })\n"
+                "exports.features = () => ({ cpu: cpu === null ? 'without' : 'with',\n"
+                "  crypto: crypto === null ? 'js' : 'native' })\n"
             ),
         },
         "hwtest-cpu": {
             "package.json": {"name": "hwtest-cpu", "version": VERSION, "main": "index.js", "gypfile": True,
                              "dependencies": {"bindings": "^1.5.0"}},
             "binding.gyp": "{}\n",
-            "index.js": "const binding = require('bindings')('cpufeatures')\nmodule.exports = () => binding.features()\n",
+            "index.js": "const binding = require('bindings')('cpufeatures')\n"
+                        "module.exports = () => binding.features()\n",
         },
         "bindings": BINDINGS,
     },
