@@ -13,6 +13,7 @@ from headwater.domain.models import REGISTRY_NAMESPACE, Component
 from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Bundler, UnitOfWorkFactory
 from headwater.services.components import Components
+from headwater.services.publish_cache import PublishCache, Record
 
 COMPONENT_SUFFIXES = {".mjs", ".js", ".cjs", ".ts", ".mts"}
 NOT_A_COMPONENT = "not a component"  # the runner's describe error for a module with no component
@@ -23,7 +24,7 @@ HELPER_STEMS = {"app", "common", "utils", "constants"}
 @dataclass
 class PublishResult:
     file: str
-    status: str  # published | skipped (no key) | helper (exports no component) | failed
+    status: str  # published | unchanged (published before, same content) | skipped (no key) | helper | failed
     key: str | None = None
     id: str | None = None
     reason: str | None = None
@@ -61,15 +62,55 @@ class Registry:
     def candidates(self, root: Path) -> list[Path]:
         return candidate_files(root.resolve())
 
-    def publish_files(self, root: Path, files: list[Path]) -> Iterator[PublishResult]:
+    def publish_files(self, root: Path, files: list[Path],
+                      cache: PublishCache | None = None) -> Iterator[PublishResult]:
         """Each result as it is done: files are bundled and described in parallel, bounded by the
-        cores (each is a Node bundler process and a runner call)."""
+        cores (each is a Node bundler process and a runner call). With a `cache`, a file whose
+        content hash is the one it was published with is `unchanged` and costs no bundling."""
         # The bundler runs in the runner's folder: a relative path would be read from there.
         root = root.resolve()
         with ThreadPoolExecutor(max_workers=publish_workers()) as pool:
-            futures = [pool.submit(self.publish_file, root, path.resolve()) for path in files]
-            for future in as_completed(futures):
-                yield future.result()
+            futures = [pool.submit(self._publish_cached, root, path.resolve(), cache) for path in files]
+            try:
+                for done, future in enumerate(as_completed(futures), 1):
+                    result, fingerprint = future.result()
+                    if cache is not None:
+                        self._record(cache, result, fingerprint)
+                        if done % 200 == 0:
+                            cache.save()
+                    yield result
+            finally:
+                if cache is not None:
+                    cache.save()
+
+    def _publish_cached(self, root: Path, path: Path, cache: PublishCache | None) -> tuple[PublishResult, str | None]:
+        if cache is None:
+            return self.publish_file(root, path), None
+        rel = str(path.relative_to(root))
+        fingerprint = cache.fingerprint(root, path)
+        record = cache.get(rel, fingerprint)
+        if record is not None and self._still_published(record):
+            status = "unchanged" if record.status == "published" else record.status
+            return PublishResult(rel, status, key=record.key, id=record.id, reason=record.reason), fingerprint
+        return self.publish_file(root, path), fingerprint
+
+    def _still_published(self, record: Record) -> bool:
+        if record.status != "published":
+            return record.status in ("skipped", "helper")
+        try:
+            return record.key is not None and self.components.get_registry(record.key).id == record.id
+        except HeadwaterError:
+            return False
+
+    @staticmethod
+    def _record(cache: PublishCache, result: PublishResult, fingerprint: str | None) -> None:
+        if fingerprint is None:
+            return
+        if result.status == "failed":
+            cache.forget(result.file)
+            return
+        status = "published" if result.status == "unchanged" else result.status
+        cache.put(result.file, Record(fingerprint, status, result.key, result.id, result.reason))
 
     def publish_dir(self, root: Path) -> list[PublishResult]:
         return sorted(self.publish_files(root, candidate_files(root)), key=lambda r: r.file)
