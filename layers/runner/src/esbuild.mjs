@@ -10,7 +10,6 @@ import { executablesError, executablesOf } from './executables.mjs'
 import { inside, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 
-const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
 const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
 
 function formatErrors(errors) {
@@ -119,7 +118,8 @@ function resolvePlugin(trees, stdin, seen) {
           seen.natives.push({ importer: args.importer, spec: s })
           return { path: s, external: true }
         }
-        if (p && isPipedream(p.name)) return { path: p.name === '@pipedream/types' ? TYPES : PLATFORM }
+        // the platform is the runner's, required at run time (worker.mjs); its types are bundled
+        if (p && isPipedream(p.name)) return p.name === '@pipedream/types' ? { path: TYPES } : { path: '@pipedream/platform', external: true }
         const userPackage = p && inUserCode(args.importer) && !args.importer.startsWith(platformDir)
         const bad = userPackage ? packageRefusal(s) : null
         if (bad) return { errors: [{ text: bad }] }
