@@ -46,13 +46,14 @@ def write_sdks(store: Path, count: int, size_kb: int) -> list[str]:
 
 def generate(root: Path, store: Path, apps: int, per_app: int, sdks: int = 5, sdk_kb: int = 200,
              prefix: str = "hwgen") -> int:
-    """apps x per_app components under root; returns their number."""
+    """apps x per_app components under root (again the same files: a larger tree grows a smaller
+    one); returns their number."""
     names = write_sdks(store, sdks, sdk_kb)
     for a in range(apps):
         app = f"app{a}"
         sdk = names[a % len(names)]
         folder = root / app
-        (folder / "common").mkdir(parents=True)
+        (folder / "common").mkdir(parents=True, exist_ok=True)
         (folder / "package.json").write_text(json.dumps({"name": f"@hwgen/{app}", "version": "0.0.1",
                                                          "dependencies": {sdk: SDK_VERSION}}))
         (folder / f"{app}.app.mjs").write_text(
@@ -66,7 +67,7 @@ def generate(root: Path, store: Path, apps: int, per_app: int, sdks: int = 5, sd
         for c in range(per_app):
             kind = "sources" if c % 2 else "actions"
             folder_c = folder / kind / f"item-{c}"
-            folder_c.mkdir(parents=True)
+            folder_c.mkdir(parents=True, exist_ok=True)
             (folder_c / f"item-{c}.mjs").write_text(
                 'import base from "../../common/base.mjs";\nimport app from "../../' + app + '.app.mjs";\n'
                 f'export default {{ ...base, key: "{prefix}-{app}-item-{c}", name: "Item {c}",\n'
@@ -122,6 +123,11 @@ def measure(command: list[str], env: dict[str, str], every_s: float = 0.2) -> Me
     done.set()
     sampler.join()
     return Measured(time.monotonic() - start, peak, json.loads(out) if out.strip() else {"returncode": proc.returncode})
+
+
+def sdk_bytes(sdk_kb: int) -> int:
+    """What one SDK package's code weighs (each component bundles its app's)."""
+    return sum(len(text) for rel, text in sdk_files("hwtest-sdk-0", sdk_kb).items() if rel.endswith(".js"))
 
 
 def disk_bytes(folder: Path) -> int:

@@ -1,61 +1,54 @@
-"""Publishing a tree again does only what changed (issue 24): by content hash per component
-(its file, the files its relative imports reach, their package.json), an unchanged tree is all
-`unchanged` (nothing bundled, described or stored: the same component ids), and a changed file
-publishes again only the components that import it. A generated tree of two apps."""
+"""Publishing a generated registry tree (issue 24; tests/e2e/registry_tree.py): what each
+component costs on disk (its own code and its SDK, no copy of the platform), the peak memory of
+the publishing processes as the tree grows fourfold (it must not grow with it), and publishing
+again: by content hash per component (its file, the files its relative imports reach, their
+package.json) an unchanged component is `unchanged` (nothing bundled, described or stored: the
+same id), and a changed file publishes again only the components that import it."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import uuid
 from pathlib import Path
 
 from tests.conftest import HEADWATER, Server
+from tests.e2e.registry_tree import Measured, disk_bytes, generate, measure, sdk_bytes
 
-COMPONENTS = ("new-item", "updated-item", "deleted-item")
-
-
-def generate(root: Path, prefix: str) -> None:
-    for app in ("alpha", "beta"):
-        folder = root / app
-        (folder / "common").mkdir(parents=True)
-        (folder / "package.json").write_text(json.dumps({"name": f"@hwtest/{app}", "version": "0.0.1"}))
-        (folder / f"{app}.app.mjs").write_text(
-            f'export default {{ type: "app", app: "{prefix}_{app}", methods: {{ hi() {{ return "hi" }} }} }}\n')
-        (folder / "common" / "constants.mjs").write_text('export const LIMIT = 10;\n')
-        for name in COMPONENTS:
-            source = folder / "sources" / name
-            source.mkdir(parents=True)
-            (source / f"{name}.mjs").write_text(
-                f'import app from "../../{app}.app.mjs";\n'
-                'import { LIMIT } from "../../common/constants.mjs";\n'
-                f'export default {{ key: "{prefix}-{app}-{name}", name: "{name} " + LIMIT, version: "0.0.1",\n'
-                '  type: "source", props: { app }, async run() { this.$emit({ limit: LIMIT }) } };\n')
+SDK_KB = 100
 
 
-def publish(server: Server, root: Path) -> dict[str, dict]:
-    proc = subprocess.run([*HEADWATER, "registry", "publish", str(root), "--data-dir", str(server.data_dir), "--json"],
-                          capture_output=True, text=True, env=server.env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {r["file"]: r for r in json.loads(proc.stdout)["results"]}
+def publish(server: Server, root: Path) -> tuple[Measured, dict[str, dict]]:
+    measured = measure([*HEADWATER, "registry", "publish", str(root), "--data-dir", str(server.data_dir), "--json"],
+                       server.env)
+    assert measured.result.get("failed") == 0, measured.result
+    return measured, {r["file"]: r for r in measured.result["results"]}
 
 
-def test_an_unchanged_tree_does_no_work_and_a_change_only_its_dependents(server: Server, tmp_path: Path) -> None:
+def test_publishing_a_tree_costs_per_component_what_it_bundles_and_again_only_what_changed(
+        server: Server, tmp_path: Path) -> None:
     prefix = "hwtest" + uuid.uuid4().hex[:6]
-    generate(tmp_path, prefix)
-    first = publish(server, tmp_path)
-    assert {r["status"] for r in first.values()} == {"published"} and len(first) == 6, first
+    store, bundles = server.data_dir / "npm-store", server.data_dir / "bundles"
+    generate(tmp_path, store, apps=1, per_app=2, sdk_kb=SDK_KB, prefix=prefix)
+    disk_before = disk_bytes(bundles)
+    small, first = publish(server, tmp_path)
+    assert {r["status"] for r in first.values()} == {"published"} and len(first) == 2, first
+    per_component = (disk_bytes(bundles) - disk_before) / 2
+    assert per_component < sdk_bytes(SDK_KB) + 40_000, per_component  # no platform and axios copy (~550 KB)
 
-    again = publish(server, tmp_path)
-    assert {f: r["status"] for f, r in again.items()} == {f: "unchanged" for f in first}
-    assert {f: r["id"] for f, r in again.items()} == {f: r["id"] for f, r in first.items()}
+    generate(tmp_path, store, apps=4, per_app=2, sdk_kb=SDK_KB, prefix=prefix)  # 4x the components
+    large, grown = publish(server, tmp_path)
+    assert {f for f, r in grown.items() if r["status"] == "unchanged"} == set(first)
+    assert sum(r["status"] == "published" for r in grown.values()) == 6
+    # peak memory per component falls as the tree grows: it does not grow with the components (4x would)
+    assert large.peak_rss_bytes < 2 * small.peak_rss_bytes, (small.peak_rss_bytes, large.peak_rss_bytes)
 
-    (tmp_path / "beta" / "common" / "constants.mjs").write_text("export const LIMIT = 20;\n")
-    (tmp_path / "alpha" / "sources" / "new-item" / "new-item.mjs").write_text(
-        (tmp_path / "alpha" / "sources" / "new-item" / "new-item.mjs").read_text() + "// changed\n")
-    changed = publish(server, tmp_path)
+    _, again = publish(server, tmp_path)
+    assert {f: r["status"] for f, r in again.items()} == {f: "unchanged" for f in grown}
+    assert {f: r["id"] for f, r in again.items()} == {f: r["id"] for f, r in grown.items()}
+
+    (tmp_path / "app1" / "common" / "base.mjs").write_text(
+        (tmp_path / "app1" / "common" / "base.mjs").read_text() + "// changed\n")
+    _, changed = publish(server, tmp_path)
     republished = {f for f, r in changed.items() if r["status"] == "published"}
-    assert republished == {f"beta/sources/{n}/{n}.mjs" for n in COMPONENTS} | {"alpha/sources/new-item/new-item.mjs"}
-    assert all(changed[f]["status"] == "unchanged" and changed[f]["id"] == first[f]["id"]
-               for f in first if f not in republished)
-    assert all(changed[f]["id"] != first[f]["id"] for f in republished)
+    assert republished == {f for f in grown if f.startswith("app1/")} and len(republished) == 2
+    assert all(changed[f]["id"] == grown[f]["id"] for f in grown if f not in republished)
+    assert all(changed[f]["id"] != grown[f]["id"] for f in republished)

@@ -42,6 +42,9 @@ from headwater.ports import Bundle
 from headwater.settings import Settings
 
 _MEMORY_CACHE = 256
+# Bundles held in memory, in bytes of code too: a registry publish goes through thousands, some of
+# them megabytes (an app's SDK), each needed once; 256 of those held would be gigabytes.
+_MEMORY_CACHE_BYTES = 64 * 1024 * 1024
 _MESSAGE_MAX = 2000  # characters of a bundler failure a user is shown
 # The settings npm reads from the environment (certificates, npm_config_*), proxies and the
 # registry excepted (npm is given ours); nothing else of the service's environment reaches it.
@@ -114,7 +117,9 @@ class LocalBundler:
         self.dir.mkdir(parents=True, exist_ok=True)
         _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
-        self._by_code: dict[str, Bundle] = {}  # component code -> its bundle (insertion order: oldest first)
+        self._cache_bytes = 0
+        # component code -> its bundle's hash (insertion order: oldest first); bundles live in _cache only
+        self._by_code: dict[str, str] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -124,14 +129,19 @@ class LocalBundler:
 
     def _remember(self, bundle: Bundle) -> Bundle:
         with self._guard:
+            if bundle.hash not in self._cache:
+                self._cache_bytes += len(bundle.code)
             self._cache[bundle.hash] = bundle
             self._cache.move_to_end(bundle.hash)
-            while len(self._cache) > _MEMORY_CACHE:
-                self._cache.popitem(last=False)
+            over = lambda: len(self._cache) > _MEMORY_CACHE or self._cache_bytes > _MEMORY_CACHE_BYTES  # noqa: E731
+            while len(self._cache) > 1 and over():
+                _, evicted = self._cache.popitem(last=False)
+                self._cache_bytes -= len(evicted.code)
         return bundle
 
     def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
-        cached = self._by_code.get(code)  # a str caches its hash(): no SHA-256 of the code per run
+        known = self._by_code.get(code)  # a str caches its hash(): no SHA-256 of the code per run
+        cached = self._cache.get(known) if known else None
         if cached:
             return cached
         digest = ids.code_hash(code)
@@ -148,7 +158,7 @@ class LocalBundler:
 
     def _remember_code(self, code: str, bundle: Bundle) -> Bundle:
         with self._guard:
-            self._by_code[code] = bundle
+            self._by_code[code] = bundle.hash
             while len(self._by_code) > _MEMORY_CACHE:
                 self._by_code.pop(next(iter(self._by_code)))
         return bundle
