@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -503,6 +503,12 @@ class FakeBundler:
 
     def source_of(self, entry_file: str) -> str:
         raise NotImplementedError("registry publishing is not part of the service tests")
+
+    def sources_of(self, entry_files: Sequence[str]) -> list[tuple[str | None, str | None]]:
+        raise NotImplementedError("registry publishing is not part of the service tests")
+
+    def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
+        return {}
 
 
 class FakeRunner:
