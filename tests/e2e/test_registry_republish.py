@@ -11,16 +11,22 @@ import uuid
 from pathlib import Path
 
 from tests.conftest import HEADWATER, Server
+from tests.e2e.native_packages import write_store
 from tests.e2e.registry_tree import Measured, disk_bytes, generate, measure, sdk_bytes
 
 SDK_KB = 100
 
 
+BROKEN = "app0/actions/broken/broken.mjs"  # a native addon on its path: fails, alone in its batch
+
+
 def publish(server: Server, root: Path) -> tuple[Measured, dict[str, dict]]:
     measured = measure([*HEADWATER, "registry", "publish", str(root), "--data-dir", str(server.data_dir), "--json"],
                        server.env)
-    assert measured.result.get("failed") == 0, measured.result
-    return measured, {r["file"]: r for r in measured.result["results"]}
+    assert measured.result.get("failed") == 1, measured.result
+    results = {r["file"]: r for r in measured.result["results"]}
+    assert results.pop(BROKEN)["reason"].startswith('npm package "hwtest-real" loads a native addon')
+    return measured, results
 
 
 def test_publishing_a_tree_costs_per_component_what_it_bundles_and_again_only_what_changed(
@@ -28,6 +34,11 @@ def test_publishing_a_tree_costs_per_component_what_it_bundles_and_again_only_wh
     prefix = "hwtest" + uuid.uuid4().hex[:6]
     store, bundles = server.data_dir / "npm-store", server.data_dir / "bundles"
     generate(tmp_path, store, apps=1, per_app=2, sdk_kb=SDK_KB, prefix=prefix)
+    write_store(store)
+    (tmp_path / BROKEN).parent.mkdir(parents=True)
+    (tmp_path / BROKEN).write_text('import real from "hwtest-real@1.0.0";\n'
+                                   f'export default {{ key: "{prefix}-broken", name: "b", version: "1",\n'
+                                   '  run() { return real } };\n')
     disk_before = disk_bytes(bundles)
     small, first = publish(server, tmp_path)
     assert {r["status"] for r in first.values()} == {"published"} and len(first) == 2, first
