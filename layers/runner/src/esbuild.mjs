@@ -113,8 +113,8 @@ function resolvePlugin(trees, stdin, seen) {
         const refused = importRefusal(s, single && isEntry(args.importer, stdin))
         if (refused) return { errors: [{ text: refused }] }
         const p = isBare(s) ? parseSpecifier(s) : null
-        const fromPackage = !inUserCode(args.importer)
-        if (fromPackage && loadsNative(s, null)) {
+        // a native load, by a package or by the component itself, is judged by natives.mjs
+        if (loadsNative(s, null)) {
           seen.natives.push({ importer: args.importer, spec: s })
           return { path: s, external: true }
         }
@@ -137,7 +137,7 @@ function resolvePlugin(trees, stdin, seen) {
         if (r.namespace === 'file' && !r.external) {
           const importer = args.importer || '<stdin>'
           if (seen.leftOut.some((root) => inside(r.path, root) && !inside(importer, root))) return { path: s, external: true }
-          if (fromPackage && loadsNative(s, r.path)) {
+          if (loadsNative(s, r.path)) {
             seen.natives.push({ importer, spec: s })
             return { path: s, external: true }
           }
