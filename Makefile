@@ -53,10 +53,14 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 	$(SAM_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements-sam.lock
 	touch $@
 
+# Two pytest workers (pytest-xdist), a module to a worker: most end-to-end tests wait on a server
+# or a runner, so the suite takes about half the time it takes in one process on 2 cores.
+TEST_WORKERS ?= 2
+
 test: setup $(CHROMIUM) $(SAM_VENV)/.installed
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The fast layer alone: no server, no Node (tests/e2e/ is the end-to-end layer).
 test-fast: setup

@@ -47,9 +47,11 @@ from headwater.services.runs import Runs
 from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
 from headwater.services.timers import Timers
+from headwater.services.trials import Trials
 from headwater.services.webhooks import Webhooks
 from headwater.services.workflows import Workflows
 from headwater.settings import Settings
+from headwater.source_metrics import limit_source_labels
 
 if TYPE_CHECKING:
     from headwater.adapters.local.task_queue import LocalTaskQueue
@@ -94,6 +96,7 @@ class Services:
     routing: Routing
     workflows: Workflows
     registry_search: RegistrySearch
+    trials: Trials
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -307,6 +310,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     runs.routes = routing.commands_for
     if a.finish_runs_on is not None:
         runs.finish_on = a.finish_runs_on
+    limit_source_labels(settings.metrics_sources)
     a.queue.handle(RunSource, metered_runs(runs.start_batch),
                    now=metered_runs(runs.start_now))
     a.queue.handle(TimerTick, timers.tick)
@@ -333,4 +337,5 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
+        trials=Trials(a.uow, components, runs, a.runner, settings),
     )

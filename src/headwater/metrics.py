@@ -41,20 +41,23 @@ _Handler = TypeVar("_Handler", TaskHandler, NowHandler)
 
 
 def metered_runs(handler: _Handler) -> _Handler:
-    """Counts each run's outcome and duration as the RunSource handler returns them."""
+    """Counts each run's outcome and duration as the RunSource handler returns them, in all and
+    per source (source_metrics.py)."""
+    from headwater.source_metrics import SOURCES
 
-    def count(results: list[Any]) -> None:
+    def count(tasks: list[Task], results: list[Any]) -> None:
         for result in results:
             if isinstance(result, RunResult):
                 RUNS.labels(result.error_code or "ok").inc()
                 RUN_SECONDS.observe(result.duration_ms / 1000)
+        SOURCES.count(tasks, results)
 
     def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> TaskResults | None:
         results = handler(tasks, on_partial)
         if isinstance(results, Future):
-            results.add_done_callback(lambda done: None if done.exception() else count(done.result()))
+            results.add_done_callback(lambda done: None if done.exception() else count(tasks, done.result()))
         elif results is not None:
-            count(results)
+            count(tasks, results)
         return results
 
     return handle  # type: ignore[return-value]

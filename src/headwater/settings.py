@@ -93,6 +93,8 @@ class Settings:
     background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))
     free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
     free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))
+    # Sources with their own `source` label in /metrics (source_metrics.py); later ones count as `other`.
+    metrics_sources: int = field(default_factory=lambda: _int("METRICS_SOURCES", 50))
 
     @property
     def node(self) -> Path:

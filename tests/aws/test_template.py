@@ -32,7 +32,8 @@ SCOPE: dict[str, set[str]] = {
     "SubscriptionsFunction": {"ResourcesTable"},
     "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket",
                          "SecretsKey"},
-    "WorkflowsFunction": {"ResourcesTable", "EventsTable"},
+    # POST /v1/workflows saves steps' components (bundled, described by the runner); a delete purges events.
+    "WorkflowsFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "BundleBucket", "EventDeletionQueue"},
     "HttpIngestFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
                            "PayloadBucket", "SecretsKey", "BundleBucket"},
     "HealthFunction": {"ResourcesTable"},
@@ -223,7 +224,7 @@ def test_the_runner_reaches_the_bundles_only_through_the_urls_its_callers_sign(t
     callers = {name for name, resource in template.of_type("AWS::Serverless::Function").items()
                if "RunnerFunction" in json.dumps(resource["Properties"].get("Policies", []))}
     assert callers == {"ComponentsFunction", "SourcesFunction", "HttpIngestFunction", "FallbackFunction",
-                       "RunQueueFunction"}
+                       "RunQueueFunction", "WorkflowsFunction"}
     for name in callers:
         statements = [s for p in template.resources[name]["Properties"]["Policies"] for s in p.get("Statement", [])]
         on_bucket = [s for s in statements if "BundleBucket" in json.dumps(s["Resource"])]

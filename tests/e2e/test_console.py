@@ -1,19 +1,25 @@
 """The console in a real browser (Playwright driving Debian's Chromium): sign in, deploy the HTTP
 source from the registry with the generated form, send it a request, watch the event arrive
-without reloading, open its JSON, see a thrown error on the errors pane. A screenshot of each
-page is saved under tests/artifacts/console/."""
+without reloading and inspect it, see a thrown error on the errors pane; a source's configuration
+(secrets masked, never in the page), edit and re-deploy, pause and resume, a timer's schedule,
+subscriptions; webhook pages with their deliveries labelled; the registry browser; every page on
+a phone. A screenshot of each page is saved under tests/artifacts/console/."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.conftest import Server, User, new_user
+from tests.conftest import Server, User, client_for, new_user
 
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "console"
 CHROMIUM = "/usr/bin/chromium"
@@ -22,6 +28,42 @@ THROWER = """export default {
   props: { http: "$.interface.http" },
   async run(event) { throw new Error("console saw this: " + event.body.why); },
 };"""
+
+SECRETS = """export default {
+  name: "Console secrets", version: "0.0.1",
+  props: {
+    token: { type: "string", secret: true, label: "API token", description: "Sent as a bearer token" },
+    pageSize: { type: "integer", label: "Page size", description: "Items per request", min: 1, max: 50 },
+    http: "$.interface.http",
+  },
+  async run() {
+    const kept = [...this.token].reverse().join("") === "eulav-t3rc3s";
+    this.$emit({}, { summary: `token kept: ${kept}, page size ${this.pageSize}` });
+  },
+};"""
+SECRET = "s3cr3t-value"
+NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """A webhook receiver: /ok answers 200, /flaky 500 (retried), /gone 410 (never again)."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response({"/ok": 200, "/flaky": 500, "/gone": 410}.get("/" + self.path.split("/")[1], 404))
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +80,28 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
+    faults: list[str] = []
+    page.on("pageerror", lambda e: faults.append(str(e)))
     yield page
     context.close()
+    assert faults == [], f"the console threw: {faults}"
 
 
 @pytest.fixture(scope="module")
 def person(server: Server) -> User:
     return new_user(server, tier="paid")
+
+
+@pytest.fixture(scope="module")
+def client(server: Server, person: User) -> Iterator[httpx.Client]:
+    with client_for(server, person.api_key) as c:
+        yield c
+
+
+def deploy(client: httpx.Client, **body: Any) -> dict[str, Any]:
+    r = client.post("/sources/", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["data"]
 
 
 def shot(page: Page, name: str) -> None:
@@ -76,11 +133,17 @@ def test_deploy_from_the_registry_and_watch_events_arrive(page: Page, server: Se
     events = page.get_by_role("list", name="Events")
     expect(events.locator("li")).to_have_count(0)
 
-    assert httpx.post(endpoint, json={"order": 42}).status_code == 200
+    assert httpx.post(endpoint + "/orders", json={"order": 42}).status_code == 200
     item = events.locator("li").first
-    expect(item).to_contain_text("42")  # arrived over the live stream: the page was not reloaded
+    expect(item).to_contain_text("POST /orders")  # its summary, arrived live: the page was not reloaded
+    assert item.locator("time").inner_text().strip()  # and its time, readable
     item.click()
-    shown = json.loads(page.locator("#event-json").inner_text())
+    inspector = page.locator("#event-tree")
+    expect(inspector.get_by_text("order:")).to_be_visible()
+    expect(inspector.get_by_text("content-type:")).to_be_hidden()  # the headers folded away...
+    inspector.get_by_text("headers", exact=True).click()
+    expect(inspector.get_by_text("content-type:")).to_be_visible()  # ...open on a click
+    shown = json.loads(page.locator("#event-json").text_content() or "")
     assert shown["event"]["body"] == {"order": 42} and shown["metadata"]["emitter_id"].startswith("dc_")
     shot(page, "4-source-live-event")
 
@@ -100,7 +163,7 @@ def test_a_thrown_error_shows_on_the_errors_pane(page: Page, server: Server, per
     errors = page.get_by_role("list", name="Errors")
     expect(errors.locator("li").first).to_contain_text("RUNTIME_ERROR: console saw this: testing")
     errors.locator("li").first.click()
-    assert json.loads(page.locator("#event-json").inner_text())["event"]["error"]["code"] == "RUNTIME_ERROR"
+    assert json.loads(page.locator("#event-json").text_content() or "")["event"]["error"]["code"] == "RUNTIME_ERROR"
     shot(page, "6-errors")
     page.get_by_label("Event (JSON)").fill('{"body": {"why": "by hand"}}')
     page.get_by_role("button", name="Run", exact=True).click()
@@ -116,14 +179,200 @@ def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server:
     shot(page, "7-webhooks")
 
 
-def test_the_console_reads_well_on_a_phone(browser: Browser, server: Server, person: User) -> None:
+def test_a_source_shows_its_configuration_with_the_secret_masked_and_is_edited_and_redeployed(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=SECRETS, name="console-secrets",
+                    configured_props={"token": SECRET, "pageSize": 10})
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    config = page.locator("#configuration")
+    expect(config.get_by_role("row", name="API token")).to_contain_text("(hidden)")
+    expect(config.get_by_role("row", name="Page size")).to_contain_text("10")
+    expect(config.get_by_role("row", name="HTTP endpoint")).to_contain_text("/http/")
+    page.get_by_role("button", name="Edit").click()
+    expect(page.get_by_label("API token")).to_have_attribute("placeholder", "unchanged (hidden)")
+    expect(page.locator("#edit-form p.hint", has_text="Items per request")).to_be_visible()  # its description
+    page.get_by_label("Page size").fill("25")
+    code = page.get_by_label("Code")
+    code.fill(code.input_value().replace('version: "0.0.1"', 'version: "0.0.2"'))
+    shot(page, "10-source-edit")
+    dom = page.content() + page.evaluate("[...document.querySelectorAll('input, textarea')].map((i) => i.value).join()")
+    assert SECRET not in dom
+    page.get_by_role("button", name="Save and re-deploy").click()
+    expect(config.get_by_role("row", name="Page size")).to_contain_text("25")
+    expect(page.locator(".meta")).to_contain_text("v0.0.2")  # the new code is deployed
+    page.get_by_role("button", name="Run", exact=True).click()
+    # the secret kept its value through the edit (sent back masked), the new page size applied
+    events = page.get_by_role("list", name="Events")
+    expect(events.locator("li").first).to_contain_text("token kept: true, page size 25")
+    assert SECRET not in page.content()
+    shot(page, "11-source-configuration")
+
+
+def test_the_deploy_form_reads_in_words_and_a_timer_shows_its_schedule_and_pauses(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/deploy/headwater-schedule")
+    form = page.locator("#props-form")
+    expect(form.locator("#component-description")).to_contain_text("Emit an event on a schedule")
+    expect(form.get_by_text("Schedule (Timer)")).to_be_visible()
+    expect(form).not_to_contain_text("$.interface")
+    expect(form.get_by_role("spinbutton")).to_have_value("1")  # its default, 60 s, as 1 minute
+    expect(form.get_by_label("Unit")).to_have_value("60")
+    form.get_by_role("spinbutton").fill("15")
+    form.get_by_label("Source name").fill("console-timer")
+    shot(page, "12-deploy-timer")
+    form.get_by_role("button", name="Deploy", exact=True).click()
+    expect(page.locator("#schedule")).to_contain_text("runs every 15 minutes. Next run")
+    expect(page.locator("#configuration")).to_contain_text("every 15 minutes")
+    source_id = page.url.rsplit("/", 1)[1]
+    assert client.get(f"/sources/{source_id}").json()["data"]["configured_props"]["timer"]["interval_seconds"] == 900
+    shot(page, "13-timer-source")
+
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#source-state")).to_have_text("paused")
+    expect(page.locator("#schedule")).to_contain_text("Paused: no run is scheduled.")
+    assert client.get(f"/sources/{source_id}").json()["data"]["active"] is False
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("#source-state")).to_have_text("active")
+    expect(page.locator("#schedule")).to_contain_text("Next run")
+    assert client.get(f"/sources/{source_id}").json()["data"]["active"] is True
+    words = page.evaluate("""import("/console/props.js").then((p) => [
+        p.intervalInWords(45), p.intervalInWords(3600), p.intervalInWords(5400),
+        p.cronInWords("0 9 * * 1-5", "Europe/Paris"), p.cronInWords("*/5 * * * *"), p.cronInWords("0 0 1 * *"),
+        p.typeName("$.interface.timer"), p.typeName("$.slack.channel")])""")
+    assert words == ["every 45 seconds", "every hour", "every 90 minutes", "on weekdays at 09:00 (Europe/Paris)",
+                     "every 5 minutes", "on the cron schedule 0 0 1 * *", "Timer", "slack channel"]
+
+
+def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: User, client: httpx.Client,
+                                           receiver: str, tmp_path: Path) -> None:
+    source = deploy(client, component_key="headwater-http", name="console-emitter")
+    other = deploy(client, component_key="headwater-http", name="console-listener")
+    hook = client.post("/webhooks", params={"url": receiver + "/ok", "name": "console-listening-hook"}).json()["data"]
+    (tmp_path / "noop.mjs").write_text(NOOP)
+    step = {"name": "noop", "component": str(tmp_path / "noop.mjs")}
+    (tmp_path / "flow.yaml").write_text(json.dumps({"name": "console-flow", "trigger": other["id"], "steps": [step]}))
+    flow = server.cli("workflows", "deploy", str(tmp_path / "flow.yaml"), "--user", person.id)
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    expect(page.locator("#no-listeners")).to_be_visible()
+    page.get_by_label("Add a listener").select_option(hook["id"])
+    page.get_by_role("button", name="Subscribe").click()
+    listeners = page.get_by_role("table", name="Listeners")
+    expect(listeners).to_contain_text("Webhook console-listening-hook")
+    page.get_by_label("Add a listener").select_option(other["id"])
+    page.get_by_label("of", exact=True).select_option("$errors")
+    page.get_by_role("button", name="Subscribe").click()
+    expect(listeners.get_by_role("row", name="Source console-listener")).to_contain_text("Errors ($errors)")
+    page.get_by_label("Add a listener").select_option(flow["id"])
+    page.get_by_label("of", exact=True).select_option("")
+    page.get_by_role("button", name="Subscribe").click()
+    expect(listeners.get_by_role("row", name="Workflow console-flow")).to_contain_text("Events")
+    shot(page, "14-subscriptions")
+    mine = {(s["listener_id"], s["event_name"]) for s in client.get("/users/me/subscriptions").json()["data"]
+            if s["emitter_id"] == source["id"]}
+    assert mine == {(hook["id"], ""), (other["id"], "$errors"), (flow["id"], "")}
+
+    listeners.get_by_role("button", name="Remove Webhook console-listening-hook").click()
+    expect(listeners).not_to_contain_text("console-listening-hook")
+    remaining = [s for s in client.get("/users/me/subscriptions").json()["data"] if s["emitter_id"] == source["id"]]
+    assert {s["listener_id"] for s in remaining} == {other["id"], flow["id"]}
+
+
+def _delivered_once(client: httpx.Client, hook_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        data = client.get(f"/webhooks/{hook_id}/deliveries").json()["data"]
+        if data and data[0]["attempts"]:
+            return data[0]
+        time.sleep(0.2)
+    raise AssertionError(f"webhook {hook_id} got no attempt")
+
+
+def test_webhook_pages_label_each_delivery_by_what_will_happen_to_it(
+        page: Page, server: Server, person: User, client: httpx.Client, receiver: str) -> None:
+    source = deploy(client, component_key="headwater-http", name="console-hooked")
+    hooks = {}
+    for path in ("ok", "flaky", "gone"):
+        made = client.post("/webhooks", params={"url": f"{receiver}/{path}", "name": f"hook-{path}"})
+        hooks[path] = made.json()["data"]
+        client.post("/subscriptions", params={"emitter_id": source["id"], "listener_id": hooks[path]["id"]})
+    endpoint = source["configured_props"]["http"]["endpoint_url"]
+    assert httpx.post(endpoint, json={"n": 1}).status_code == 200
+    for hook in hooks.values():
+        _delivered_once(client, hook["id"])
+
+    sign_in(page, server, person)
+    page.get_by_role("navigation").get_by_role("link", name="Webhooks").click()
+    page.get_by_role("link", name="hook-flaky").click()
+    deliveries = page.locator("#deliveries")
+    expect(deliveries.locator(".badge")).to_have_text(["retrying"])  # a 500 is tried again: not failed
+    expect(deliveries).to_contain_text("next attempt")
+    expect(deliveries.locator("ol.attempts li").first).to_contain_text("500")
+    shot(page, "15-webhook-retrying")
+    for path, label, note in (("ok", "delivered", "200"), ("gone", "failed", "no more attempts")):
+        page.goto(f"{server.base_url}/console/#/webhooks/{hooks[path]['id']}")
+        expect(page.locator("#deliveries .badge")).to_have_text([label])
+        expect(page.locator("#deliveries")).to_contain_text(note)
+    expect(page.locator("h2 .badge")).to_have_text("disabled")  # 410 Gone turned the webhook off
+    shot(page, "16-webhook-failed")
+    # a delivery not yet attempted, and one whose retries ran out, labelled from the API's record
+    labels = page.evaluate("""import("/console/webhooks.js").then(({ deliveryLabel }) => [
+        { status: "pending", next_attempt_at: null }, { status: "failed", next_attempt_at: 2000000000 },
+        { status: "dead", next_attempt_at: null }, { status: "succeeded", next_attempt_at: null },
+      ].map((d) => deliveryLabel(d).label))""")
+    assert labels == ["pending", "retrying", "failed", "delivered"]
+
+
+def test_the_registry_browser_searches_everything_published(page: Page, server: Server, person: User) -> None:
+    sign_in(page, server, person)
+    page.get_by_role("navigation").get_by_role("link", name="Registry").click()
+    found = page.get_by_role("list", name="Published components").locator("li")
+    expect(found.first).to_be_visible()
+    total = found.count()
+    assert total >= 6
+    # the listing is read page after page: two at a time, it finds them all, each once
+    keys = page.evaluate("""import("/console/lib.js").then((lib) => lib.all("/components/registry", {}, 2))
+        .then((items) => items.map((c) => c.key))""")
+    assert len(keys) == len(set(keys)) == total
+    page.get_by_label("Search published components").fill("schedule")
+    expect(found).to_have_count(1)
+    expect(page.locator("#registry-count")).to_have_text(f"1 of {total} published components")
+    shot(page, "17-registry")
+    page.get_by_label("Search published components").fill("http request")  # words in any order and field
+    expect(found.filter(has_text="http-request")).to_have_count(1)
+    page.get_by_label("Search published components").fill("schedule")
+    found.get_by_role("link", name="Schedule").click()
+    expect(page.get_by_role("row", name="Schedule")).to_contain_text("Timer")
+    shot(page, "18-registry-component")
+    page.get_by_role("link", name="Deploy it").click()
+    expect(page.get_by_role("heading", name="Configure Schedule")).to_be_visible()
+
+
+def test_every_page_reads_well_on_a_phone(browser: Browser, server: Server, person: User, client: httpx.Client,
+                                          receiver: str) -> None:
+    source = deploy(client, component_code=SECRETS, name="console-phone-source-with-a-long-name",
+                    configured_props={"token": SECRET, "pageSize": 5})
+    long_url = f"{receiver}/ok/" + "long-path-" * 8
+    hook = client.post("/webhooks", params={"url": long_url, "name": "phone"}).json()["data"]
+    client.post("/subscriptions", params={"emitter_id": source["id"], "listener_id": hook["id"]})
+    client.post(f"/sources/{source['id']}/run", json={})
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()
     try:
         sign_in(page, server, person)
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= 390, f"the sources page scrolls sideways on a phone ({width}px)"
-        shot(page, "8-phone")
+        pages = {"sources": "#/sources", "source": f"#/sources/{source['id']}", "deploy": "#/deploy/headwater-schedule",
+                 "webhooks": "#/webhooks", "webhook": f"#/webhooks/{hook['id']}", "registry": "#/registry",
+                 "registry-component": "#/registry/headwater-http", "usage": "#/usage"}
+        for name, hash_ in pages.items():
+            page.goto(f"{server.base_url}/console/{hash_}")
+            expect(page.get_by_role("heading", level=2).first).to_be_visible()
+            expect(page.get_by_text("Loading…")).to_have_count(0)
+            # a page wider than the phone would also widen innerWidth (the mobile viewport zooms out)
+            width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+            assert width <= inner == 390, f"the {name} page scrolls sideways on a phone ({width}px, {inner}px)"
+            shot(page, f"phone-{name}")
     finally:
         context.close()
 

@@ -39,7 +39,7 @@ from tests.conftest import COMPONENTS, Server, client_for, new_user, running_ser
 EXAMPLES = 40  # per operation and generation mode (valid, invalid)
 SLOW_EXAMPLES = 10  # for operations that bundle or run component code
 SLOW = {"POST /v1/components", "POST /v1/sources/", "PUT /v1/sources/{source_id}",
-        "POST /v1/components/{key_or_id}/props/{prop}/options"}
+        "POST /v1/components/{key_or_id}/props/{prop}/options", "POST /v1/components/run", "POST /v1/workflows"}
 EXCLUDED = ("/sse",)  # streams: 200, then open until the client leaves
 # Run last, in this order: they change or delete the resources the other operations are given.
 DESTRUCTIVE = ("PUT", "DELETE")

@@ -99,6 +99,11 @@ def test_timer_without_run_emits_its_timer_event(timer_server: Server) -> None:
         source_id = api.post("/sources", json={"component_code": NO_RUN}).json()["data"]["id"]
         found = wait_for(api, source_id, 1)
         assert set(found[0]["event"]) == {"timestamp", "interval_seconds"}
+        # the console's schedule: the tick taken, and the next one on its grid
+        schedule = api.get(f"/sources/{source_id}/schedule").json()["data"]
+        assert schedule["last_run_at"] is not None and schedule["last_run_at"] >= found[0]["event"]["timestamp"]
+        assert schedule["next_run_at"] > time.time() - 1
+        assert (schedule["next_run_at"] - schedule["last_run_at"]) % 2 == 0
         api.delete(f"/sources/{source_id}")
 
 

@@ -4,7 +4,6 @@ data forward, an early exit, a failure's `$errors` summary, emits routed to a we
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import COMPONENTS, ROOT, Server, User, client_for, new_user
+from tests.conftest import COMPONENTS, Server, User, client_for, new_user
 from tests.e2e.test_routing import EMITTER, Receiver, subscribe, webhook
 from tests.e2e.test_runs import deploy, wait_until
 
@@ -164,26 +163,3 @@ def test_bad_workflow_files_are_refused(server: Server, owner: User, tmp_path: P
     with client_for(server, new_user(server).api_key) as stranger:
         assert stranger.get("/workflows/p_nope/event_summaries").status_code == 404
 
-
-def readme_block(language: str, containing: str) -> str:
-    """The README's fenced block of this language that contains the text."""
-    blocks = re.findall(rf"```{language}\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    [block] = [b for b in blocks if containing in b]
-    return block
-
-
-def test_the_readme_workflow_runs_as_written(server: Server, owner: User, client: httpx.Client,
-                                             tmp_path: Path) -> None:
-    source = client.post("/sources", json={"component_key": "headwater-http", "name": "numbers"}).json()["data"]
-    (tmp_path / "double.mjs").write_text(readme_block("js", 'name: "Double"'))
-    workflow = readme_block("yaml", "name: enrich-orders").replace("trigger: dc_...", f"trigger: {source['id']}")
-    (tmp_path / "enrich.yaml").write_text(workflow)
-    deployed = server.cli("workflows", "deploy", str(tmp_path / "enrich.yaml"), "--user", owner.id)
-    endpoint = source["configured_props"]["http"]["endpoint_url"]
-    assert httpx.post(endpoint, json={"n": 21}).status_code == 200
-    [item] = wait_for(client, deployed["id"])
-    assert item["event"] == {"raw_event": 42}
-    logs = client.get(f"/workflows/{deployed['id']}/$logs/event_summaries")
-    assert logs.status_code == 200, logs.text
-    assert [i["event"]["message"] for i in logs.json()["data"]] == ["doubling 21"]
-    assert summaries(client, deployed["id"], errors=True) == []

@@ -9,8 +9,11 @@ import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, 
 import { executablesError, executablesOf } from './executables.mjs'
 import { inside, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
+import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
 
 const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
+const PACKAGE_FILE = /[\\/]node_modules[\\/].*\.(?:[cm]?[jt]s|[jt]sx)$/
+const loaderOf = (file) => (/\.[cm]?ts$/.test(file) ? 'ts' : /\.tsx$/.test(file) ? 'tsx' : /\.jsx$/.test(file) ? 'jsx' : 'js')
 
 function formatErrors(errors) {
   return errors
@@ -96,7 +99,7 @@ function realOr(p) {
 // packages' trees or the runner's platform module (and its packages), nowhere else. Native loads
 // of packages and imports of left-out packages (`seen.leftOut`, natives.mjs) stay external: the
 // runner's `require` throws MODULE_NOT_FOUND for them; `seen` gathers them and package imports.
-function resolvePlugin(trees, stdin, seen) {
+function resolvePlugin(trees, stdin, seen, mapped) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
@@ -147,11 +150,12 @@ function resolvePlugin(trees, stdin, seen) {
       })
       // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
       // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
-      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+      // A package's links to map files are made inert (sourcemaps.mjs).
+      build.onLoad({ filter: PACKAGE_FILE }, (args) => {
         const text = fs.readFileSync(args.path, 'utf8')
-        if (!text.includes('__dirname')) return undefined
-        const fixed = staticDirnameRequires(text)
-        return fixed === text ? undefined : { contents: fixed, loader: 'js', resolveDir: path.dirname(args.path) }
+        let fixed = /\.c?js$/.test(args.path) && text.includes('__dirname') ? staticDirnameRequires(text) : text
+        if (mapped) fixed = withoutMapLinks(fixed)
+        return fixed === text ? undefined : { contents: fixed, loader: loaderOf(args.path), resolveDir: path.dirname(args.path) }
       })
     },
   }
@@ -197,28 +201,37 @@ function sourcePlugin() {
 export async function bundlePass(stdin, loader, esm, trees) {
   const sourcefile = entryName(stdin.sourcefile, loader, esm)
   const entry = { ...stdin, sourcefile }
+  // A map of the bundle (sourcemaps.mjs), unless the code links one by file name.
+  const mapped = !linksAFile(stdin.contents)
   const leftOut = []
   for (let round = 0; ; round++) {
     const seen = { natives: [], edges: [], leftOut }
-    const res = await bundleOnce(entry, loader, trees, seen)
+    const res = await bundleOnce(entry, loader, trees, seen, mapped)
     const verdict = await nativeVerdict(seen.natives, seen.edges, { file: path.join(stdin.resolveDir, sourcefile), contents: stdin.contents })
     if (verdict.refused) throw nativeError(verdict.refused)
     const more = (verdict.leftOut || []).filter((root) => !leftOut.includes(root))
-    if (!more.length || round >= 4) {
-      const programs = executablesOf(stdin.contents, Object.keys(res.metafile.inputs).map((f) => path.resolve(stdin.resolveDir, f)))
-      if (programs.length) throw executablesError(programs)
-      return res.outputFiles[0].contents
+    if (more.length && round < 4) {
+      leftOut.push(...more)
+      continue
     }
-    leftOut.push(...more)
+    const programs = executablesOf(stdin.contents, Object.keys(res.metafile.inputs).map((f) => path.resolve(stdin.resolveDir, f)))
+    if (programs.length) throw executablesError(programs)
+    const js = res.outputFiles.find((f) => !f.path.endsWith('.map'))
+    const map = res.outputFiles.find((f) => f.path.endsWith('.map'))
+    if (!map) return js.text
+    // a code deploy's entry is shown as `component.js` (`component.ts`): it has no file name
+    const shown = loader === 'ts' && stdin.single ? 'component.ts' : stdin.sourcefile
+    return js.text + inlineMap(map.text, stdin.resolveDir, realOr(path.join(RUNNER_DIR, 'platform')), { bundled: sourcefile, shown })
   }
 }
 
-async function bundleOnce(entry, loader, trees, seen) {
+async function bundleOnce(entry, loader, trees, seen, mapped) {
   try {
     return await esbuild.build({
       stdin: { contents: entry.contents, resolveDir: entry.resolveDir, sourcefile: entry.sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen)], metafile: true,
+      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen, mapped)], metafile: true,
+      ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(entry.resolveDir, 'component.js') } : {}),
     })
   } catch (e) {
     if (!e.errors) throw e
@@ -231,9 +244,13 @@ async function bundleOnce(entry, loader, trees, seen) {
 // `mode: "source"`: the entry file with its relative imports inlined, one ESM text.
 export async function sourcePass(file) {
   try {
+    // its map inline, the files named relative to the entry's folder: the bundle pass maps
+    // through it to the operator's files (sourcemaps.mjs)
+    const dir = path.dirname(file)
     const res = await esbuild.build({
       entryPoints: [file], bundle: true, write: false, platform: 'node', format: 'esm', target: 'node22',
-      logLevel: 'silent', plugins: [sourcePlugin()],
+      logLevel: 'silent', plugins: [sourcePlugin()], absWorkingDir: dir, outfile: path.join(dir, '.headwater-source.mjs'),
+      sourcemap: 'inline', sourcesContent: false,
     })
     return realRequires(res.outputFiles[0].text)
   } catch (e) {

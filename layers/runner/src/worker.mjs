@@ -8,6 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { createRequire, isBuiltin } from 'node:module'
 import vm from 'node:vm'
+import { fileURLToPath } from 'node:url'
 import util from 'node:util'
 import { handOn, serviceDb } from './db.mjs'
 import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
@@ -19,7 +20,7 @@ const egressSockets = workerData.egress ? installEgress(workerData.egress) : new
 denyWorkers()
 const realTimers = trackTimers()
 publish()
-installStackFilter()
+installStackFilter(workerData.code)
 
 const nodeRequire = createRequire(import.meta.url)
 const post = (m) => parentPort.postMessage(m)
@@ -50,7 +51,7 @@ function notFound(id) {
 // component: bundles leave it external (esbuild.mjs) instead of carrying a copy of it and its
 // axios each. Required, it is what the published CommonJS package is: its exports, `default`
 // and `__esModule` (frozen: a component cannot change it under its own other modules).
-const PLATFORM_FILE = new URL('../platform/index.js', import.meta.url).pathname
+const PLATFORM_FILE = fileURLToPath(new URL('../platform/index.js', import.meta.url))
 let platform = null
 function platformModule() {
   if (platform === null) {

@@ -24,8 +24,10 @@ from headwater.api import (
     sources,
     sse,
     subscriptions,
+    trials,
     users,
     webhooks,
+    workflow_deploys,
     workflows,
 )
 from headwater.api.endpoint_origin import EndpointOrigin
@@ -36,7 +38,8 @@ from headwater.metrics import MetricsMiddleware
 
 V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
-    sse.router, subscriptions.router, webhooks.router, workflows.router,
+    sse.router, subscriptions.router, webhooks.router, workflows.router, trials.router,
+    workflow_deploys.router,
 ]
 
 

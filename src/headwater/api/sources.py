@@ -11,8 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
-from headwater.api.schemas import ACCEPTED_EMPTY, Data, Page, Source, answers
+from headwater.api.schemas import ACCEPTED_EMPTY, Data, Page, Shape, Source, answers
 from headwater.domain.errors import BadRequest
+from headwater.services import schedules
 from headwater.services.sources import SourceRequest
 
 router = Router(tags=["sources"])
@@ -107,3 +108,21 @@ async def run_source(source_id: str, request: Request, svc: ServicesDep, caller:
         raise BadRequest("The request body is not valid JSON.") from None
     await run_in_threadpool(svc.sources.manual_run, caller, source_id, event)
     return Response(status_code=202)
+
+
+class Schedule(Shape):
+    cron: str | None = Field(description="The cron expression; null for an interval timer.")
+    interval_seconds: int = Field(description="The interval; for a cron timer, the gap between its next two runs.")
+    timezone: str = Field(description="The cron expression's IANA time zone.")
+    active: bool = Field(description="False while the source is paused.")
+    last_run_at: int | None = Field(description="The newest tick taken (Unix seconds); null before the first.")
+    next_run_at: int | None = Field(description="When it runs next (Unix seconds); null while paused. An interval "
+                                    "timer runs on the grid of its last tick, the first time one interval after "
+                                    "the source was last saved.")
+
+
+@router.get("/sources/{source_id}/schedule", response_model=None,
+            responses={**answers(Data[Schedule]), **error_responses(404)})
+def get_schedule(source_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
+    """A timer source's schedule and its next run (an extension; 404 for a source without a timer)."""
+    return shape.data(schedules.schedule(svc.sources, caller, source_id))

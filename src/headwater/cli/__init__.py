@@ -1,6 +1,6 @@
 """The `headwater` command: run the service, manage its accounts, registry and workflows, and
 drive a running service like Pipedream's `pd` (login, whoami, deploy, list, describe, events, logs,
-update, delete, webhooks, subscriptions, logout)."""
+update, delete, webhooks, subscriptions, logout; init, run and dev to write and try components)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import admin, client, hooks
+from headwater.cli import admin, client, dev, hooks, scaffold, trial
 from headwater.cli.output import handles_errors, json_option, one_line
 
 
@@ -20,7 +20,8 @@ def cli() -> None:
     """Headwater: self-hosted event sources."""
 
 
-for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS):
+for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS, *scaffold.COMMANDS, *trial.COMMANDS,
+                *dev.COMMANDS):
     cli.add_command(command)
 
 

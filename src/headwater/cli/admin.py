@@ -1,5 +1,6 @@
 """Commands that act on the service's own data (DECISIONS: accounts and workflows have no HTTP
-routes): they open the store of `--data-dir` or `HEADWATER_DATA_DIR`, the same one `serve` uses."""
+routes): they open the store of `--data-dir` or `HEADWATER_DATA_DIR`, the same one `serve` uses. Workflow
+verbs without `--user` go through the API with the logged-in key instead (cli/workflow_client.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import Any, TypeVar
 import click
 
 from headwater.bootstrap import Services, bootstrap
-from headwater.cli.output import emit, handles_errors, json_option
+from headwater.cli import workflow_client
+from headwater.cli.output import Failure, emit, handles_errors, json_option
 from headwater.services.publish_cache import PublishCache, publisher_version
 from headwater.services.registry import PublishResult
 from headwater.settings import Settings
@@ -257,42 +259,64 @@ def workflows() -> None:
 
 
 @workflows.command("deploy")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, resolve_path=True))
-@click.option("--user", required=True, help="u_ id of the owner")
+@click.argument("file", type=click.Path(dir_okay=False, resolve_path=True))
+@click.option("--user", default=None, help="the operator's form: u_ id of the owner, on --data-dir's store "
+              "(default: the logged-in key, over the API)")
 @click.option("--org", help="o_ id of the org to deploy it in")
 @data_dir_option
 @json_option
 @handles_errors
-def workflows_deploy(file: str, user: str, org: str | None, data_dir: str | None, as_json: bool) -> None:
+def workflows_deploy(file: str, user: str | None, org: str | None, data_dir: str | None, as_json: bool) -> None:
+    """Deploy a workflow file (a step's component file is sent as its code)."""
+    if not Path(file).is_file():
+        raise Failure(f"No workflow file {file}.")
+    if operator_form(user, data_dir) is None:
+        workflow_client.deploy(Path(file), org, as_json)
+        return
     with services_for(data_dir) as services:
-        workflow = services.workflows.deploy(user, org, Path(file))
+        workflow = services.workflows.deploy(str(user), org, Path(file))
     emit(as_json, {"id": workflow.id, "deployment_id": workflow.deployment_id},
          f"workflow {workflow.id} deployed as {workflow.deployment_id}")
 
 
+def operator_form(user: str | None, data_dir: str | None) -> str | None:
+    """`--user` (with `--data-dir` or HEADWATER_DATA_DIR) acts on the store; without it, the API."""
+    if user is None and data_dir is not None:
+        raise Failure("--data-dir acts on the store as an operator: give --user u_... with it "
+                      "(or neither, to use the logged-in key).")
+    return user
+
+
 @workflows.command("list")
-@click.option("--user", required=True)
+@click.option("--user", default=None, help="the operator's form (default: the logged-in key)")
 @click.option("--org")
 @data_dir_option
 @json_option
 @handles_errors
-def workflows_list(user: str, org: str | None, data_dir: str | None, as_json: bool) -> None:
+def workflows_list(user: str | None, org: str | None, data_dir: str | None, as_json: bool) -> None:
+    """Your workflows (an org's with --org)."""
+    if operator_form(user, data_dir) is None:
+        workflow_client.listing(org, as_json)
+        return
     with services_for(data_dir) as services:
-        found = services.workflows.listing(user, org)
+        found = services.workflows.listing(str(user), org)
     emit(as_json, {"data": [w.to_api() for w in found]},
          "\n".join(f"{w.id} {w.name} ({w.deployment_id}, {len(w.steps)} steps)" for w in found))
 
 
 @workflows.command("delete")
 @click.argument("workflow")
-@click.option("--user", required=True)
+@click.option("--user", default=None, help="the operator's form (default: the logged-in key)")
 @data_dir_option
 @json_option
 @handles_errors
-def workflows_delete(workflow: str, user: str, data_dir: str | None, as_json: bool) -> None:
+def workflows_delete(workflow: str, user: str | None, data_dir: str | None, as_json: bool) -> None:
+    """Delete a workflow (by p_ id, or by name with the logged-in key)."""
+    if operator_form(user, data_dir) is None:
+        workflow_client.delete(workflow, as_json)
+        return
     with services_for(data_dir) as services:
-        services.workflows.delete(user, workflow)
+        services.workflows.delete(str(user), workflow)
     emit(as_json, {"deleted": workflow}, f"deleted {workflow}")
-
 
 COMMANDS = [serve, users, orgs, keys, registry, workflows]

@@ -139,7 +139,7 @@ def login(url: str, api_key: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("component")
-@click.option("--prop", "props", multiple=True, help="a configured prop, name=value (repeatable)")
+@click.option("--prop", "-p", "props", multiple=True, help="a configured prop, name=value (repeatable)")
 @click.option("--name", help="the source's name (default: the component's)")
 @json_option
 @handles_errors
@@ -278,7 +278,7 @@ def logs(source: str, count: int, follow: bool, as_json: bool) -> None:
 
 @click.command()
 @click.argument("source")
-@click.option("--prop", "props", multiple=True, help="a configured prop, name=value (repeatable)")
+@click.option("--prop", "-p", "props", multiple=True, help="a configured prop, name=value (repeatable)")
 @click.option("--name")
 @click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False, resolve_path=True),
               help="new component code")

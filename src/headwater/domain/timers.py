@@ -88,3 +88,12 @@ class Timer:
         if self.cron is None:
             return {"timestamp": int(fired_at), "interval_seconds": self.interval_seconds}
         return {"timestamp": int(fired_at), "cron": self.cron}
+
+
+def next_run(timer: Timer, last_tick: float, scheduled_since: float, now: float) -> float:
+    """When the timer fires next, as the schedulers keep it: a cron timer at its next match; an
+    interval timer on the grid of its last tick or, before its first, of when it was scheduled
+    (the source's last save), one interval after it."""
+    if timer.cron is not None:
+        return timer.next_fire(now)
+    return timer.next_after(last_tick or scheduled_since, now)

@@ -75,17 +75,44 @@ class Workflows:
             return Principal(user, uow.users.org_ids(user_id))
 
     def deploy(self, user_id: str, org_id: str | None, file: Path) -> Workflow:
-        """Deploys a workflow file; a name the namespace already has gets its steps replaced under
-        the same p_ id with a new d_ id."""
-        principal = self.principal(user_id)
-        namespace = self.accounts.namespace(principal, org_id)
+        """Deploys a workflow file (the operator's `headwater workflows deploy --user`); a name the
+        namespace already has gets its steps replaced under the same p_ id with a new d_ id."""
         try:
             data = yaml.safe_load(file.read_text())
         except (OSError, yaml.YAMLError) as e:
             raise Invalid(f"Cannot read the workflow file {file}: {e}", {"file": [str(e)]}) from None
+        return self._deploy(self.principal(user_id), org_id, data, file.parent)
+
+    def deploy_data(self, principal: Principal, org_id: str | None, data: dict[str, Any]) -> Workflow:
+        """`POST /v1/workflows`: the file's content as JSON, a step's code given as `component_code`
+        (the server cannot read the caller's files), else a registry key or an sc_ id."""
+        namespace = self.accounts.namespace(principal, org_id)
+        steps = data.get("steps")
+        if isinstance(steps, list):
+            data = {**data, "steps": [self._inline(principal, namespace, i, step) for i, step in enumerate(steps)]}
+        return self._deploy(principal, org_id, data, None)
+
+    def _inline(self, principal: Principal, namespace: str, index: int, step: Any) -> Any:
+        """A step whose code came inline, with the component saved from it named by its sc_ id."""
+        if not isinstance(step, dict) or "component_code" not in step:
+            return step
+        where = f"steps[{index}]"
+        if step.get("component") is not None:
+            raise Invalid(f"Step {index + 1} gives both `component` and `component_code`.",
+                          {f"{where}.component_code": ["give either component or component_code"]})
+        code = step["component_code"]
+        if not isinstance(code, str):
+            raise Invalid(f"Step {index + 1}: `component_code` must be a string.",
+                          {f"{where}.component_code": ["must be a string"]})
+        saved = self.components.save(namespace, principal.user.id, self.components.resolve_code(code, None), None)
+        return {k: v for k, v in step.items() if k != "component_code"} | {"component": saved.id}
+
+    def _deploy(self, principal: Principal, org_id: str | None, data: Any, base: Path | None) -> Workflow:
+        user_id = principal.user.id
+        namespace = self.accounts.namespace(principal, org_id)
         name, trigger, steps = parse_workflow(data)
         for step in steps:
-            step.component_id = self._component_for(principal, namespace, file.parent, step).id
+            step.component_id = self._component_for(principal, namespace, base, step).id
         ts = now_s()
         with self.uow() as uow:
             existing = uow.workflows.by_name(namespace, name)
@@ -106,11 +133,15 @@ class Workflows:
             self.subscriptions.subscribe(principal, trigger, workflow.id, None, org_id)
         return workflow
 
-    def _component_for(self, principal: Principal, namespace: str, base: Path, step: Step) -> Component:
+    def _component_for(self, principal: Principal, namespace: str, base: Path | None, step: Step) -> Component:
         ref = step.component
         if ref.startswith("sc_"):
             component = self.components.get(principal, ref)
         elif ref.endswith(COMPONENT_FILES):
+            if base is None:  # over HTTP: the file is on the caller's machine
+                raise Invalid(f"Step {step.name}: the server cannot read the file {ref}: send its code as "
+                              "`component_code`.",
+                              {f"steps.{step.name}.component": ["a file path: give component_code"]})
             path = (base / ref).resolve()
             if not path.is_file():
                 raise Invalid(f"Step {step.name}: no component file {ref} next to the workflow file.",
@@ -141,7 +172,10 @@ class Workflows:
             return uow.workflows.list(namespace)
 
     def delete(self, user_id: str, workflow_id: str) -> None:
-        workflow = self.get(self.principal(user_id), workflow_id)
+        self.remove(self.principal(user_id), workflow_id)
+
+    def remove(self, principal: Principal, workflow_id: str) -> None:
+        workflow = self.get(principal, workflow_id)
         with self.uow() as uow:
             uow.workflows.remove(workflow)
             uow.subscriptions.remove_naming(workflow_id)

@@ -1,0 +1,109 @@
+// A source's page: what it is and how it is configured, edit and re-deploy, pause and resume,
+// its schedule, its events, logs and errors, running it by hand, and who listens to it.
+
+import { eventDetail, eventPanes } from "./events.js";
+import { api, el, refresh, render, say, when } from "./lib.js";
+import { labelOf, propInput, timerInWords, valueInWords } from "./props.js";
+import { subscriptionsSection } from "./subscriptions.js";
+
+async function componentOf(source) {
+  try { return (await api(`/components/${source.component_id}`)).data; } catch { return null; }
+}
+
+function configuration(source, component) {
+  const defs = component ? component.configurable_props : Object.keys(source.configured_props).map((name) => ({ name, type: "string" }));
+  const rows = defs.filter((p) => p.type !== "$.service.db" && p.name in source.configured_props).map((p) =>
+    el("tr", {}, el("th", { scope: "row" }, labelOf(p)), el("td", {}, valueInWords(p, source.configured_props[p.name]) ?? "")));
+  return el("section", { id: "configuration" }, el("h3", {}, "Configuration"),
+    component && component.description ? el("p", { class: "hint" }, component.description) : null,
+    rows.length ? el("table", { class: "config" }, el("tbody", {}, rows)) : el("p", { class: "hint" }, "No props to configure."));
+}
+
+async function scheduleLine(source, component) {
+  const timer = component && component.configurable_props.find((p) => p.type === "$.interface.timer");
+  if (!timer) return [null, null];
+  const s = (await api(`/sources/${source.id}/schedule`)).data;
+  const line = el("p", { id: "schedule" }, el("strong", {}, "Schedule: "), `runs ${timerInWords(s)}. `,
+    s.next_run_at ? `Next run ${when(s.next_run_at)}.` : "Paused: no run is scheduled.",
+    s.last_run_at ? ` Last run ${when(s.last_run_at)}.` : "");
+  return [line, s.timezone];
+}
+
+function editForm(source, component, timezone) {
+  const name = el("input", { type: "text", id: "edit-name", value: source.name });
+  const inputs = component.configurable_props.map((p) => {
+    let current = source.configured_props[p.name];
+    if (p.type === "$.interface.timer" && current) current = { ...current, timezone: current.cron ? timezone : undefined };
+    return { prop: p, ...propInput(p, component.id, current) };
+  });
+  const code = el("textarea", { id: "edit-code", class: "code", spellcheck: "false" }, component.code || "");
+  return el("form", { id: "edit-form", hidden: true, onsubmit: async (e) => {
+    e.preventDefault();
+    const body = { name: name.value.trim() || undefined, configured_props: {} };
+    try {
+      for (const i of inputs) { const v = i.read(); if (v !== undefined) body.configured_props[i.prop.name] = v; }
+    } catch { say("A JSON field is not valid JSON.", true); return; }
+    if (code.value !== (component.code || "")) body.component_code = code.value;
+    try {
+      await api(`/sources/${source.id}`, { method: "PUT", body });
+      say("Saved and re-deployed.");
+      refresh();
+    } catch (err) { say(err.message, true); }
+  } },
+  el("h3", {}, "Edit and re-deploy"),
+  el("label", { for: "edit-name" }, "Source name"), name,
+  inputs.map((i) => i.node),
+  el("label", { for: "edit-code" }, "Code ", el("span", { class: "hint" }, "(a change deploys the new code; the source keeps its id and state)")), code,
+  el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Save and re-deploy"),
+    el("button", { type: "button", onclick: (e) => { e.target.closest("form").hidden = true; } }, "Cancel")));
+}
+
+function runByHand(id) {
+  const body = el("textarea", { id: "run-body", "aria-describedby": "run-hint" }, "{}");
+  return el("section", {}, el("h3", {}, "Run it by hand"),
+    el("label", { for: "run-body" }, "Event (JSON) ", el("span", { class: "hint", id: "run-hint" }, "becomes the run's event; a timer source gets its timer event when this is empty")),
+    body,
+    el("div", { class: "row" }, el("button", { class: "primary", onclick: async () => {
+      let event;
+      try { event = body.value.trim() ? JSON.parse(body.value) : undefined; } catch { say("The event is not valid JSON.", true); return; }
+      try { await api(`/sources/${id}/run`, { method: "POST", body: event }); say("Run queued."); } catch (e) { say(e.message, true); }
+    } }, "Run")));
+}
+
+export async function sourcePage(id) {
+  const source = (await api(`/sources/${id}`)).data;
+  const component = await componentOf(source);
+  const [schedule, timezone] = await scheduleLine(source, component);
+  const detail = eventDetail();
+  const panes = await eventPanes("sources", id, detail);
+  const endpoint = Object.values(source.configured_props).find((v) => v && v.endpoint_url);
+  const edit = component ? editForm(source, component, timezone) : null;
+  const setActive = async (active) => {
+    try { await api(`/sources/${id}`, { method: "PUT", body: { active } }); say(active ? "Resumed." : "Paused."); refresh(); }
+    catch (e) { say(e.message, true); }
+  };
+  render(
+    el("h2", {}, source.name, " ", el("span", { class: `badge ${source.active ? "ok" : "off"}`, id: "source-state" }, source.active ? "active" : "paused")),
+    el("p", { class: "meta" }, el("span", {}, source.id),
+      component ? el("span", {}, ` · ${component.name} v${component.version}`) : null,
+      endpoint ? el("span", {}, " · endpoint ", el("code", { id: "endpoint", class: "url" }, endpoint.endpoint_url)) : null),
+    schedule,
+    el("div", { class: "row" },
+      source.active ? el("button", { onclick: () => setActive(false) }, "Pause") : el("button", { class: "primary", onclick: () => setActive(true) }, "Resume"),
+      edit ? el("button", { onclick: () => { edit.hidden = false; edit.querySelector("input, textarea, select").focus(); } }, "Edit") : null,
+      el("button", { class: "danger", onclick: async () => {
+        if (!confirm("Delete every retained event of this source?")) return;
+        try { await api(`/sources/${id}/events`, { method: "DELETE" }); say("Deleting events…"); setTimeout(refresh, 1000); } catch (e) { say(e.message, true); }
+      } }, "Delete events"),
+      el("button", { class: "danger", onclick: async () => {
+        if (!confirm(`Delete the source ${source.name}?`)) return;
+        try { await api(`/sources/${id}`, { method: "DELETE" }); say("Source deleted."); location.hash = "#/sources"; } catch (e) { say(e.message, true); }
+      } }, "Delete source")),
+    configuration(source, component),
+    edit,
+    el("div", { class: "panes" }, panes.map((p) => p.pane)),
+    detail,
+    await subscriptionsSection(source),
+    runByHand(id));
+}
+

@@ -1,0 +1,119 @@
+"""Running component code once without deploying it (`POST /v1/components/run`, `headwater run`).
+
+The code is bundled and described in the caller's own runner process like any saved component,
+its props validated like a deploy's, and the run admitted against the caller's daily quota like
+any other run; then it runs once, sandboxed like every run, and what it did (emits, logs,
+`this.db` writes, the HTTP response, an action's return value and exports) is answered, not
+kept: no component, source, event or state is stored, only the run's usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.domain.errors import HeadwaterError, Invalid
+from headwater.domain.models import ComponentDefinition, Principal
+from headwater.domain.props import validate
+from headwater.domain.runs import RunResult, apply_db
+from headwater.ports import Bundle, Instance, Runner, RunnerError, UnitOfWorkFactory
+from headwater.services.clock import now_s, utc_day
+from headwater.services.components import Components
+from headwater.services.runs import Runs
+from headwater.settings import Settings
+
+# An HTTP source run without an event gets a request with nothing in it (DECISIONS: the event's fields).
+EMPTY_REQUEST = {"method": "GET", "path": "/", "query": {}, "headers": {}, "bodyRaw": "", "body": ""}
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    code: str
+    event: Any = None  # None: a timer source's timer event, an HTTP source's EMPTY_REQUEST, else {}
+    configured_props: dict[str, Any] = field(default_factory=dict)
+    db: dict[str, Any] = field(default_factory=dict)  # `this.db` as the run starts
+
+
+class Trials:
+    def __init__(self, uow: UnitOfWorkFactory, components: Components, runs: Runs, runner: Runner,
+                 settings: Settings) -> None:
+        self.uow = uow
+        self.components = components
+        self.runs = runs
+        self.runner = runner
+        self.settings = settings
+
+    def run(self, principal: Principal, req: TrialRequest, org_id: str | None) -> dict[str, Any]:
+        namespace = self.components.accounts.namespace(principal, org_id)
+        code = self.components.resolve_code(req.code, None)
+        bundle, definition = self.components.describe(code, namespace)
+        instance_id = f"run:{principal.user.id}"  # one warm worker per user for these, not one per run
+        props, event, timeout_ms, http = self._prepare(bundle, definition, req, instance_id, namespace)
+        admission = self.runs.admit(principal.user.id)
+        if not admission.admitted and admission.refusal is not None:
+            raise admission.refusal
+        instance = Instance(id=instance_id, props=props, account=namespace, bill_to=principal.user.id,
+                            db=dict(req.db), env={"PD_COMPONENT": instance_id}, http=http,
+                            memory_mb=self.settings.run_memory_mb)
+        try:
+            if definition.type == "action":
+                result = self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)
+            else:
+                result = self.runner.run(bundle, instance, event, timeout_ms)
+        except RunnerError as e:
+            result = RunResult.failed(e.code, e.message, e.stack)
+        except HeadwaterError as e:
+            result = RunResult.failed("RUNTIME_ERROR", e.message)
+        with self.uow() as uow:
+            uow.usage.record(principal.user.id, utc_day(), 1, result.compute_ms)
+            uow.commit()
+        return self.answer(definition, event, req.db, result)
+
+    def _prepare(self, bundle: Bundle, definition: ComponentDefinition, req: TrialRequest, instance_id: str,
+                 namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
+        """The props as the runner takes them, the event, the time limit and the HTTP interface."""
+        prop_list = definition.configurable_props
+        if definition.has_additional_props:
+            try:
+                prop_list = self.runner.additional_props(bundle, f"props:{instance_id}", req.configured_props,
+                                                         self.settings.hook_timeout_ms, namespace)
+            except RunnerError as e:
+                raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
+        validated = validate(prop_list, req.configured_props)
+        if validated.errors:
+            raise Invalid(f"Some props are not valid: {', '.join(validated.errors)}.", validated.errors)
+        event, timeout_ms = req.event, self.settings.http_timeout_ms
+        if event is None and validated.timers and definition.type != "action":
+            event = next(iter(validated.timers.values())).event(now_s())
+            timeout_ms = self.settings.timer_timeout_ms
+        http = None
+        for prop in prop_list:
+            if prop["type"] == "$.interface.http":
+                # Not deployed: no endpoint answers here, but the component sees the URL's form.
+                http = {"endpoint": f"{self.settings.base_url}/http/not-deployed",
+                        "customResponse": bool(prop.get("customResponse"))}
+        if event is None:
+            event = dict(EMPTY_REQUEST) if http is not None and definition.type != "action" else {}
+        return validated.values, event, timeout_ms, http
+
+    def answer(self, definition: ComponentDefinition, event: Any, db: dict[str, Any],
+               result: RunResult) -> dict[str, Any]:
+        after, too_large = apply_db(db, result.db_writes, self.settings.db_max_bytes)
+        data: dict[str, Any] = {
+            "type": definition.type,
+            "name": definition.name,
+            "event": event,
+            "emits": [{"event": e.event, "metadata": e.meta} for e in result.emits],
+            "logs": result.logs,
+            "db_writes": result.db_writes,
+            "db": after,
+            "response": result.response,
+            "error": result.error,
+            "duration_ms": round(result.duration_ms, 3),
+        }
+        if too_large:
+            data["db_error"] = too_large
+        if definition.type == "action":
+            data.update({"return_value": result.return_value, "exports": result.exports, "sends": result.sends,
+                         "flow_exit": result.flow_exit})
+        return data

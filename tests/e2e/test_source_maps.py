@@ -1,0 +1,162 @@
+"""Error stacks point at the user's file and line, not the bundle's (docs/runner-protocol.md,
+"Stacks"): ESM, CommonJS, TypeScript and relative imports, in the run's error and in a logged
+error, through the real bundler and a real runner process (no HTTP server: the pool directly)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from headwater.adapters.local.bundler import LocalBundler
+from headwater.adapters.local.node_runner import NodeRunnerPool
+from headwater.domain.runs import RunResult
+from headwater.ports import Instance
+from headwater.settings import REPO_ROOT, Settings
+from tests.conftest import COMPONENTS
+from tests.e2e.test_runs import wait_events
+
+MAPS = COMPONENTS / "maps"
+Runtime = tuple[LocalBundler, NodeRunnerPool, Path]
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBundler, NodeRunnerPool, Path]]:
+    data_dir = tmp_path_factory.mktemp("maps")
+    settings = Settings(data_dir=data_dir, runner_processes=1)
+    pool = NodeRunnerPool(settings)
+    try:
+        yield LocalBundler(settings), pool, data_dir
+    finally:
+        pool.close()
+
+
+def run_once(runtime: Runtime, code: str) -> RunResult:
+    bundler, pool, _ = runtime
+    instance = Instance(id="dc_maps", props={}, account="a", db={})
+    return pool.run_many(bundler.bundle(code), instance, [{}], 10_000)[0]
+
+
+def frames(stack: str) -> list[str]:
+    return [line.strip() for line in stack.splitlines() if line.strip().startswith("at ")]
+
+
+def assert_nothing_of_the_host(text: str, data_dir: Path) -> None:
+    for leak in ("worker.mjs", "layers/runner", "file://", "node:internal", "npm-store", str(REPO_ROOT),
+                 str(data_dir), "/tmp/"):
+        assert leak not in text, (leak, text)
+
+
+def test_an_esm_components_stack_and_logged_error_name_its_own_lines(runtime: Runtime) -> None:
+    result = run_once(runtime, (MAPS / "esm_throw.mjs").read_text())
+    assert result.error is not None
+    stack = result.error["stack"]
+    assert stack.startswith("Error: thrown at line 6"), stack
+    assert frames(stack)[:3] == ["at deeper (component.js:5:9)", "at deeper (component.js:4:21)",
+                                 "at Object.run (component.js:13:7)"], stack
+    logged = "\n".join(entry["message"] for entry in result.logs)
+    assert "at deeper (component.js:5:9)" in logged, logged
+    for text in (stack, logged):
+        assert_nothing_of_the_host(text, runtime[2])
+
+
+def test_a_commonjs_components_stack_names_its_own_lines(runtime: Runtime) -> None:
+    result = run_once(runtime, (MAPS / "cjs_throw.js").read_text())
+    assert result.error is not None
+    assert frames(result.error["stack"])[:2] == ["at Object.fail (component.js:5:11)",
+                                                 "at Object.run (component.js:13:13)"], result.error["stack"]
+
+
+def test_a_typescript_components_stack_names_the_lines_of_its_typescript(runtime: Runtime) -> None:
+    result = run_once(runtime, (MAPS / "ts_throw.ts").read_text())
+    assert result.error is not None
+    assert result.error["stack"].startswith("RangeError: too big: box")
+    assert frames(result.error["stack"])[:2] == ["at check (component.ts:8:29)",
+                                                 "at Object.run (component.ts:17:5)"], result.error["stack"]
+
+
+def test_relative_imports_keep_their_files_names_through_the_source_pass(runtime: Runtime) -> None:
+    """A workflow step or a registry file is inlined with its neighbours first (`source_of`):
+    the frames name each file, relative to the entry's folder."""
+    code = runtime[0].source_of(str(MAPS / "relative_entry.mjs"))
+    result = run_once(runtime, code)
+    assert result.error is not None
+    assert frames(result.error["stack"])[:2] == ["at explode (lib/explode.mjs:4:9)",
+                                                 "at Object.run (relative_entry.mjs:8:5)"], result.error["stack"]
+    assert_nothing_of_the_host(result.error["stack"], runtime[2])
+
+
+def write_thrower(store: Path) -> None:
+    """A local npm package (a complete store tree: no registry asked) whose function throws,
+    after 120 other statements, so its frame is far below any line of a user's short file."""
+    tree = store / "hwtest-maps-thrower@1.0.0"
+    package = tree / "node_modules" / "hwtest-maps-thrower"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "package.json").write_text('{"name": "hwtest-maps-thrower", "version": "1.0.0", "main": "index.js"}')
+    throws = "exports.explode = function explode() { throw new Error('from the package') }\n"
+    (package / "index.js").write_text("".join(f"exports.f{i} = () => {i}\n" for i in range(120)) + throws)
+    (tree / ".complete").write_text("")
+
+
+def test_an_npm_packages_frames_stay_bundle_positions_never_lines_of_the_users_file(runtime: Runtime) -> None:
+    """Packages' code has no segments in the map (its frames stay `component.js:<bundle line>`):
+    a frame of a package is never passed off as a line of the user's seven; the platform module
+    (the runner's own, required at run time) is named as the package the component imported."""
+    write_thrower(runtime[2] / "npm-store")
+    code = """import { explode } from "hwtest-maps-thrower@1.0.0";
+export default {
+  name: "Maps package", version: "0.1.0",
+  async run() {
+    explode();
+  },
+};"""
+    result = run_once(runtime, code)
+    assert result.error is not None and result.error["message"] == "from the package", result.error
+    stack = result.error["stack"]
+    assert_nothing_of_the_host(stack, runtime[2])
+    package, own = frames(stack)
+    assert own == "at Object.run (component.js:5:5)", stack
+    line = re.fullmatch(r"at explode\d* \(component\.js:(\d+):\d+\)", package)
+    assert line and int(line.group(1)) > 100, stack
+
+    code = """import { axios } from "@pipedream/platform";
+export default {
+  name: "Maps platform", version: "0.1.0",
+  async run() {
+    await axios(this, { url: "not a url at all" });
+  },
+};"""
+    result = run_once(runtime, code)
+    assert result.error is not None
+    stack = result.error["stack"]
+    assert_nothing_of_the_host(stack, runtime[2])
+    *_, platform, own = frames(stack)
+    assert own == "at async Object.run (component.js:5:5)", stack
+    assert re.fullmatch(r"at async callAxios \(node_modules/@pipedream/platform/index\.js:\d+:\d+\)", platform), stack
+
+
+def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Path) -> None:
+    """esbuild would read a map a comment names: code that links one gets no map at all."""
+    linked = tmp_path / "linked.map"
+    linked.write_text('{"version": 3, "sources": ["SECRET-NAME"], "names": [], "mappings": "AAAA"}')
+    code = (MAPS / "esm_throw.mjs").read_text() + f"//# sourceMappingURL={linked}\n"
+    result = run_once(runtime, code)
+    assert result.error is not None
+    assert "SECRET" not in result.error["stack"]
+    assert frames(result.error["stack"])[0] == "at deeper (component.js:27:9)", result.error["stack"]
+
+
+@pytest.mark.both_modes
+def test_errors_and_logs_events_of_the_service_name_the_users_lines(api: httpx.Client) -> None:
+    """Through the service, locally and on the emulated AWS runner Lambda (the same bundle)."""
+    r = api.post("/sources", json={"component_code": (MAPS / "esm_throw.mjs").read_text()})
+    assert r.status_code == 200, r.text
+    source_id = r.json()["data"]["id"]
+    assert api.post(f"/sources/{source_id}/run", json={}).status_code < 300
+    [error] = wait_events(api, source_id, 1, event_name="$errors")
+    assert "at deeper (component.js:5:9)" in error["event"]["error"]["stack"], error
+    logged = wait_events(api, source_id, 1, event_name="$logs")[0]["event"]["message"]
+    assert "at deeper (component.js:5:9)" in logged, logged

@@ -1,0 +1,54 @@
+"""Per-source metrics: each run counted under its source's label, the label set bounded."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+from headwater.domain.commands import RunSource
+from headwater.domain.events import Emit
+from headwater.domain.runs import RunResult
+from headwater.metrics import REGISTRY, metered_runs
+from headwater.ports import Task
+from headwater.source_metrics import OTHER, SourceLabels, limit_source_labels
+
+
+def task(source_id: str) -> Task:
+    return Task(id=f"t-{source_id}", command=RunSource(source_id=source_id, event={}, timeout_ms=1000, trigger="http"))
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_the_first_sources_get_their_own_label_and_keep_it_the_rest_are_other() -> None:
+    labels = SourceLabels(2)
+    assert [labels.of(s) for s in ("dc_a", "dc_b", "dc_c", "dc_a", "dc_d", "dc_b")] == \
+        ["dc_a", "dc_b", OTHER, "dc_a", OTHER, "dc_b"]
+    assert SourceLabels(0).of("dc_a") == OTHER
+
+
+def test_runs_durations_errors_and_emits_are_counted_per_source_through_the_run_handler() -> None:
+    limit_source_labels(1)
+    try:
+        ok = RunResult(emits=[Emit({"n": 1}), Emit({"n": 2})], duration_ms=250)
+        failed = RunResult(error={"code": "TIMEOUT"}, duration_ms=1000)
+        other_runs = sample("headwater_source_runs_total", source=OTHER, outcome="ok")
+
+        def handler(tasks: list[Task], on_partial: Any) -> Future[list[Any]]:
+            done: Future[list[Any]] = Future()
+            done.set_result([ok, failed, ok][:len(tasks)])
+            return done
+
+        metered_runs(handler)([task("dc_metered"), task("dc_metered"), task("dc_unlabelled")], lambda t, p: None)
+        assert sample("headwater_source_runs_total", source="dc_metered", outcome="ok") == 1
+        assert sample("headwater_source_runs_total", source="dc_metered", outcome="TIMEOUT") == 1
+        assert sample("headwater_source_errors_total", source="dc_metered") == 1
+        assert sample("headwater_source_events_emitted_total", source="dc_metered") == 2
+        assert sample("headwater_source_run_seconds_count", source="dc_metered") == 2
+        assert sample("headwater_source_run_seconds_sum", source="dc_metered") == 1.25
+        # the second source found the one label taken: counted under `other`
+        assert sample("headwater_source_runs_total", source=OTHER, outcome="ok") == other_runs + 1
+        assert sample("headwater_source_runs_total", source="dc_unlabelled", outcome="ok") == 0
+    finally:
+        limit_source_labels(50)
