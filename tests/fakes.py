@@ -11,7 +11,7 @@ import asyncio
 import copy
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -576,6 +576,12 @@ class FakeBundler:
 
     def source_of(self, entry_file: str) -> str:
         raise NotImplementedError("registry publishing is not part of the service tests")
+
+    def sources_of(self, entry_files: Sequence[str]) -> list[tuple[str | None, str | None]]:
+        raise NotImplementedError("registry publishing is not part of the service tests")
+
+    def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
+        return {}
 
 
 class FakeRunner:

@@ -10,7 +10,7 @@ may raise `Conflict` at the write or only at `commit()`: callers handle both the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -366,6 +366,13 @@ class Bundler(Protocol):
 
     def source_of(self, entry_file: str) -> str:
         """One ESM source text for a file and its relative imports (registry publishing)."""
+
+    def sources_of(self, entry_files: Sequence[str]) -> list[tuple[str | None, str | None]]:
+        """`source_of` of many files at once: (code, None) or (None, failure message) each."""
+
+    def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
+        """Bundles many codes at once (registry publishing), each as `bundle` would, so that
+        `bundle` of any of them is then a lookup: the failures, code -> message."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 // Headwater's own implementation of the `@pipedream/platform` surface that components import
-// (see shared DECISIONS.md, "What real components import"). Bundled into components by
-// src/bundle.mjs in place of the published package, which is never installed.
+// (see shared DECISIONS.md, "What real components import"). Required by bundles at run time
+// (src/worker.mjs) in place of the published package, which is never installed.
 import realAxios from 'axios'
 import fs from 'node:fs'
 import path from 'node:path'

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 export const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 export const TMP_DIR = fs.existsSync('/tmp') ? '/tmp' : process.cwd()
 
-// A failure the bundler answers with (`LOAD_ERROR`, `INSTALL_ERROR`, `NATIVE_ADDON`).
+// A failure the bundler answers with (`LOAD_ERROR`, `INSTALL_ERROR`, `NATIVE_ADDON`, `NEEDS_EXECUTABLE`).
 export class BundleError extends Error {
   constructor(code, message) {
     super(message)

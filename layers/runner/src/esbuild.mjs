@@ -6,11 +6,11 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { BundleError, RUNNER_DIR, readJSON } from './bundle-common.mjs'
 import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, packageRefusal, parseSpecifier, quoted } from './imports.mjs'
-import { nativeAddons, nativeError, packageOf } from './natives.mjs'
+import { executablesError, executablesOf } from './executables.mjs'
+import { inside, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
 
-const PLATFORM = path.join(RUNNER_DIR, 'platform', 'index.js')
 const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
 const PACKAGE_FILE = /[\\/]node_modules[\\/].*\.(?:[cm]?[jt]s|[jt]sx)$/
 const loaderOf = (file) => (/\.[cm]?ts$/.test(file) ? 'ts' : /\.tsx$/.test(file) ? 'tsx' : /\.jsx$/.test(file) ? 'jsx' : 'js')
@@ -96,8 +96,10 @@ function realOr(p) {
 }
 
 // Pass 2: the real bundle. Every import is resolved here and must land in the component's
-// packages' trees or the runner's platform module (and its packages), nowhere else.
-function resolvePlugin(trees, stdin, mapped) {
+// packages' trees or the runner's platform module (and its packages), nowhere else. Native loads
+// of packages and imports of left-out packages (`seen.leftOut`, natives.mjs) stay external: the
+// runner's `require` throws MODULE_NOT_FOUND for them; `seen` gathers them and package imports.
+function resolvePlugin(trees, stdin, seen, mapped) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
@@ -114,7 +116,13 @@ function resolvePlugin(trees, stdin, mapped) {
         const refused = importRefusal(s, single && isEntry(args.importer, stdin))
         if (refused) return { errors: [{ text: refused }] }
         const p = isBare(s) ? parseSpecifier(s) : null
-        if (p && isPipedream(p.name)) return { path: p.name === '@pipedream/types' ? TYPES : PLATFORM }
+        // a native load, by a package or by the component itself, is judged by natives.mjs
+        if (loadsNative(s, null)) {
+          seen.natives.push({ importer: args.importer, spec: s })
+          return { path: s, external: true }
+        }
+        // the platform is the runner's, required at run time (worker.mjs); its types are bundled
+        if (p && isPipedream(p.name)) return p.name === '@pipedream/types' ? { path: TYPES } : { path: '@pipedream/platform', external: true }
         const userPackage = p && inUserCode(args.importer) && !args.importer.startsWith(platformDir)
         const bad = userPackage ? packageRefusal(s) : null
         if (bad) return { errors: [{ text: bad }] }
@@ -128,6 +136,15 @@ function resolvePlugin(trees, stdin, mapped) {
         if (r.errors.length) return userPackage ? { errors: r.errors } : undefined
         if (!r.external && r.namespace === 'file' && !insideRoots(r.path, roots)) {
           return { errors: [{ text: `import "${s}" is not allowed: it resolves outside the component's packages` }] }
+        }
+        if (r.namespace === 'file' && !r.external) {
+          const importer = args.importer || '<stdin>'
+          if (seen.leftOut.some((root) => inside(r.path, root) && !inside(importer, root))) return { path: s, external: true }
+          if (loadsNative(s, r.path)) {
+            seen.natives.push({ importer, spec: s })
+            return { path: s, external: true }
+          }
+          if (r.path.split(path.sep).includes('node_modules')) seen.edges.push({ importer, spec: s, path: r.path })
         }
         return { path: r.path, external: r.external, sideEffects: r.sideEffects, namespace: r.namespace }
       })
@@ -178,19 +195,43 @@ function sourcePlugin() {
 }
 
 // Pass 2 itself: the entry bundled as CommonJS with its packages' trees, the bundle's text (or a
-// LOAD_ERROR, or NATIVE_ADDON naming the packages that need compiled code).
+// LOAD_ERROR, NATIVE_ADDON naming the packages that load compiled code on the component's path,
+// or NEEDS_EXECUTABLE naming the programs it runs). Bundled again, at most a few times, while
+// natives.mjs finds more optional native packages to leave out.
 export async function bundlePass(stdin, loader, esm, trees) {
   const sourcefile = entryName(stdin.sourcefile, loader, esm)
   const entry = { ...stdin, sourcefile }
   // A map of the bundle (sourcemaps.mjs), unless the code links one by file name.
   const mapped = !linksAFile(stdin.contents)
-  let res
+  const leftOut = []
+  for (let round = 0; ; round++) {
+    const seen = { natives: [], edges: [], leftOut }
+    const res = await bundleOnce(entry, loader, trees, seen, mapped)
+    const verdict = await nativeVerdict(seen.natives, seen.edges, { file: path.join(stdin.resolveDir, sourcefile), contents: stdin.contents })
+    if (verdict.refused) throw nativeError(verdict.refused)
+    const more = (verdict.leftOut || []).filter((root) => !leftOut.includes(root))
+    if (more.length && round < 4) {
+      leftOut.push(...more)
+      continue
+    }
+    const programs = executablesOf(stdin.contents, Object.keys(res.metafile.inputs).map((f) => path.resolve(stdin.resolveDir, f)))
+    if (programs.length) throw executablesError(programs)
+    const js = res.outputFiles.find((f) => !f.path.endsWith('.map'))
+    const map = res.outputFiles.find((f) => f.path.endsWith('.map'))
+    if (!map) return js.text
+    // a code deploy's entry is shown as `component.js` (`component.ts`): it has no file name
+    const shown = loader === 'ts' && stdin.single ? 'component.ts' : stdin.sourcefile
+    return js.text + inlineMap(map.text, stdin.resolveDir, realOr(path.join(RUNNER_DIR, 'platform')), { bundled: sourcefile, shown })
+  }
+}
+
+async function bundleOnce(entry, loader, trees, seen, mapped) {
   try {
-    res = await esbuild.build({
-      stdin: { contents: stdin.contents, resolveDir: stdin.resolveDir, sourcefile, loader },
+    return await esbuild.build({
+      stdin: { contents: entry.contents, resolveDir: entry.resolveDir, sourcefile: entry.sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: stdin.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, mapped)], metafile: true,
-      ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(stdin.resolveDir, 'component.js') } : {}),
+      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen, mapped)], metafile: true,
+      ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(entry.resolveDir, 'component.js') } : {}),
     })
   } catch (e) {
     if (!e.errors) throw e
@@ -198,14 +239,6 @@ export async function bundlePass(stdin, loader, esm, trees) {
     if (natives.length) throw nativeError([...new Set(natives.map((m) => (packageOf(m[1]) || { name: m[1] }).name))])
     throw new BundleError('LOAD_ERROR', formatErrors(e.errors))
   }
-  const natives = nativeAddons(Object.keys(res.metafile.inputs), stdin.resolveDir)
-  if (natives.length) throw nativeError(natives)
-  const js = res.outputFiles.find((f) => !f.path.endsWith('.map'))
-  const map = res.outputFiles.find((f) => f.path.endsWith('.map'))
-  if (!map) return js.text
-  // a code deploy's entry is shown as `component.js` (`component.ts`): it has no file name
-  const shown = loader === 'ts' && stdin.single ? 'component.ts' : stdin.sourcefile
-  return js.text + inlineMap(map.text, stdin.resolveDir, realOr(path.join(RUNNER_DIR, 'platform')), { bundled: sourcefile, shown })
 }
 
 // `mode: "source"`: the entry file with its relative imports inlined, one ESM text.

@@ -6,6 +6,7 @@
 // `node_modules/@pipedream/platform/index.js:104:17`): the map is parsed the first time a stack
 // is made, never on a run that makes none.
 import { SourceMap } from 'node:module'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 
 // How the bundler ends a bundle with its map.
 export const MAP_PREFIX = '\n//# sourceMappingURL=data:application/json;base64,'
@@ -71,6 +72,11 @@ function origin(map, line, column) {
 // util.inspect carries no runner frames either. Code that sets its own Error.prepareStackTrace
 // (source-map-support, depd) takes over, as in plain Node. `code` is the bundle, whose map is
 // read when the first stack is made.
+// The runner's platform module, which bundles require at run time (worker.mjs): its frames are
+// named as the package the component imported, `node_modules/@pipedream/platform/index.js`.
+const PLATFORM_FILE = fileURLToPath(new URL('../platform/index.js', import.meta.url))
+const PLATFORM_SHOWN = 'node_modules/@pipedream/platform/index.js'
+
 export function installStackFilter(code) {
   let map
   const mapOf = () => {
@@ -81,6 +87,11 @@ export function installStackFilter(code) {
     const frames = []
     for (const site of callsites) {
       const text = String(site)
+      const file = site.getFileName()
+      if (file === PLATFORM_FILE || file === pathToFileURL(PLATFORM_FILE).href) {
+        frames.push(`    at ${text.replace(file, PLATFORM_SHOWN)}`)
+        continue
+      }
       if (!text.includes(COMPONENT)) continue
       const line = site.getLineNumber()
       const column = site.getColumnNumber()

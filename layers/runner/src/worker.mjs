@@ -8,6 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { createRequire, isBuiltin } from 'node:module'
 import vm from 'node:vm'
+import { fileURLToPath } from 'node:url'
 import util from 'node:util'
 import { handOn, serviceDb } from './db.mjs'
 import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
@@ -46,12 +47,25 @@ function notFound(id) {
   e.code = 'MODULE_NOT_FOUND'
   return e
 }
+// `@pipedream/platform` is the runner's own module (platform/index.js), the same for every
+// component: bundles leave it external (esbuild.mjs) instead of carrying a copy of it and its
+// axios each. Required, it is what the published CommonJS package is: its exports, `default`
+// and `__esModule` (frozen: a component cannot change it under its own other modules).
+const PLATFORM_FILE = fileURLToPath(new URL('../platform/index.js', import.meta.url))
+let platform = null
+function platformModule() {
+  if (platform === null) {
+    platform = Object.freeze(Object.defineProperty({ ...nodeRequire(PLATFORM_FILE) }, '__esModule', { value: true }))
+  }
+  return platform
+}
 function safeRequire(id) {
   if (typeof id === 'string' && isBuiltin(id)) return nodeRequire(id)
+  if (id === '@pipedream/platform') return platformModule()
   throw notFound(id)
 }
 safeRequire.resolve = (id) => {
-  if (typeof id === 'string' && isBuiltin(id)) return id
+  if (typeof id === 'string' && (isBuiltin(id) || id === '@pipedream/platform')) return id
   throw notFound(id)
 }
 safeRequire.cache = Object.create(null)

@@ -21,6 +21,7 @@ import click
 from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
+from headwater.services.publish_cache import PublishCache, publisher_version
 from headwater.services.registry import PublishResult
 from headwater.settings import Settings
 
@@ -191,28 +192,34 @@ def keys_revoke(key: str, data_dir: str | None, as_json: bool) -> None:
     emit(as_json, {"revoked": True}, "revoked")
 
 
-def publish_with_progress(directory: str, data_dir: str | None, as_json: bool) -> None:
+def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, force: bool = False) -> None:
     """Publishes a folder of components, with a progress bar; exits 1 when one failed (helper
-    modules and components without a key are counted apart, not failures)."""
+    modules and components without a key are counted apart, not failures). A file published
+    before with the same content (services/publish_cache.py) is `unchanged`, unless `force`."""
     with services_for(data_dir) as services:
         files = services.registry.candidates(Path(directory))
+        root = Path(directory).resolve()
+        cache = PublishCache(services.settings.data_dir / "registry-publish.json", root,
+                             publisher_version(services.settings.runner_dir), ignore_records=force)
         results: list[PublishResult] = []
         progressbar: Any = click.progressbar  # its overloads do not type `length=` without items
         with progressbar(length=len(files), label="publishing", file=sys.stderr,
                          hidden=as_json) as bar:
-            for result in services.registry.publish_files(Path(directory), files):
+            for result in services.registry.publish_files(root, files, cache):
                 results.append(result)
                 bar.update(1)
     rows = [dataclasses.asdict(r) for r in results]
     counts = {status: sum(1 for r in results if r.status == status)
-              for status in ("published", "skipped", "helper", "failed")}
+              for status in ("published", "unchanged", "skipped", "helper", "failed")}
     shown = sorted((r for r in results if r.status in ("skipped", "failed")), key=lambda r: (r.status, r.file))
     lines = [f"{r.status:9} {r.file} {r.key or r.reason or ''}" for r in shown]
-    summary = (f"{counts['published']} published, {counts['skipped']} skipped, {counts['failed']} failed"
+    summary = (f"{counts['published']} published, {counts['unchanged']} unchanged, {counts['skipped']} skipped,"
+               f" {counts['failed']} failed"
                f" ({counts['helper']} helper modules not counted)")
     failures = failure_causes(results)
+    causes = [f"{n:5} failed: {cause}" for cause, n in failures.items()]
     emit(as_json, {"results": rows, **{k: v for k, v in counts.items() if k != "helper"}, "helpers": counts["helper"],
-                   "failure_causes": failures}, "\n".join([*lines, summary]))
+                   "failure_causes": failures}, "\n".join([*lines, *causes, summary]))
     if counts["failed"]:
         raise SystemExit(1)
 
@@ -237,11 +244,13 @@ def registry() -> None:
 @registry.command("publish")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, resolve_path=True))
 @data_dir_option
+@click.option("--force", is_flag=True, help="publish files whose content did not change too")
 @json_option
 @handles_errors
-def registry_publish(directory: str, data_dir: str | None, as_json: bool) -> None:
-    """Publish every component under DIRECTORY to the registry."""
-    publish_with_progress(directory, data_dir, as_json)
+def registry_publish(directory: str, data_dir: str | None, as_json: bool, force: bool) -> None:
+    """Publish every component under DIRECTORY to the registry (only what changed since the
+    last publish of DIRECTORY into this data dir, unless --force)."""
+    publish_with_progress(directory, data_dir, as_json, force)
 
 
 @click.group()

@@ -13,17 +13,19 @@ from headwater.domain.models import REGISTRY_NAMESPACE, Component
 from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Bundler, UnitOfWorkFactory
 from headwater.services.components import Components
+from headwater.services.publish_cache import PublishCache, Record
 
 COMPONENT_SUFFIXES = {".mjs", ".js", ".cjs", ".ts", ".mts"}
 NOT_A_COMPONENT = "not a component"  # the runner's describe error for a module with no component
 HELPER_DIRS = {"common", "apps", "node_modules", "test", "tests", "__tests__"}
 HELPER_STEMS = {"app", "common", "utils", "constants"}
+CHUNK = 16  # files per bundler run while publishing
 
 
 @dataclass
 class PublishResult:
     file: str
-    status: str  # published | skipped (no key) | helper (exports no component) | failed
+    status: str  # published | unchanged (published before, same content) | skipped (no key) | helper | failed
     key: str | None = None
     id: str | None = None
     reason: str | None = None
@@ -61,32 +63,103 @@ class Registry:
     def candidates(self, root: Path) -> list[Path]:
         return candidate_files(root.resolve())
 
-    def publish_files(self, root: Path, files: list[Path]) -> Iterator[PublishResult]:
-        """Each result as it is done: files are bundled and described in parallel, bounded by the
-        cores (each is a Node bundler process and a runner call)."""
+    def publish_files(self, root: Path, files: list[Path],
+                      cache: PublishCache | None = None) -> Iterator[PublishResult]:
+        """Each result as it is done. Files go in chunks, one per core at a time: a chunk's
+        sources are read by one Node run and bundled by one bundler run (a process start, an
+        esbuild and a sandbox for many components), then each is described and stored. With a
+        `cache`, a file whose content hash is the one it was published with is `unchanged` and
+        costs no bundling."""
         # The bundler runs in the runner's folder: a relative path would be read from there.
         root = root.resolve()
-        with ThreadPoolExecutor(max_workers=publish_workers()) as pool:
-            futures = [pool.submit(self.publish_file, root, path.resolve()) for path in files]
-            for future in as_completed(futures):
-                yield future.result()
+        workers = publish_workers()
+        size = max(1, min(CHUNK, -(-len(files) // workers)))
+        chunks = [[p.resolve() for p in files[i:i + size]] for i in range(0, len(files), size)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(self._publish_chunk, root, chunk, cache) for chunk in chunks]
+            try:
+                for future in as_completed(futures):
+                    for result, fingerprint in future.result():
+                        if cache is not None:
+                            self._record(cache, result, fingerprint)
+                        yield result
+                    if cache is not None:
+                        cache.save()
+            finally:
+                if cache is not None:
+                    cache.save()
 
     def publish_dir(self, root: Path) -> list[PublishResult]:
         return sorted(self.publish_files(root, candidate_files(root)), key=lambda r: r.file)
+
+    def _publish_chunk(self, root: Path, paths: list[Path],
+                       cache: PublishCache | None) -> list[tuple[PublishResult, str | None]]:
+        done: list[tuple[PublishResult, str | None]] = []
+        todo: list[tuple[Path, str, str | None]] = []
+        for path in paths:
+            rel = str(path.relative_to(root))
+            fingerprint = cache.fingerprint(root, path) if cache is not None else None
+            record = cache.get(rel, fingerprint) if cache is not None and fingerprint is not None else None
+            if record is not None and self._still_published(record):
+                status = "unchanged" if record.status == "published" else record.status
+                result = PublishResult(rel, status, key=record.key, id=record.id, reason=record.reason)
+                done.append((result, fingerprint))
+            else:
+                todo.append((path, rel, fingerprint))
+        try:
+            sources = self.bundler.sources_of([str(path) for path, _, _ in todo])
+            failures = self.bundler.bundle_many([code for code, _ in sources if code is not None])
+        except HeadwaterError:  # the batch's bundler itself failed: each file on its own then
+            return done + [(self.publish_file(root, path), fingerprint) for path, _, fingerprint in todo]
+        for (_, rel, fingerprint), (code, error) in zip(todo, sources, strict=True):
+            if code is None or code in failures:
+                done.append((self._failed(rel, error if code is None else failures[code]), fingerprint))
+            else:
+                done.append((self._publish_code(rel, code), fingerprint))
+        return done
+
+    def _still_published(self, record: Record) -> bool:
+        if record.status != "published":
+            return record.status in ("skipped", "helper")
+        try:
+            return record.key is not None and self.components.get_registry(record.key).id == record.id
+        except HeadwaterError:
+            return False
+
+    @staticmethod
+    def _record(cache: PublishCache, result: PublishResult, fingerprint: str | None) -> None:
+        if fingerprint is None:
+            return
+        if result.status == "failed":
+            cache.forget(result.file)
+            return
+        status = "published" if result.status == "unchanged" else result.status
+        cache.put(result.file, Record(fingerprint, status, result.key, result.id, result.reason))
 
     def publish_file(self, root: Path, path: Path) -> PublishResult:
         rel = str(path.relative_to(root))
         try:
             code = self.bundler.source_of(str(path))
+        except HeadwaterError as e:
+            return self._failed(rel, e.message)
+        return self._publish_code(rel, code)
+
+    def _publish_code(self, rel: str, code: str) -> PublishResult:
+        try:
             bundle, definition = self.components.describe(code, REGISTRY_NAMESPACE)
         except HeadwaterError as e:
-            if e.message.startswith(NOT_A_COMPONENT):
-                return PublishResult(rel, "helper", reason=e.message)
-            return PublishResult(rel, "failed", reason=e.message)
+            return self._failed(rel, e.message)
         if not definition.key:
             return PublishResult(rel, "skipped", reason="the component has no `key`")
         component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
         return PublishResult(rel, "published", key=component.key, id=component.id)
+
+    @staticmethod
+    def _failed(rel: str, message: str | None) -> PublishResult:
+        message = message or "The component could not be published."
+        if message.startswith(NOT_A_COMPONENT):
+            return PublishResult(rel, "helper", reason=message)
+        return PublishResult(rel, "failed", reason=message)
 
 
 def matches(component: Component, words: list[str], app: str | None, kind: str | None) -> int:

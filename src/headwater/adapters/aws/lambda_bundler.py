@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from threading import Lock
 from typing import Any
 
@@ -74,3 +74,22 @@ class LambdaBundler:
         if self._source_of is None:
             raise Unavailable("Reading component files is done by the headwater CLI on the operator's machine.")
         return self._source_of(entry_file)
+
+    def sources_of(self, entry_files: Sequence[str]) -> list[tuple[str | None, str | None]]:
+        out: list[tuple[str | None, str | None]] = []
+        for entry_file in entry_files:
+            try:
+                out.append((self.source_of(entry_file), None))
+            except Invalid as e:
+                out.append((None, e.message))
+        return out
+
+    def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
+        """One runner Lambda invocation per code (each bundle is put in the bucket by its own)."""
+        failures: dict[str, str] = {}
+        for code in codes:
+            try:
+                self.bundle(code)
+            except Invalid as e:
+                failures[code] = e.message
+        return failures

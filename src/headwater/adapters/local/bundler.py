@@ -29,7 +29,8 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +43,9 @@ from headwater.ports import Bundle
 from headwater.settings import Settings
 
 _MEMORY_CACHE = 256
+# Bundles held in memory, in bytes of code too: a registry publish goes through thousands, some of
+# them megabytes (an app's SDK), each needed once; 256 of those held would be gigabytes.
+_MEMORY_CACHE_BYTES = 64 * 1024 * 1024
 _MESSAGE_MAX = 2000  # characters of a bundler failure a user is shown
 # The settings npm reads from the environment (certificates, npm_config_*), proxies and the
 # registry excepted (npm is given ours); nothing else of the service's environment reaches it.
@@ -114,7 +118,9 @@ class LocalBundler:
         self.dir.mkdir(parents=True, exist_ok=True)
         _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
-        self._by_code: dict[str, Bundle] = {}  # component code -> its bundle (insertion order: oldest first)
+        self._cache_bytes = 0
+        # component code -> its bundle's hash (insertion order: oldest first); bundles live in _cache only
+        self._by_code: dict[str, str] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -124,14 +130,19 @@ class LocalBundler:
 
     def _remember(self, bundle: Bundle) -> Bundle:
         with self._guard:
+            if bundle.hash not in self._cache:
+                self._cache_bytes += len(bundle.code)
             self._cache[bundle.hash] = bundle
             self._cache.move_to_end(bundle.hash)
-            while len(self._cache) > _MEMORY_CACHE:
-                self._cache.popitem(last=False)
+            over = lambda: len(self._cache) > _MEMORY_CACHE or self._cache_bytes > _MEMORY_CACHE_BYTES  # noqa: E731
+            while len(self._cache) > 1 and over():
+                _, evicted = self._cache.popitem(last=False)
+                self._cache_bytes -= len(evicted.code)
         return bundle
 
     def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
-        cached = self._by_code.get(code)  # a str caches its hash(): no SHA-256 of the code per run
+        known = self._by_code.get(code)  # a str caches its hash(): no SHA-256 of the code per run
+        cached = self._cache.get(known) if known else None
         if cached:
             return cached
         digest = ids.code_hash(code)
@@ -148,12 +159,22 @@ class LocalBundler:
 
     def _remember_code(self, code: str, bundle: Bundle) -> Bundle:
         with self._guard:
-            self._by_code[code] = bundle
+            self._by_code[code] = bundle.hash
             while len(self._by_code) > _MEMORY_CACHE:
                 self._by_code.pop(next(iter(self._by_code)))
         return bundle
 
     def _bundle_into(self, code: str, lock: dict[str, str], out: Path) -> None:
+        with self._bundler_run() as (out_dir, common, binds, inside):
+            result = self._run({**common, "entry_code": code, "out": f"{inside}/bundle.cjs", "lock": lock}, binds)
+            packages = result.get("packages") or {}
+            out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
+            os.replace(out_dir / "bundle.cjs", out)
+
+    @contextmanager
+    def _bundler_run(self) -> Iterator[tuple[Path, dict[str, Any], list[Bind] | None, str]]:
+        """What a bundler run is given: a fresh output dir (and its name as the bundler sees it),
+        the request's store, npm cache and registry, and the sandbox's binds (None unsandboxed)."""
         store = self.settings.data_dir / "npm-store"
         npm_cache = self.settings.data_dir / "npm-cache"
         scratch = self.settings.data_dir / "tmp"
@@ -164,27 +185,63 @@ class LocalBundler:
         egress: EgressProxy | None = None
         try:
             if self.sandbox is None:
-                result = self._run({"entry_code": code, "out": str(out_dir / "bundle.cjs"), "store": str(store),
-                                    "npm_cache": str(npm_cache), "lock": lock, "registry": registry})
-            else:
-                # npm's one way out: an egress proxy that connects to the registry and nothing else
-                address = registry_address(registry)
-                egress = EgressProxy(False, False, only=[address] if address else [])
-                binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True),
-                         Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
-                npmrc = Path.home() / ".npmrc"
-                if npmrc.is_file():
-                    binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
-                result = self._run({"entry_code": code, "out": f"{_OUT}/bundle.cjs", "store": _STORE,
-                                    "npm_cache": _NPM_CACHE, "lock": lock, "registry": registry,
-                                    "egress": EGRESS}, binds)
-            packages = result.get("packages") or {}
-            out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
-            os.replace(out_dir / "bundle.cjs", out)
+                plain = {"store": str(store), "npm_cache": str(npm_cache), "registry": registry}
+                yield out_dir, plain, None, str(out_dir)
+                return
+            # npm's one way out: an egress proxy that connects to the registry and nothing else
+            address = registry_address(registry)
+            egress = EgressProxy(False, False, only=[address] if address else [])
+            binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True),
+                     Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
+            npmrc = Path.home() / ".npmrc"
+            if npmrc.is_file():
+                binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
+            common = {"store": _STORE, "npm_cache": _NPM_CACHE, "registry": registry, "egress": EGRESS}
+            yield out_dir, common, binds, _OUT
         finally:
             if egress is not None:
                 egress.close()
             shutil.rmtree(out_dir, ignore_errors=True)
+
+    def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
+        """Bundles the codes not bundled yet in one bundler run (registry publishing: one process
+        start, one esbuild, one npm proxy and one sandbox for many components), each as `bundle`
+        would. Returns the failures, code -> message; the others' bundles are then on disk."""
+        todo: dict[str, str] = {}  # digest -> code
+        for code in codes:
+            digest = ids.code_hash(code)
+            if not (self.dir / f"{digest}.cjs").exists():
+                todo.setdefault(digest, code)
+        if not todo:
+            return {}
+        failures: dict[str, str] = {}
+        with self._bundler_run() as (out_dir, common, binds, inside):
+            items = [{"entry_code": code, "out": f"{inside}/{digest}.cjs"} for digest, code in todo.items()]
+            result = self._run({**common, "batch": items}, binds, timeout=self.settings.bundle_timeout_s * len(items))
+            answers = result.get("results")
+            if not isinstance(answers, list) or len(answers) != len(items):
+                raise Unavailable("The bundler failed: its answer does not match the request.")
+            for (digest, code), answer in zip(todo.items(), answers, strict=True):
+                if not isinstance(answer, dict) or not answer.get("ok"):
+                    failures[code] = _message(answer.get("message") if isinstance(answer, dict) else None)
+                    continue
+                out = self.dir / f"{digest}.cjs"
+                packages = answer.get("packages") or {}
+                out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
+                os.replace(out_dir / f"{digest}.cjs", out)
+        return failures
+
+    def sources_of(self, entry_files: Sequence[str]) -> list[tuple[str | None, str | None]]:
+        """`source_of` of many files in one Node run: (code, None) or (None, failure message) each."""
+        if not entry_files:
+            return []
+        result = self._run({"entry_files": list(entry_files), "mode": "source"}, sandboxed=False,
+                           timeout=self.settings.bundle_timeout_s * len(entry_files))
+        answers = result.get("results")
+        if not isinstance(answers, list) or len(answers) != len(entry_files):
+            raise Unavailable("The bundler failed: its answer does not match the request.")
+        return [(str(a["code"]), None) if isinstance(a, dict) and a.get("ok") else
+                (None, _message(a.get("message") if isinstance(a, dict) else None)) for a in answers]
 
     def source_of(self, entry_file: str) -> str:
         result = self._run({"entry_file": entry_file, "mode": "source"}, sandboxed=False)
@@ -199,20 +256,22 @@ class LocalBundler:
         node = f"{RUNNER}/{self.settings.node.relative_to(runner_dir)}"
         return self.sandbox.bundler(runner_dir, binds or [], npm_env(), [node, f"{RUNNER}/src/bundle.mjs"]), None
 
-    def _run(self, request: dict[str, Any], binds: list[Bind] | None = None, sandboxed: bool = True) -> dict[str, Any]:
+    def _run(self, request: dict[str, Any], binds: list[Bind] | None = None, sandboxed: bool = True,
+             timeout: float | None = None) -> dict[str, Any]:
         command, env = self._command(binds, sandboxed)
+        timeout = timeout or self.settings.bundle_timeout_s
         try:
             proc = subprocess.run(
                 command,
                 input=json.dumps(request),
                 capture_output=True,
                 text=True,
-                timeout=self.settings.bundle_timeout_s,
+                timeout=timeout,
                 cwd=self.settings.runner_dir,
                 env=env,
             )
         except subprocess.TimeoutExpired:
-            raise Invalid(f"Bundling took longer than {self.settings.bundle_timeout_s} s.") from None
+            raise Invalid(f"Bundling took longer than {timeout:g} s.") from None
         except OSError as e:
             raise Unavailable(f"The bundler could not start: {e}") from None
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -221,6 +280,11 @@ class LocalBundler:
         except (IndexError, ValueError):
             raise Unavailable(f"The bundler failed: {proc.stderr.strip()[-500:] or 'no output'}") from None
         if not result.get("ok"):
-            message = str(result.get("message") or "The component could not be bundled.")
-            raise Invalid(message if len(message) <= _MESSAGE_MAX else message[:_MESSAGE_MAX] + "...")
+            raise Invalid(_message(result.get("message")))
         return result
+
+
+def _message(message: object) -> str:
+    """A bundler failure as a user is shown it: its message, cut short."""
+    text = str(message or "The component could not be bundled.")
+    return text if len(text) <= _MESSAGE_MAX else text[:_MESSAGE_MAX] + "..."

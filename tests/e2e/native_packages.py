@@ -1,0 +1,78 @@
+"""Small npm packages of the shapes native code takes in real ones, written straight into a
+bundler's package store as installed trees (`<store>/<name>@<version>/node_modules/...`, as
+npm.mjs leaves them), so no registry is asked for them (an exact version needs no `npm view`).
+
+- `hwtest-listed`: lists `bindings` as a dependency and never requires it (salesforce-webhooks).
+- `hwtest-optional`: requires its optional native dependency `hwtest-cpu` (which loads its addon
+  through `bindings`, like cpu-features) inside a try/catch, and its own `.node` file inside
+  another (ssh2); it runs without both.
+- `hwtest-real`: loads its addon unconditionally through `node-gyp-build`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+VERSION = "1.0.0"
+
+BINDINGS = {"package.json": {"name": "bindings", "version": "1.5.0", "main": "bindings.js"},
+            "bindings.js": "module.exports = function bindings(name) {\n"
+                           "  return require(require('path').join(__dirname, name))\n}\n"}
+GYP_BUILD = {"package.json": {"name": "node-gyp-build", "version": "4.8.4", "main": "index.js"},
+             "index.js": "module.exports = function load(dir) { return require(dir + '/build/Release/addon.node') }\n"}
+
+TREES: dict[str, dict[str, dict[str, object]]] = {
+    "hwtest-listed": {
+        "hwtest-listed": {
+            "package.json": {"name": "hwtest-listed", "version": VERSION, "main": "index.js",
+                             "dependencies": {"bindings": "^1.5.0"}},
+            "index.js": "exports.hello = (who) => 'hello ' + who\n",
+        },
+        "bindings": BINDINGS,
+    },
+    "hwtest-optional": {
+        "hwtest-optional": {
+            "package.json": {"name": "hwtest-optional", "version": VERSION, "main": "lib/index.js",
+                             "optionalDependencies": {"hwtest-cpu": "1.0.0", "nan": "^2.0.0"}},
+            "binding.gyp": "{}\n",
+            "lib/index.js": (
+                "let cpu = null\n"
+                "try { cpu = require('hwtest-cpu')() } catch {}\n"
+                "let crypto = null\n"
+                "try { crypto = require('./crypto/build/Release/sshcrypto.node') } catch {}\n"
+                "exports.features = () => ({ cpu: cpu === null ? 'without' : 'with',\n"
+                "  crypto: crypto === null ? 'js' : 'native' })\n"
+            ),
+        },
+        "hwtest-cpu": {
+            "package.json": {"name": "hwtest-cpu", "version": VERSION, "main": "index.js", "gypfile": True,
+                             "dependencies": {"bindings": "^1.5.0"}},
+            "binding.gyp": "{}\n",
+            "index.js": "const binding = require('bindings')('cpufeatures')\n"
+                        "module.exports = () => binding.features()\n",
+        },
+        "bindings": BINDINGS,
+    },
+    "hwtest-real": {
+        "hwtest-real": {
+            "package.json": {"name": "hwtest-real", "version": VERSION, "main": "index.js",
+                             "dependencies": {"node-gyp-build": "^4.8.0"}},
+            "binding.gyp": "{}\n",
+            "index.js": "module.exports = require('node-gyp-build')(__dirname)\n",
+        },
+        "node-gyp-build": GYP_BUILD,
+    },
+}
+
+
+def write_store(store: Path) -> None:
+    """The trees, complete, in the store (again harmlessly when they are there)."""
+    for top, packages in TREES.items():
+        tree = store / f"{top}@{VERSION}"
+        for name, files in packages.items():
+            for rel, content in files.items():
+                path = tree / "node_modules" / name / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(content) if isinstance(content, dict) else str(content))
+        (tree / ".complete").write_text("")

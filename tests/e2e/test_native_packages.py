@@ -1,0 +1,58 @@
+"""Native code handled as the original service does (issue 24): a package is refused only when
+its code loads a native addon on the component's path; an optional native dependency required
+inside a try/catch is left out and the package runs without it. Small local packages of the
+shapes real ones have (tests/e2e/native_packages.py), through the sandboxed bundler and a run."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import Server
+from tests.e2e.native_packages import write_store
+from tests.e2e.test_sources_api import wait_events
+
+
+@pytest.fixture(autouse=True)
+def packages(server: Server) -> None:
+    write_store(server.data_dir / "npm-store")
+
+
+def run_once(api: httpx.Client, code: str) -> object:
+    r = api.post("/sources", json={"component_code": code})
+    assert r.status_code == 200, r.text
+    source_id = r.json()["data"]["id"]
+    assert api.post(f"/sources/{source_id}/run").status_code == 202
+    return wait_events(api, source_id, 1, timeout=60)[0]["event"]
+
+
+def test_a_native_helper_listed_but_never_required_is_no_addon(api: httpx.Client) -> None:
+    code = """import { hello } from "hwtest-listed@1.0.0";
+    export default { name: "listed", version: "1", props: {}, run() { this.$emit({ said: hello("world") }) } }"""
+    assert run_once(api, code) == {"said": "hello world"}
+
+
+def test_an_optional_addon_required_in_a_try_catch_is_left_out(api: httpx.Client) -> None:
+    code = """import { features } from "hwtest-optional@1.0.0";
+    export default { name: "optional", version: "1", props: {}, run() { this.$emit(features()) } }"""
+    assert run_once(api, code) == {"cpu": "without", "crypto": "js"}
+    bundle = api.post("/components", json={"component_code": code}).json()["data"]
+    assert bundle["packages"] == {"hwtest-optional": "1.0.0"}
+
+
+def test_an_addon_loaded_on_the_path_is_refused_naming_the_package(api: httpx.Client) -> None:
+    code = """import real from "hwtest-real@1.0.0";
+    export default { name: "real", version: "1", props: {}, run() { return typeof real } }"""
+    r = api.post("/components", json={"component_code": code})
+    assert r.status_code == 422, r.text
+    assert '"hwtest-real"' in r.json()["error"] and "native addon" in r.json()["error"]
+
+
+def test_a_component_that_runs_a_program_says_which(api: httpx.Client) -> None:
+    code = """import { spawn } from "node:child_process";
+    const pattern = /x/; pattern.exec("not a program");
+    export default { name: "transcribe", version: "1", props: {},
+      run() { return spawn("ffmpeg", ["-i", "in.mp3", "out.wav"]) } }"""
+    r = api.post("/components", json={"component_code": code})
+    assert r.status_code == 422, r.text
+    assert 'system executable "ffmpeg"' in r.json()["error"], r.text

@@ -1,0 +1,47 @@
+"""The content hash `registry publish` skips unchanged files by (services/publish_cache.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from headwater.services.publish_cache import PublishCache, Record, fingerprint
+
+
+def tree(root: Path) -> Path:
+    (root / "app" / "common").mkdir(parents=True)
+    (root / "app" / "package.json").write_text('{"dependencies": {"axios": "^1"}}')
+    (root / "app" / "app.app.mjs").write_text("export default { type: 'app', app: 'x' }\n")
+    (root / "app" / "common" / "util.js").write_text("module.exports = 1\n")
+    (root / "app" / "common" / "unused.mjs").write_text("export const u = 1\n")
+    entry = root / "app" / "sources" / "a" / "a.mjs"
+    entry.parent.mkdir(parents=True)
+    entry.write_text('import app from "../../app.app.mjs"\nconst u = require("../../common/util")\nexport default {}\n')
+    return entry
+
+
+def test_what_an_entry_reaches_changes_its_hash_and_nothing_else(tmp_path: Path) -> None:
+    entry = tree(tmp_path)
+    before = fingerprint(tmp_path, entry, "v1")
+    assert fingerprint(tmp_path, entry, "v1") == before
+    (tmp_path / "app" / "common" / "unused.mjs").write_text("export const u = 2\n")
+    assert fingerprint(tmp_path, entry, "v1") == before
+    assert fingerprint(tmp_path, entry, "v2") != before  # another release of the bundler
+    for changed in ("common/util.js", "app.app.mjs", "package.json"):
+        path = tmp_path / "app" / changed
+        path.write_text(path.read_text() + " ")
+        after = fingerprint(tmp_path, entry, "v1")
+        assert after != before, changed
+        before = after
+    (tmp_path / "app" / "common" / "util.ts").write_text("export default 2\n")  # resolves in front of util.js
+    assert fingerprint(tmp_path, entry, "v1") != before
+
+
+def test_records_are_kept_per_root_and_ignored_when_forced(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "registry-publish.json"
+    cache = PublishCache(path, tmp_path / "tree", "v1")
+    cache.put("a.mjs", Record("f1", "published", "k", "sc_1"))
+    cache.save()
+    assert PublishCache(path, tmp_path / "tree", "v1").get("a.mjs", "f1") == Record("f1", "published", "k", "sc_1")
+    assert PublishCache(path, tmp_path / "tree", "v1").get("a.mjs", "f2") is None
+    assert PublishCache(path, tmp_path / "other", "v1").get("a.mjs", "f1") is None
+    assert PublishCache(path, tmp_path / "tree", "v1", ignore_records=True).get("a.mjs", "f1") is None
