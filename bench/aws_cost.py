@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -83,7 +84,7 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
                        "HEADWATER_PORT": str(port), "HEADWATER_DATA_DIR": str(data_dir),
                        "HEADWATER_WEBHOOK_RETRY_SCHEDULE": "1,1,1"})
     from headwater.cli.admin import publish_shipped_registry
-    from headwater.emulated.deployment import provision, start_moto
+    from headwater.emulated.deployment import provision
     from headwater.emulated.functions import Functions
     from headwater.emulated.gateway import Gateway
     from headwater.emulated.pollers import SqsPoller
@@ -94,10 +95,9 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
     for noisy in ("werkzeug", "mangum"):  # a line per moto call and per request
         logging.getLogger(noisy).setLevel(logging.WARNING)
     settings = Settings()
-    moto = start_moto()
-    host, moto_port = moto.get_host_and_port()
+    moto = _moto_process()  # its own process: its work must not hold this one's interpreter
     template = Template.read()
-    deployment = provision(template, f"http://{host}:{moto_port}", settings.public_url)
+    deployment = provision(template, moto.endpoint, settings.public_url)
     deployment.apply()
     deployment.save(data_dir)
     globals_ = template.body.get("Globals", {}).get("Function", {})
@@ -107,6 +107,7 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
     consumers = {deployment.queue_urls[queue]: f.name for f in template.functions().values() for queue, _ in f.queues}
     meter = Meter(deployment.endpoint, memory, consumers)
     meter.install()  # before any client of the functions is built
+    meter.install_pools()
 
     run = EmulatedRunnerFunction.invoke
 
@@ -120,6 +121,27 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
         def invoke(self, name: str, event: Any) -> Any:
             with meter.invocation(name, api=name in http_functions, scheduled=name == "TimerTickFunction"):
                 return super().invoke(name, event)
+
+    send = httpx.Client.send
+
+    def metered_send(self: httpx.Client, *args: Any, **kwargs: Any) -> httpx.Response:
+        started = time.perf_counter()
+        try:
+            return send(self, *args, **kwargs)
+        finally:
+            meter.waited((time.perf_counter() - started) * 1000)
+
+    httpx.Client.send = metered_send  # type: ignore[method-assign]
+    asend = httpx.AsyncClient.send
+
+    async def metered_asend(self: httpx.AsyncClient, *args: Any, **kwargs: Any) -> httpx.Response:
+        started = time.perf_counter()
+        try:
+            return await asend(self, *args, **kwargs)
+        finally:
+            meter.waited((time.perf_counter() - started) * 1000)
+
+    httpx.AsyncClient.send = metered_asend  # type: ignore[method-assign]
 
     from headwater.entrypoints.aws import runtime
 
@@ -151,7 +173,24 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
             poller.stop()
         functions.close()
         runtime.services().close()
-        moto.stop()
+        moto.process.terminate()
+        moto.process.wait(10)
+
+
+@dataclass
+class _Moto:
+    process: subprocess.Popen[str]
+    endpoint: str
+
+
+def _moto_process() -> _Moto:
+    """The emulated deployment's moto server (headwater.emulated.deployment.start_moto) in a child."""
+    code = ("import sys, threading; from headwater.emulated.deployment import start_moto; s = start_moto(); "
+            "print('http://%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()")
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    assert process.stdout is not None
+    return _Moto(process, process.stdout.readline().strip())
 
 
 def _healthy(url: str) -> bool:
@@ -256,9 +295,13 @@ def timer_ticks(stack: Stack, api: httpx.Client, events: int, warmup: int) -> di
     created = api.post("/sources", json={"component_code": TIMER})
     assert created.status_code == 200, created.text
     source_id = created.json()["data"]["id"]
-    found = [s for s in stack.scheduler.list_schedules(GroupName=stack.group)["Schedules"] if source_id in s["Name"]]
-    assert found, f"no schedule for {source_id}"
-    target = stack.scheduler.get_schedule(Name=found[0]["Name"], GroupName=stack.group)["Target"]
+
+    def schedules() -> list[dict[str, Any]]:  # made by the run queue's sync_schedule
+        return [s for s in stack.scheduler.list_schedules(GroupName=stack.group)["Schedules"]
+                if s["Name"].startswith(source_id)]
+
+    _wait(schedules, 60, f"the schedule of {source_id}")
+    target = stack.scheduler.get_schedule(Name=schedules()[0]["Name"], GroupName=stack.group)["Target"]
     due = int(time.time()) // 60 * 60 + 60
 
     def tick(i: int) -> None:  # as EventBridge Scheduler fires it (emulated/pollers.py SchedulePoller._fire)
@@ -276,23 +319,23 @@ def timer_ticks(stack: Stack, api: httpx.Client, events: int, warmup: int) -> di
     return stack.meter.tally()
 
 
-def run_scenarios(names: list[str], events: int, warmup: int, receiver_ms: float) -> dict[str, dict[str, Tally]]:
-    out: dict[str, dict[str, Tally]] = {}
+def run_scenarios(names: list[str], events: int, warmup: int,
+                  receiver_ms: float) -> Iterator[tuple[str, dict[str, Tally]]]:
+    """Each scenario's tallies (of `events` events, by function) as soon as it is measured."""
     with emulated_stack(Path(tempfile.mkdtemp(prefix="aws-cost-"))) as stack:
         user = new_user(stack.server, tier="paid")
         with client_for(stack.server, user.api_key) as api:
             if "http_default" in names or "webhook_delivery" in names:
                 tallies = http_source(stack, api, PLAIN, events, warmup, receiver_ms)
                 if "http_default" in names:
-                    out["http_default"] = tallies
+                    yield "http_default", tallies
                 if "webhook_delivery" in names:
-                    out["webhook_delivery"] = {k: v for k, v in tallies.items() if k.endswith(
+                    yield "webhook_delivery", {k: v for k, v in tallies.items() if k.endswith(
                         ("FanOutFunction", "WebhookDeliveryFunction"))}
             if "custom_response" in names:
-                out["custom_response"] = http_source(stack, api, ECHO, events, warmup, None)
+                yield "custom_response", http_source(stack, api, ECHO, events, warmup, None)
             if "timer_tick" in names:
-                out["timer_tick"] = timer_ticks(stack, api, events, min(warmup, 5))
-    return out
+                yield "timer_tick", timer_ticks(stack, api, events, min(warmup, 5))
 
 
 # ---- pricing and the report
@@ -370,16 +413,18 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown scenarios {sorted(unknown)}: choose from {', '.join(SCENARIOS)}")
     price = prices()
+    out = sys.stdout
+    results = {}
+    if not args.json:
+        print(f"{args.events} events per scenario after {args.warmup} (timer: {min(args.warmup, 5)}) warm-up "
+              f"ones; receiver answers in {args.receiver_ms:.0f} ms\n", flush=True)
     with redirect_stdout(sys.stderr):  # the functions' logs (Powertools writes to stdout)
-        measured = run_scenarios(names, args.events, args.warmup, args.receiver_ms)
-    results = {name: per_event(t, args.events) for name, t in measured.items()}
-    if args.json:
-        print(json.dumps({name: summary(t, price) for name, t in results.items()}, indent=1))
-        return
-    print(f"{args.events} events per scenario after {args.warmup} (timer: {min(args.warmup, 5)}) warm-up ones; "
-          f"receiver answers in {args.receiver_ms:.0f} ms\n")
-    for name, tallies in results.items():
-        print(table(name, tallies, price))
+        for name, measured in run_scenarios(names, args.events, args.warmup, args.receiver_ms):
+            results[name] = per_event(measured, args.events)
+            if not args.json:
+                print(table(name, results[name], price), file=out, flush=True)
+    if args.json:  # one line, the last one
+        print(json.dumps({name: summary(t, price) for name, t in results.items()}))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ touched), priced by the units AWS bills:
   (Lambda's pollers make them whatever the traffic: a fixed cost per queue, not per event).
 - S3, KMS, Scheduler API: a request each.
 - Lambda: each invocation (the emulator's `Functions.invoke`, the runner's invoke), and its billed
-  duration: wall time less the time spent waiting on moto, plus `LATENCY_MS` per AWS call (what the
-  call takes in-region), times the function's memory.
+  duration times the function's memory. The duration is the CPU time of the invoking thread (wall
+  time on a shared, loaded machine says more about the machine than the code), plus `LATENCY_MS`
+  per AWS call (what the call takes in-region), plus the wall time it waited on what it calls
+  synchronously (the runner's invocations; outbound HTTP: webhook POSTs). The runner's own
+  duration is its wall time.
 
 Each call is put to the invocation it was made in (a context variable, which threads started by
 anyio and asyncio inherit), else, for the pollers' receives and deletes, to the queue's consumer.
@@ -43,7 +46,8 @@ _TRANSACTIONAL = ("TransactWriteItems", "TransactGetItems")
 class Invocation:
     function: str
     memory_mb: int
-    aws_ms: float = 0.0
+    waited_ms: float = 0.0  # on the runner, on outbound HTTP
+    cpu_ms_elsewhere: float = 0.0  # in pool threads it handed work to
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # by service
 
 
@@ -206,7 +210,6 @@ class Meter:
         """On the default session (every `boto3.client` built after this), or the given events."""
         events = events or boto3._get_default_session().events
         events.register("before-parameter-build", self._params)
-        events.register("before-call", self._before)
         events.register("after-call", self._after)
 
     def reset(self) -> None:
@@ -222,15 +225,21 @@ class Meter:
     @contextmanager
     def invocation(self, function: str, api: bool = False, scheduled: bool = False) -> Iterator[Invocation]:
         record = Invocation(function, self.memory_mb[function])
+        parent = _current.get()
         token = _current.set(record)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             yield record
         finally:
             _current.reset(token)
             wall_ms = (time.perf_counter() - started) * 1000
-            billed = max(1.0, math.ceil(wall_ms - record.aws_ms + sum(
-                LATENCY_MS.get(s, 10.0) * n for s, n in record.calls.items())))
+            if parent is not None:  # the caller waited on this one (the runner)
+                parent.waited_ms += wall_ms
+                billed = max(1.0, math.ceil(wall_ms))
+            else:
+                own_cpu_ms = (time.thread_time() - cpu) * 1000 + record.cpu_ms_elsewhere
+                billed = max(1.0, math.ceil(own_cpu_ms + record.waited_ms + sum(
+                    LATENCY_MS.get(s, 10.0) * n for s, n in record.calls.items())))
             with self.lock:
                 tally = self.tallies[function]
                 tally.invocations += 1
@@ -239,6 +248,35 @@ class Meter:
                 tally.api_requests += int(api)
                 tally.scheduler_invocations += int(scheduled)
             self.last_call = time.monotonic()
+
+    def install_pools(self) -> None:
+        """Work handed to a thread pool stays the invocation's (context and CPU time), as work
+        handed over by `asyncio.to_thread` and anyio does."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        submit = ThreadPoolExecutor.submit
+
+        def submit_in_context(pool: ThreadPoolExecutor, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            context = contextvars.copy_context()
+
+            def run() -> Any:
+                cpu = time.thread_time()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    record = _current.get()
+                    if record is not None:
+                        record.cpu_ms_elsewhere += (time.thread_time() - cpu) * 1000
+
+            return submit(pool, context.run, run)
+
+        ThreadPoolExecutor.submit = submit_in_context  # type: ignore[method-assign]
+
+    def waited(self, wall_ms: float) -> None:
+        """Time the current invocation spent waiting on something outside (an HTTP request)."""
+        record = _current.get()
+        if record is not None:
+            record.waited_ms += wall_ms
 
     # ---- the hooks
 
@@ -256,11 +294,7 @@ class Meter:
         key = action.get("Key") or self.tables.key_of(action["TableName"], action["Item"])
         return self.tables.get(action["TableName"], key)
 
-    def _before(self, context: dict[str, Any], **_: Any) -> None:
-        context["metered_started"] = time.perf_counter()
-
     def _after(self, model: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        elapsed = (time.perf_counter() - context.get("metered_started", time.perf_counter())) * 1000
         service, operation = model.service_model.service_name, model.name
         params = context.get("metered_params", {})
         failed = "Error" in parsed and bool(parsed["Error"].get("Code"))
@@ -284,7 +318,6 @@ class Meter:
         with self.lock:
             self.tallies[owner].add(tally)
             if record is not None:
-                record.aws_ms += elapsed
                 record.calls[service] += 1
         if tally.sqs_empty_receives == 0:
             self.last_call = time.monotonic()

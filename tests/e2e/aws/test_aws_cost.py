@@ -17,7 +17,7 @@ def test_the_cost_bench_counts_each_step_of_an_http_event_once() -> None:
                            "--warmup", "1", "--receiver-ms", "0", "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout)["http_default"]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])["http_default"]
     functions, total = result["functions"], result["total"]
     assert functions["HttpIngestFunction"]["invocations"] == 1
     assert functions["HttpIngestFunction"]["api_requests"] == total["api_requests"] == 1
