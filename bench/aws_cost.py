@@ -362,6 +362,7 @@ def per_event(tallies: dict[str, Tally], events: int) -> dict[str, Tally]:
         for field, value in tally.units().items():
             setattr(t, field, value / events)
         t.calls = {k: v / events for k, v in tally.calls.items()}
+        t.units_by_call = {k: v / events for k, v in tally.units_by_call.items()}
         out[name] = t
     return out
 
@@ -386,7 +387,9 @@ def table(name: str, tallies: dict[str, Tally], price: dict[str, float]) -> str:
     by_service = priced(total, price)
     lines += ["", "By service, $ per million events: " + ", ".join(
         f"{k} {v * 1e6:.2f}" for k, v in by_service.items() if v), "",
-        "Calls per event: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(total.calls.items())), ""]
+        "Calls per event: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(total.calls.items())), "",
+        "DynamoDB units per event by call: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(total.units_by_call.items(), key=lambda kv: -kv[1])), ""]
     return "\n".join(lines)
 
 

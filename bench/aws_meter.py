@@ -73,15 +73,18 @@ class Tally:
     kms: int = 0
     scheduler_api: int = 0
     calls: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    units_by_call: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # DynamoDB units
 
     def units(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "calls"}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__
+                if name not in ("calls", "units_by_call")}
 
     def add(self, other: Tally) -> None:
         for name in self.__dataclass_fields__:
-            if name == "calls":
-                for k, v in other.calls.items():
-                    self.calls[k] += v
+            if name in ("calls", "units_by_call"):
+                mine = getattr(self, name)
+                for k, v in getattr(other, name).items():
+                    mine[k] = mine.get(k, 0.0) + v
             else:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -304,6 +307,8 @@ class Meter:
         tally.calls[f"{service}.{operation}"] += 1
         if service == "dynamodb":
             self._dynamodb(operation, params, parsed, context, failed, tally)
+            table = str(params.get("TableName") or "").removeprefix("headwater-")
+            tally.units_by_call[f"{operation}({table}) WRU+RRU"] += tally.wru + tally.rru
         elif service == "sqs":
             self._sqs(operation, params, parsed, tally)
         elif service == "s3":

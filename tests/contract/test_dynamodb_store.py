@@ -14,9 +14,10 @@ import yaml
 from headwater.adapters.aws.dynamodb import DynamoStore
 from headwater.adapters.aws.dynamodb.lease import DynamoLease
 from headwater.adapters.aws.dynamodb.uow import MAX_WRITES, TRANSACTION_BYTES, ReadOnlyUnitOfWork
-from headwater.domain.commands import SyncSchedule
+from headwater.domain.commands import FanOut, SyncSchedule
 from headwater.domain.errors import Conflict, PayloadTooLarge
 from headwater.domain.models import SourceState, StoredEvent, User
+from headwater.domain.routing import carried
 from headwater.ports import Busy
 from tests.contract.conftest import EVENTS, RESOURCES
 
@@ -131,6 +132,21 @@ def test_outbox_items_stay_until_the_queue_has_them(dynamo: DynamoStore) -> None
     assert pending == sorted(handed, key=lambda t: t.id)
     dynamo.outbox_done([t.id for t in handed])
     assert dynamo.pending_outbox(older_than_s=-60) == []
+
+
+def test_an_outbox_item_keeps_a_fan_outs_event_ids_not_their_bodies(dynamo: DynamoStore) -> None:
+    """The bodies are stored once (the events table); the message sent at commit carries them."""
+    event = StoredEvent("5-1", 5, {"payload": "x" * 1000}, {"emit_id": "e"}, "")
+    handed: list[Any] = []
+    dynamo.on_commit(handed.extend)
+    with dynamo.uow() as uow:
+        uow.events.put("dc_1", event)
+        uow.outbox.add(FanOut("dc_1", "u_1", "", ("5-1",), events=(carried(event),)))
+        uow.commit()
+    assert handed[0].command.events == (carried(event),)
+    recovered = dynamo.pending_outbox(older_than_s=-60)
+    assert [t.command for t in recovered] == [FanOut("dc_1", "u_1", "", ("5-1",))]
+    assert recovered[0].id == handed[0].id
 
 
 def test_done_marks(dynamo: DynamoStore) -> None:
