@@ -8,7 +8,8 @@ the source to its steady state (a full channel, a full dedupe window).
 Scenarios:
 - `http_default`: an HTTP source answering the default response, a 1 KB JSON body, one webhook
   subscribed (its delivery included; the receiver answers after `--receiver-ms`);
-- `webhook_delivery`: the part of `http_default` after the run: fan-out and the delivery;
+- `webhook_delivery`: the part of `http_default` in the delivery function (and in the fan-out
+  function, for a fan-out that went through its queue: the run's process handles it at once);
 - `custom_response`: an HTTP source with `customResponse` (the run inline in the ingest function),
   1 KB body, no subscriber;
 - `timer_tick`: a timer source's tick as EventBridge Scheduler fires it (the run emits a small event).
