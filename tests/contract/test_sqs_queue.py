@@ -215,6 +215,7 @@ def test_a_lambda_batch_reports_only_its_failures(setup: Setup) -> None:
 
 def test_a_committed_fan_out_is_handled_at_once_where_its_handler_is(setup: Setup) -> None:
     """No queue round trip (an invocation, three SQS requests) between a run and its subscribers."""
+    setup.queue.after_commit = frozenset({"fan_out"})
     setup.queue.handle(FanOut, setup.record("fan_out"))
     setup.commit(FanOut("dc_a", "u_1", "", ("1-1",)), run("dc_a"))
     assert [(name, [t.command.name for t in tasks]) for name, tasks in setup.seen] == [("fan_out", ["fan_out"])]
@@ -223,6 +224,7 @@ def test_a_committed_fan_out_is_handled_at_once_where_its_handler_is(setup: Setu
 
 
 def test_a_fan_out_that_fails_at_once_goes_to_its_queue(setup: Setup) -> None:
+    setup.queue.after_commit = frozenset({"fan_out"})
     setup.queue.handle(FanOut, setup.record("fan_out", fail=True))
     setup.commit(FanOut("dc_a", "u_1", "", ("1-1",)))
     assert len(setup.seen) == 1

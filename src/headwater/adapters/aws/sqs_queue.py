@@ -20,8 +20,9 @@ SQS cannot delete a message before receiving it, so after an inline run succeede
 marks the task done and the delayed message is deleted unrun when it arrives (the run handler
 would also recognise its task id among the source's applied ones).
 
-Committed tasks of the types in `after_commit` (by default `fan_out`) are handled at once by the
-process that committed them, when it has their handler, instead of going through their queue:
+Committed tasks of the types in `after_commit` (`fan_out` on the run consumer, whose role may write
+what a fan-out writes) are handled at once by the process that committed them, instead of going
+through their queue:
 a run's events reach their subscribers without another invocation, three SQS requests and an
 idempotency record (docs/aws.md, Cost). The outbox item stays until the handler returned, so a
 process that dies meanwhile leaves the task to `recover`, and one whose handler fails or finds
@@ -119,7 +120,7 @@ class SqsTaskQueue:
         inline_fallback_s: int = MAX_DELAY_S,
         payloads: PayloadStore | None = None,
         clock: Callable[[], float] = time.time,
-        after_commit: frozenset[str] = frozenset({"fan_out"}),
+        after_commit: frozenset[str] = frozenset(),
     ) -> None:
         """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
         lease is released when its handler returns, or lost that long after a crash. An inline
