@@ -27,5 +27,6 @@ def test_the_cost_bench_counts_each_step_of_an_http_event_once() -> None:
         assert total[unit] == pytest.approx(sum(f[unit] for f in functions.values())), unit
     assert total["wru"] >= 1 and total["rru"] >= 1 and total["gb_s"] > 0
     sent = sum(v for k, v in result["calls"].items() if k.startswith("sqs.SendMessage"))
-    assert sent >= 3  # ingest -> run, run -> fan-out, fan-out -> delivery
+    assert sent >= 2  # ingest -> run, the run's fan-out -> delivery
+    assert "FanOutFunction" not in functions  # the run consumer handled its fan-out at once
     assert result["usd_per_million"] == pytest.approx(sum(result["by_service"].values()), abs=0.05)
