@@ -1,89 +1,434 @@
-"""The AWS cost model of docs/aws.md, computed from the design's request counts per unit of work
-(us-east-1 list prices; free tiers left out). Each count is what the code does: see the table in
-docs/aws.md (Cost model) for where each comes from.
+"""What one event costs on AWS, measured: the emulated deployment (HEADWATER_BACKEND=aws-emulated:
+moto provisioned from template.yaml, the functions' own handlers, the pollers) runs in this
+process with every boto3 call metered (bench/aws_meter.py: DynamoDB units from item sizes, SQS
+64 KB chunks, Lambda invocations and GB-s, S3, KMS, Scheduler), for named scenarios, priced
+from the table in docs/aws.md (Cost). Counts are per event, after `--warmup` events that bring
+the source to its steady state (a full channel, a full dedupe window).
 
-    .venv/bin/python bench/aws_cost.py
+Scenarios:
+- `http_default`: an HTTP source answering the default response, a 1 KB JSON body, one webhook
+  subscribed (its delivery included; the receiver answers after `--receiver-ms`);
+- `webhook_delivery`: the part of `http_default` in the delivery function (and in the fan-out
+  function, for a fan-out that went through its queue: the run's process handles it at once);
+- `custom_response`: an HTTP source with `customResponse` (the run inline in the ingest function),
+  1 KB body, no subscriber;
+- `timer_tick`: a timer source's tick as EventBridge Scheduler fires it (the run emits a small event).
+
+    .venv/bin/python bench/aws_cost.py [--scenarios http_default,timer_tick] [--events 20] [--warmup 110]
+    .venv/bin/python bench/aws_cost.py --json        # the counts and prices as JSON
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-PRICE = {  # USD, us-east-1, on-demand list prices
-    "apigw_request": 1.00 / 1e6,        # HTTP API, first 300 M a month
-    "lambda_request": 0.20 / 1e6,
-    "lambda_gb_s": 0.0000166667,        # x86_64
-    "sqs_request": 0.40 / 1e6,          # standard queue, per 64 KB chunk
-    "ddb_wru": 0.625 / 1e6,             # on-demand write request unit (1 KB)
-    "ddb_rru": 0.125 / 1e6,             # on-demand read request unit (4 KB, strongly consistent)
-    "scheduler_invocation": 1.00 / 1e6,
-    "logs_gb": 0.50,                    # CloudWatch Logs ingestion
-}
+import httpx
 
-# (function, memory MB, billed ms) per invocation-equivalent of each step
-RUN = {  # a run of a source: RunQueueFunction (batch of 5) + the runner
-    "lambda_requests": 1 / 5 + 1,       # a fifth of a consumer invocation, one runner invocation
-    "lambda_gb_s": (1024 * 0.120 + 1024 * 0.050) / 1024,  # consumer waits on the runner (120 ms), runner 50 ms
-    "sqs_requests": 2 / 5 + 1 + 0,      # receive + delete per batch of 5; the fan-out message sent
-    "wru": 2 + 2 + 6 + 1 + 2 + 1 + 1,   # idempotency (2), lease put+delete (2), transaction of state, event,
-                                        # outbox (3 items x 2), channel marker (1), usage ADD in the
-                                        # transaction (2), outbox done (1), trim of the 101st event (1)
-    "rru": 2 + 1 + 1,                   # source + state (consistent), idempotency read on put, trim query
-    "log_kb": 2.0,
-}
-INGEST = {  # an HTTP request to a plain source
-    "apigw": 1,
-    "lambda_requests": 1,
-    "lambda_gb_s": 1024 * 0.030 / 1024,
-    "sqs_requests": 1,
-    "wru": 0,
-    "rru": 2,                           # endpoint claim, source
-    "log_kb": 1.0,
-}
-FAN_OUT_AND_DELIVERY = {  # FanOutFunction (batch 10) + WebhookDeliveryFunction (batch 10), one webhook
-    "lambda_requests": 2 / 10,
-    "lambda_gb_s": (512 * 0.030 + 512 * 0.150) / 1024,  # matching 30 ms; the POST ~150 ms
-    "sqs_requests": 2 / 10 + 1 + 2 / 10,
-    "wru": 2 + 4 + 1 + 2 + 2,           # idempotency x2 functions, delivery + outbox (txn), outbox done, delivery save
-    "rru": 1 + 3 + 1,                   # subscriptions query; delivery, webhook, event; idempotency
-    "log_kb": 2.0,
-}
-TIMER_TICK = {  # Scheduler -> TimerTickFunction: state saved, the run queued
-    "scheduler": 1,
-    "lambda_requests": 1,
-    "lambda_gb_s": 512 * 0.030 / 1024,
-    "sqs_requests": 1,
-    "wru": 2 + 4 + 1,                   # idempotency, state + outbox (txn), outbox done
-    "rru": 2 + 1,                       # source, state, idempotency
-    "log_kb": 1.0,
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.aws_meter import Meter, Tally  # noqa: E402
+from bench.ingest import ECHO, PLAIN  # noqa: E402
+from tests.conftest import Server, client_for, free_port, new_user  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "aws.md"
+SCENARIOS = ("http_default", "webhook_delivery", "custom_response", "timer_tick")
+BODY = {"payload": "x" * 1000}  # 1 KB of JSON
+TIMER = """export default {
+  name: "Bench timer", version: "1.0.0",
+  props: { timer: { type: "$.interface.timer", default: { intervalSeconds: 60 } } },
+  async run(event) { this.$emit({ tick: event.timestamp }, { summary: "tick" }) },
+};"""
 
 
-def cost(*steps: dict[str, float], units: float) -> dict[str, float]:
-    total: dict[str, float] = {}
+def prices(path: Path = DOCS) -> dict[str, float]:
+    """The price table of docs/aws.md: rows `| \\`key\\` | USD | per N unit |`, as USD per unit."""
+    out = {}
+    for key, usd, per in re.findall(r"^\| `(\w+)` \| \$?([\d.]+) \| ([\d,]+) ", path.read_text(), re.M):
+        out[key] = float(usd) / float(per.replace(",", ""))
+    return out
 
-    def add(name: str, value: float) -> None:
-        total[name] = total.get(name, 0.0) + value * units
 
-    for step in steps:
-        add("api_gateway", step.get("apigw", 0) * PRICE["apigw_request"])
-        add("lambda", step.get("lambda_requests", 0) * PRICE["lambda_request"]
-            + step.get("lambda_gb_s", 0) * PRICE["lambda_gb_s"])
-        add("sqs", step.get("sqs_requests", 0) * PRICE["sqs_request"])
-        add("dynamodb", step.get("wru", 0) * PRICE["ddb_wru"] + step.get("rru", 0) * PRICE["ddb_rru"])
-        add("scheduler", step.get("scheduler", 0) * PRICE["scheduler_invocation"])
-        add("cloudwatch_logs", step.get("log_kb", 0) / 1024 / 1024 * PRICE["logs_gb"])
-    rounded = {k: round(v, 2) for k, v in total.items() if v}
-    rounded["total"] = round(sum(total.values()), 2)
-    return rounded
+# ---- the emulated deployment in this process, metered
+
+@dataclass
+class Stack:
+    server: Server
+    meter: Meter
+    functions: Any
+    queue_urls: dict[str, str]
+    sqs: Any  # unmetered
+    scheduler: Any  # unmetered
+    group: str
+
+
+@contextmanager
+def emulated_stack(data_dir: Path) -> Iterator[Stack]:
+    import boto3
+    import uvicorn
+
+    port = free_port()
+    os.environ.update({"HEADWATER_BACKEND": "aws-emulated", "HEADWATER_HOST": "127.0.0.1",
+                       "HEADWATER_PORT": str(port), "HEADWATER_DATA_DIR": str(data_dir),
+                       "HEADWATER_WEBHOOK_RETRY_SCHEDULE": "1,1,1"})
+    from headwater.cli.admin import publish_shipped_registry
+    from headwater.emulated.deployment import provision
+    from headwater.emulated.functions import Functions
+    from headwater.emulated.gateway import Gateway
+    from headwater.emulated.pollers import SqsPoller
+    from headwater.emulated.runner import EmulatedRunnerFunction
+    from headwater.emulated.template import Template
+    from headwater.settings import Settings
+
+    for noisy in ("werkzeug", "mangum"):  # a line per moto call and per request
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    settings = Settings()
+    moto = _moto_process()  # its own process: its work must not hold this one's interpreter
+    template = Template.read()
+    deployment = provision(template, moto.endpoint, settings.public_url)
+    deployment.apply()
+    deployment.save(data_dir)
+    globals_ = template.body.get("Globals", {}).get("Function", {})
+    memory = {name: int(r["Properties"].get("MemorySize", globals_.get("MemorySize", 128)))
+              for name, r in template.of_type("AWS::Serverless::Function").items()}
+    http_functions = {route.function for route in template.routes()}
+    consumers = {deployment.queue_urls[queue]: f.name for f in template.functions().values() for queue, _ in f.queues}
+    meter = Meter(deployment.endpoint, memory, consumers)
+    meter.install()  # before any client of the functions is built
+    meter.install_pools()
+
+    run = EmulatedRunnerFunction.invoke
+
+    def metered_runner(self: EmulatedRunnerFunction, request: dict[str, Any], account: str) -> dict[str, Any]:
+        with meter.invocation("RunnerFunction"):
+            return run(self, request, account)
+
+    EmulatedRunnerFunction.invoke = metered_runner  # type: ignore[method-assign]
+
+    class MeteredFunctions(Functions):
+        def invoke(self, name: str, event: Any) -> Any:
+            with meter.invocation(name, api=name in http_functions, scheduled=name == "TimerTickFunction"):
+                return super().invoke(name, event)
+
+    send = httpx.Client.send
+
+    def metered_send(self: httpx.Client, *args: Any, **kwargs: Any) -> httpx.Response:
+        started = time.perf_counter()
+        try:
+            return send(self, *args, **kwargs)
+        finally:
+            meter.waited((time.perf_counter() - started) * 1000)
+
+    httpx.Client.send = metered_send  # type: ignore[method-assign]
+    asend = httpx.AsyncClient.send
+
+    async def metered_asend(self: httpx.AsyncClient, *args: Any, **kwargs: Any) -> httpx.Response:
+        started = time.perf_counter()
+        try:
+            return await asend(self, *args, **kwargs)
+        finally:
+            meter.waited((time.perf_counter() - started) * 1000)
+
+    httpx.AsyncClient.send = metered_asend  # type: ignore[method-assign]
+
+    from headwater.entrypoints.aws import runtime
+
+    publish_shipped_registry(runtime.services())
+    functions = MeteredFunctions(template.functions(), deployment.arns)
+    sqs = boto3.session.Session().client("sqs", endpoint_url=deployment.endpoint)
+    pollers = [SqsPoller(boto3.client("sqs", endpoint_url=deployment.endpoint), functions, f.name,
+                         deployment.queue_urls[queue], deployment.arns[queue], batch)
+               for f in functions.functions.values() for queue, batch in f.queues]
+    for poller in pollers:
+        poller.start()
+    gateway = Gateway(template.routes(), functions, f"127.0.0.1:{port}")
+    server = uvicorn.Server(uvicorn.Config(gateway, host="127.0.0.1", port=port, log_level="warning",
+                                          access_log=False))
+    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
+    thread.start()
+    env = {k: v for k, v in os.environ.items()}
+    hw = Server(base_url=f"http://127.0.0.1:{port}", data_dir=data_dir, port=port, env=env)
+    try:
+        _wait(lambda: _healthy(hw.base_url), 60, "the gateway to answer")
+        group = next(iter(template.of_type("AWS::Scheduler::ScheduleGroup")))
+        yield Stack(hw, meter, functions, deployment.queue_urls, sqs,
+                    boto3.session.Session().client("scheduler", endpoint_url=deployment.endpoint),
+                    deployment.names[group])
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        for poller in pollers:
+            poller.stop()
+        functions.close()
+        runtime.services().close()
+        moto.process.terminate()
+        moto.process.wait(10)
+
+
+@dataclass
+class _Moto:
+    process: subprocess.Popen[str]
+    endpoint: str
+
+
+def _moto_process() -> _Moto:
+    """The emulated deployment's moto server (headwater.emulated.deployment.start_moto) in a child."""
+    code = ("import sys, threading; from headwater.emulated.deployment import start_moto; s = start_moto(); "
+            "print('http://%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()")
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    assert process.stdout is not None
+    return _Moto(process, process.stdout.readline().strip())
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _wait(done: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout_s} s for {what}")
+        time.sleep(0.1)
+
+
+def settle(stack: Stack, quiet_s: float = 1.5, timeout_s: float = 120) -> None:
+    """Until every queue is empty (delayed messages aside) and no AWS call was made for `quiet_s`."""
+    def idle() -> bool:
+        for url in stack.queue_urls.values():
+            a = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+            if int(a["ApproximateNumberOfMessages"]) or int(a["ApproximateNumberOfMessagesNotVisible"]):
+                return False
+        return time.monotonic() - stack.meter.last_call > quiet_s
+
+    _wait(idle, timeout_s, "the deployment to settle")
+
+
+class Receiver:
+    """A webhook endpoint on loopback that answers 200 after `delay_s` (a receiver's round trip)."""
+
+    def __init__(self, delay_s: float) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.count = 0
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                time.sleep(delay_s)
+                with receiver.lock:
+                    receiver.count += 1
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+# ---- scenarios: each returns the tallies of `events` events, by function
+
+def _post_events(url: str, n: int) -> None:
+    with httpx.Client(timeout=60) as client:
+        for _ in range(n):
+            response = client.post(url, json=BODY)
+            assert response.status_code == 200, response.text
+
+
+def http_source(stack: Stack, api: httpx.Client, code: str, events: int, warmup: int,
+                receiver_ms: float | None) -> dict[str, Tally]:
+    created = api.post("/sources", json={"component_code": code})
+    assert created.status_code == 200, created.text
+    source = created.json()["data"]
+    url = source["configured_props"]["http"]["endpoint_url"]
+    receiver = None
+    if receiver_ms is not None:
+        receiver = Receiver(receiver_ms / 1000)
+        hook = api.post("/webhooks", params={"url": receiver.url, "name": "bench"})
+        assert hook.status_code == 200, hook.text
+        subscribed = api.post("/subscriptions", params={"emitter_id": source["id"],
+                                                        "listener_id": hook.json()["data"]["id"]})
+        assert subscribed.status_code == 200, subscribed.text
+    try:
+        _post_events(url, warmup)
+        if receiver is not None:
+            _wait(lambda: receiver.count >= warmup, 300, "the warm-up deliveries")
+        settle(stack)
+        stack.meter.reset()
+        _post_events(url, events)
+        if receiver is not None:
+            _wait(lambda: receiver.count >= warmup + events, 300, "the deliveries")
+        settle(stack)
+        return stack.meter.tally()
+    finally:
+        if receiver is not None:
+            receiver.close()
+
+
+def timer_ticks(stack: Stack, api: httpx.Client, events: int, warmup: int) -> dict[str, Tally]:
+    created = api.post("/sources", json={"component_code": TIMER})
+    assert created.status_code == 200, created.text
+    source_id = created.json()["data"]["id"]
+
+    def schedules() -> list[dict[str, Any]]:  # made by the run queue's sync_schedule
+        return [s for s in stack.scheduler.list_schedules(GroupName=stack.group)["Schedules"]
+                if s["Name"].startswith(source_id)]
+
+    _wait(schedules, 60, f"the schedule of {source_id}")
+    target = stack.scheduler.get_schedule(Name=schedules()[0]["Name"], GroupName=stack.group)["Target"]
+    due = int(time.time()) // 60 * 60 + 60
+
+    def tick(i: int) -> None:  # as EventBridge Scheduler fires it (emulated/pollers.py SchedulePoller._fire)
+        scheduled = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due + 60 * i))
+        text = target["Input"].replace("<aws.scheduler.scheduled-time>", scheduled)
+        text = text.replace("<aws.scheduler.execution-id>", f"bench-{i}")
+        stack.functions.invoke(stack.functions.by_arn(target["Arn"]), json.loads(text))
+        settle(stack, quiet_s=0.8)
+
+    for i in range(warmup):
+        tick(i)
+    stack.meter.reset()
+    for i in range(warmup, warmup + events):
+        tick(i)
+    return stack.meter.tally()
+
+
+def run_scenarios(names: list[str], events: int, warmup: int,
+                  receiver_ms: float) -> Iterator[tuple[str, dict[str, Tally]]]:
+    """Each scenario's tallies (of `events` events, by function) as soon as it is measured."""
+    with emulated_stack(Path(tempfile.mkdtemp(prefix="aws-cost-"))) as stack:
+        user = new_user(stack.server, tier="paid")
+        with client_for(stack.server, user.api_key) as api:
+            if "http_default" in names or "webhook_delivery" in names:
+                tallies = http_source(stack, api, PLAIN, events, warmup, receiver_ms)
+                if "http_default" in names:
+                    yield "http_default", tallies
+                if "webhook_delivery" in names:
+                    yield "webhook_delivery", {k: v for k, v in tallies.items() if k.endswith(
+                        ("FanOutFunction", "WebhookDeliveryFunction"))}
+            if "custom_response" in names:
+                yield "custom_response", http_source(stack, api, ECHO, events, warmup, None)
+            if "timer_tick" in names:
+                yield "timer_tick", timer_ticks(stack, api, events, min(warmup, 5))
+
+
+# ---- pricing and the report
+
+ARCH_PRICE = "lambda_gb_s_x86"
+
+
+def priced(tally: Tally, price: dict[str, float]) -> dict[str, float]:
+    return {
+        "api_gateway": tally.api_requests * price["apigw_http_request"],
+        "lambda": tally.invocations * price["lambda_request"] + tally.gb_s * price[ARCH_PRICE],
+        "dynamodb": tally.wru * price["ddb_write_unit"] + tally.rru * price["ddb_read_unit"],
+        "sqs": tally.sqs * price["sqs_standard_request"] + tally.sqs_fifo * price["sqs_fifo_request"],
+        "scheduler": tally.scheduler_invocations * price["scheduler_invocation"],
+        "s3": tally.s3_put * price["s3_put_request"] + tally.s3_get * price["s3_get_request"],
+        "kms": tally.kms * price["kms_request"],
+    }
+
+
+def per_event(tallies: dict[str, Tally], events: int) -> dict[str, Tally]:
+    out = {}
+    for name, tally in sorted(tallies.items()):
+        t = Tally()
+        for field, value in tally.units().items():
+            setattr(t, field, value / events)
+        t.calls = {k: v / events for k, v in tally.calls.items()}
+        t.units_by_call = {k: v / events for k, v in tally.units_by_call.items()}
+        out[name] = t
+    return out
+
+
+def table(name: str, tallies: dict[str, Tally], price: dict[str, float]) -> str:
+    lines = [f"**{name}** (per event; $ per million events)", "",
+             "| Function | Invocations | Billed ms | GB-s | Write units | Read units | SQS requests | S3 / KMS "
+             "| $ / M |", "|---|---|---|---|---|---|---|---|---|"]
+    total = Tally()
+    for function, t in tallies.items():
+        if not any((t.invocations, t.wru, t.rru, t.sqs, t.sqs_fifo, t.s3_put, t.s3_get, t.kms)):
+            continue
+        total.add(t)
+        usd = sum(priced(t, price).values()) * 1e6
+        lines.append(f"| {function} | {t.invocations:.2f} | {t.billed_ms:.0f} | {t.gb_s:.4f} | {t.wru:.1f} | "
+                     f"{t.rru:.1f} | {t.sqs + t.sqs_fifo:.2f} | {t.s3_put + t.s3_get:.2f} / {t.kms:.2f} | "
+                     f"{usd:.2f} |")
+    lines.append(f"| **total** | {total.invocations:.2f} | {total.billed_ms:.0f} | {total.gb_s:.4f} | "
+                 f"{total.wru:.1f} | {total.rru:.1f} | {total.sqs + total.sqs_fifo:.2f} | "
+                 f"{total.s3_put + total.s3_get:.2f} / {total.kms:.2f} | "
+                 f"**{sum(priced(total, price).values()) * 1e6:.2f}** |")
+    by_service = priced(total, price)
+    lines += ["", "By service, $ per million events: " + ", ".join(
+        f"{k} {v * 1e6:.2f}" for k, v in by_service.items() if v), "",
+        "Calls per event: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(total.calls.items())), "",
+        "DynamoDB units per event by call: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(total.units_by_call.items(), key=lambda kv: -kv[1])), ""]
+    return "\n".join(lines)
+
+
+def summary(tallies: dict[str, Tally], price: dict[str, float]) -> dict[str, Any]:
+    total = Tally()
+    for t in tallies.values():
+        total.add(t)
+    return {"usd_per_million": round(sum(priced(total, price).values()) * 1e6, 2),
+            "by_service": {k: round(v * 1e6, 2) for k, v in priced(total, price).items() if v},
+            "total": total.units(), "calls": dict(total.calls),
+            "functions": {name: t.units() for name, t in tallies.items()}}
 
 
 def main() -> None:
-    ticks = 10_000 * 60 * 24 * 30  # 10,000 timers at one minute, a 30-day month
-    print(json.dumps({
-        "one_million_http_events": cost(INGEST, RUN, FAN_OUT_AND_DELIVERY, units=1e6),
-        "timer_10000_at_1_min_month": {"ticks": ticks, **cost(TIMER_TICK, RUN, units=ticks)},
-    }, indent=1))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--events", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=110, help="events before the measured ones (steady state)")
+    parser.add_argument("--receiver-ms", type=float, default=100.0, help="the webhook receiver's answer time")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    names = [n for n in args.scenarios.split(",") if n]
+    unknown = set(names) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios {sorted(unknown)}: choose from {', '.join(SCENARIOS)}")
+    price = prices()
+    out = sys.stdout
+    results = {}
+    if not args.json:
+        print(f"{args.events} events per scenario after {args.warmup} (timer: {min(args.warmup, 5)}) warm-up "
+              f"ones; receiver answers in {args.receiver_ms:.0f} ms\n", flush=True)
+    with redirect_stdout(sys.stderr):  # the functions' logs (Powertools writes to stdout)
+        for name, measured in run_scenarios(names, args.events, args.warmup, args.receiver_ms):
+            results[name] = per_event(measured, args.events)
+            if not args.json:
+                print(table(name, results[name], price), file=out, flush=True)
+    if args.json:  # one line, the last one
+        print(json.dumps({name: summary(t, price) for name, t in results.items()}))
 
 
 if __name__ == "__main__":

@@ -14,9 +14,11 @@ import yaml
 from headwater.adapters.aws.dynamodb import DynamoStore
 from headwater.adapters.aws.dynamodb.lease import DynamoLease
 from headwater.adapters.aws.dynamodb.uow import MAX_WRITES, TRANSACTION_BYTES, ReadOnlyUnitOfWork
-from headwater.domain.commands import SyncSchedule
+from headwater.domain.commands import FanOut, SyncSchedule
 from headwater.domain.errors import Conflict, PayloadTooLarge
+from headwater.domain.events import EventId
 from headwater.domain.models import SourceState, StoredEvent, User
+from headwater.domain.routing import carried
 from headwater.ports import Busy
 from tests.contract.conftest import EVENTS, RESOURCES
 
@@ -131,6 +133,58 @@ def test_outbox_items_stay_until_the_queue_has_them(dynamo: DynamoStore) -> None
     assert pending == sorted(handed, key=lambda t: t.id)
     dynamo.outbox_done([t.id for t in handed])
     assert dynamo.pending_outbox(older_than_s=-60) == []
+
+
+def test_an_outbox_item_keeps_a_fan_outs_event_ids_not_their_bodies(dynamo: DynamoStore) -> None:
+    """The bodies are stored once (the events table); the message sent at commit carries them."""
+    event = StoredEvent("5-1", 5, {"payload": "x" * 1000}, {"emit_id": "e"}, "")
+    handed: list[Any] = []
+    dynamo.on_commit(handed.extend)
+    with dynamo.uow() as uow:
+        uow.events.put("dc_1", event)
+        uow.outbox.add(FanOut("dc_1", "u_1", "", ("5-1",), events=(carried(event),)))
+        uow.commit()
+    assert handed[0].command.events == (carried(event),)
+    recovered = dynamo.pending_outbox(older_than_s=-60)
+    assert [t.command for t in recovered] == [FanOut("dc_1", "u_1", "", ("5-1",))]
+    assert recovered[0].id == handed[0].id
+
+
+def test_retention_counts_each_channel_and_reads_only_what_it_deletes(dynamo: DynamoStore) -> None:
+    """The channel marker counts its events; a marker written before counting is counted once."""
+    queries: list[dict[str, Any]] = []
+    client(dynamo).meta.events.register("before-parameter-build.dynamodb.Query",
+                                        lambda params, **_: queries.append(dict(params)))
+
+    def commit(*ids: str, keep: int = 4) -> list[str]:
+        with dynamo.uow() as uow:
+            for i in ids:
+                uow.events.put("dc_1", StoredEvent(i, int(i.split("-")[0]), {"i": i}, {}, ""))
+            uow.events.trim("dc_1", "", keep)
+            uow.commit()
+        with dynamo.uow(readonly=True) as uow:
+            return [e.id for e in uow.events.newest("dc_1", "", 100)]
+
+    def marker() -> dict[str, Any]:
+        return client(dynamo).get_item(TableName=RESOURCES, Key={"pk": {"S": "dc_1"}, "sk": {"S": "channel#"}},
+                                       ConsistentRead=True)["Item"]
+
+    assert commit("1-1", "2-2", "3-3") == ["3-3", "2-2", "1-1"]
+    client(dynamo).update_item(TableName=RESOURCES, Key={"pk": {"S": "dc_1"}, "sk": {"S": "channel#"}},
+                               UpdateExpression="REMOVE n, counted")  # as markers were before counting
+    assert commit("4-4", "5-5") == ["5-5", "4-4", "3-3", "2-2"]  # counted by a Query, once
+    queries.clear()
+    for i in range(6, 10):
+        assert commit(f"{i}-{i}") == [f"{j}-{j}" for j in range(i, i - 4, -1)]
+    trims = [q for q in queries if q["TableName"] == EVENTS and q.get("ProjectionExpression") == "sk"]
+    assert [(q["ScanIndexForward"], q.get("Limit")) for q in trims] == [(True, 1)] * 4  # the oldest only
+    assert marker()["n"] == {"N": "4"}
+    with dynamo.uow() as uow:
+        assert uow.events.delete_range("dc_1", "", EventId(8, 8), None) == 2
+        uow.commit()
+    assert marker()["n"] == {"N": "2"}
+    assert commit("10-10") == ["10-10", "7-7", "6-6"]
+    assert commit("11-11", "12-12") == ["12-12", "11-11", "10-10", "7-7"]
 
 
 def test_done_marks(dynamo: DynamoStore) -> None:

@@ -18,7 +18,7 @@ import pytest
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
 from headwater.adapters.responses import InProcessResponses
-from headwater.domain.commands import Command, DeleteEvents, RunSource, SyncSchedule, to_message
+from headwater.domain.commands import Command, DeleteEvents, FanOut, RunSource, SyncSchedule, to_message
 from headwater.ports import Task
 from tests.contract.conftest import EVENTS, RESOURCES
 
@@ -211,3 +211,23 @@ def test_a_lambda_batch_reports_only_its_failures(setup: Setup) -> None:
     assert setup.queue.handle_records(records) == {"batchItemFailures": [{"itemIdentifier": failing}]}
     assert sorted(name for name, _ in setup.seen) == ["runs", "sync"]
     assert not [name for name, _ in setup.sqs.calls if name == "delete_message_batch"]  # Lambda deletes the rest
+
+
+def test_a_committed_fan_out_is_handled_at_once_where_its_handler_is(setup: Setup) -> None:
+    """No queue round trip (an invocation, three SQS requests) between a run and its subscribers."""
+    setup.queue.after_commit = frozenset({"fan_out"})
+    setup.queue.handle(FanOut, setup.record("fan_out"))
+    setup.commit(FanOut("dc_a", "u_1", "", ("1-1",)), run("dc_a"))
+    assert [(name, [t.command.name for t in tasks]) for name, tasks in setup.seen] == [("fan_out", ["fan_out"])]
+    assert setup.counts()[0] == 1  # the run went to its queue
+    assert setup.store.pending_outbox(older_than_s=-60) == []
+
+
+def test_a_fan_out_that_fails_at_once_goes_to_its_queue(setup: Setup) -> None:
+    setup.queue.after_commit = frozenset({"fan_out"})
+    setup.queue.handle(FanOut, setup.record("fan_out", fail=True))
+    setup.commit(FanOut("dc_a", "u_1", "", ("1-1",)))
+    assert len(setup.seen) == 1
+    messages = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"])["type"] for m in messages] == ["fan_out"]
+    assert setup.store.pending_outbox(older_than_s=-60) == []

@@ -17,7 +17,7 @@ from headwater.domain.events import DEFAULT_CHANNEL, Emit, EventId, dedupe, orde
 from headwater.domain.models import SourceState, StoredEvent
 
 ERRORS, LOGS = "$errors", "$logs"
-APPLIED_KEPT = 256  # task ids remembered per source, against duplicate deliveries
+APPLIED_KEPT = 32  # task ids remembered per source, against a duplicate delivery racing its first (docs/aws.md, Cost)
 
 
 @dataclass

@@ -19,6 +19,14 @@ sent first, delayed by `inline_fallback_s`: a process that dies mid-run leaves i
 SQS cannot delete a message before receiving it, so after an inline run succeeded the store
 marks the task done and the delayed message is deleted unrun when it arrives (the run handler
 would also recognise its task id among the source's applied ones).
+
+Committed tasks of the types in `after_commit` (`fan_out` on the run consumer, whose role may write
+what a fan-out writes) are handled at once by the process that committed them, instead of going
+through their queue:
+a run's events reach their subscribers without another invocation, three SQS requests and an
+idempotency record (docs/aws.md, Cost). The outbox item stays until the handler returned, so a
+process that dies meanwhile leaves the task to `recover`, and one whose handler fails or finds
+the lane busy sends it to its queue as usual; the fan-out is idempotent either way.
 """
 
 from __future__ import annotations
@@ -112,6 +120,7 @@ class SqsTaskQueue:
         inline_fallback_s: int = MAX_DELAY_S,
         payloads: PayloadStore | None = None,
         clock: Callable[[], float] = time.time,
+        after_commit: frozenset[str] = frozenset(),
     ) -> None:
         """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
         lease is released when its handler returns, or lost that long after a crash. An inline
@@ -130,6 +139,7 @@ class SqsTaskQueue:
         self.payloads = payloads
         self.clock = clock
         self.handlers: dict[str, TaskHandler] = {}
+        self.after_commit = after_commit
         self._inline: set[asyncio.Future[None]] = set()
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
@@ -140,6 +150,12 @@ class SqsTaskQueue:
     def send(self, tasks: list[Task]) -> None:
         """Committed tasks (DynamoStore.on_commit): sent, then their outbox items deleted. A task
         SQS refused stays in the outbox for `recover`."""
+        now = self.clock()
+        at_once = [t for t in tasks if t.command.name in self.after_commit and t.command.name in self.handlers
+                   and t.not_before <= now]
+        if at_once:
+            handled = self._handle_now(at_once)
+            tasks = [t for t in tasks if t.id not in handled]
         sent: list[str] = []
         for url, group in self._by_queue(tasks).items():
             entries = [(t.id, self._fitting(_body(t.command, t.id, t.not_before)), self._delay(t.not_before))
@@ -147,6 +163,21 @@ class SqsTaskQueue:
             sent += self._send_batch(url, entries)
         if sent:
             self.store.outbox_done(sent)
+
+    def _handle_now(self, tasks: list[Task]) -> set[str]:
+        """The tasks handled here and now (their outbox items deleted); the rest go to their queue."""
+        handled: list[str] = []
+        for task in tasks:
+            try:
+                with self._holding(task, 0):
+                    results_of(self.handlers[task.command.name]([task], lambda _task, _response: None))
+            except Exception:  # noqa: BLE001 - Busy or a failure: its queue's consumer retries it
+                log.info("task %s (%s) goes to its queue", task.id, task.command.name, exc_info=True)
+                continue
+            handled.append(task.id)
+        if handled:
+            self.store.outbox_done(handled)
+        return set(handled)
 
     def recover(self, older_than_s: float = 60.0) -> int:
         """Sends the outbox items a crash left behind (run it now and then); how many it found."""

@@ -6,17 +6,28 @@ transaction; retention (`trim`) runs right after it commits, and range deletions
 BatchWriteItem batches. Deleting "every channel" needs the emitter's channels without a scan:
 each put also marks its channel in the resources table (`pk = <emitter_id>, sk = channel#<name>`),
 written before the transaction so no committed event is ever without its marker.
+
+The marker also counts the channel's events (`n`), so that retention reads nothing but the events
+it deletes (a Query of a whole channel is billed by the size of every event in it): after a
+commit its puts are added, and when `n` passes `keep` the excess is taken off `n` and then the
+oldest that many are deleted. Every step that can be cut short leaves `n` low, never high: a
+channel may keep a few events more than `keep` after a crash, it never loses one of its newest.
+A marker whose `n` was not counted from the start (`counted` absent: written before counting,
+or again after a purge) is counted once by a Query.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from headwater.adapters.aws.dynamodb.codec import (
     Item,
     body,
     event_key,
     events_pk,
+    key,
     load,
     n,
     number,
@@ -24,7 +35,7 @@ from headwater.adapters.aws.dynamodb.codec import (
     storable,
     text,
 )
-from headwater.adapters.aws.dynamodb.tables import Query
+from headwater.adapters.aws.dynamodb.tables import Query, error_code
 from headwater.adapters.aws.dynamodb.writes import put
 from headwater.domain.events import EventId
 from headwater.domain.models import StoredEvent
@@ -48,6 +59,8 @@ class DynamoEvents:
         self.table = uow.tables.events
         self._markers: set[tuple[str, str]] = set()
         self._trims: dict[tuple[str, str], int] = {}
+        self._puts: dict[tuple[str, str], set[str]] = {}  # the event keys this unit of work put, by channel
+        self._after_puts: dict[tuple[str, str], Item] = {}  # the markers as the puts' counting left them
 
     def put(self, emitter_id: str, event: StoredEvent) -> None:
         """A plain put: the same event again is the same item. Raises PayloadTooLarge for an event
@@ -57,7 +70,9 @@ class DynamoEvents:
                       **body({"event": event.event, "metadata": event.metadata}, "event")}
         self.uow.write(put(self.table, item, deferrable=True))
         self._markers.add((emitter_id, event.channel))
+        self._puts.setdefault((emitter_id, event.channel), set()).add(item["sk"]["S"])
         self.uow.before_commit(self._write_markers)
+        self.uow.after_commit(self._count_puts)
 
     def trim(self, emitter_id: str, channel: str, keep: int) -> None:
         """Runs after the commit; idempotent, so one interrupted is redone by the next."""
@@ -98,6 +113,7 @@ class DynamoEvents:
         for name in channels:
             pk = events_pk(emitter_id, name)
             keys = [(pk, text(item, "sk")) for item in self.tables.iterate(_range(self.table, pk, start, end))]
+            self._add(emitter_id, name, -len(keys), only_counted=True)
             self.tables.delete_keys(self.table, keys)
             deleted += len(keys)
         if channel is None and start is None and end is None:
@@ -116,18 +132,58 @@ class DynamoEvents:
         return [text(item, "sk").removeprefix(CHANNEL) for item in self.tables.iterate(q)]
 
     def _write_markers(self) -> None:
+        """Each marker made if missing; its count untouched (ADD 0)."""
         markers, self._markers = self._markers, set()
-        self.tables.write_batch(self.tables.resources, [
-            {"PutRequest": {"Item": {"pk": s(emitter_id), "sk": s(CHANNEL + channel)}}}
-            for emitter_id, channel in sorted(markers)
-        ])
+        for emitter_id, channel in sorted(markers):
+            self._add(emitter_id, channel, 0)
+
+    def _add(self, emitter_id: str, channel: str, delta: int, only_counted: bool = False) -> Item:
+        """Adds `delta` to the channel's count; the marker as it is then."""
+        request: dict[str, Any] = {
+            "TableName": self.tables.resources, "Key": key(emitter_id, CHANNEL + channel),
+            "UpdateExpression": "ADD #n :d", "ExpressionAttributeNames": {"#n": "n"},
+            "ExpressionAttributeValues": {":d": n(delta)}, "ReturnValues": "ALL_NEW"}
+        if only_counted:
+            request["ConditionExpression"] = "attribute_exists(counted)"
+        try:
+            return dict(self.tables.client.update_item(**request)["Attributes"])
+        except ClientError as e:
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise
+            return {}
+
+    def _count_puts(self) -> None:
+        puts, self._puts = self._puts, {}
+        self._after_puts.update({channel: self._add(*channel, len(keys)) for channel, keys in puts.items()})
+
+    def _counted(self, emitter_id: str, channel: str, marker: Item) -> int:
+        """The channel's count; counted by a Query the first time (then it is kept up)."""
+        if "counted" in marker:
+            return number(marker, "n")
+        found = self.count(emitter_id, channel)
+        try:
+            self.tables.client.update_item(
+                TableName=self.tables.resources, Key=key(emitter_id, CHANNEL + channel),
+                UpdateExpression="SET #n = :n, counted = :t", ConditionExpression="attribute_not_exists(counted)",
+                ExpressionAttributeNames={"#n": "n"}, ExpressionAttributeValues={":n": n(found), ":t": n(1)})
+        except ClientError as e:  # counted meanwhile by another trim
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise
+        return found
 
     def _run_trims(self) -> None:
+        self._count_puts()
+        markers, self._after_puts = self._after_puts, {}
         trims, self._trims = self._trims, {}
         for (emitter_id, channel), keep in trims.items():
+            marker = markers.get((emitter_id, channel)) or self._add(emitter_id, channel, 0)
+            excess = self._counted(emitter_id, channel, marker) - keep
+            if excess <= 0:
+                continue
+            self._add(emitter_id, channel, -excess)  # first: cut short here, the count is low, not high
             pk = events_pk(emitter_id, channel)
-            q = Query(self.table, "pk = :pk", {":pk": s(pk)}, forward=False, projection="sk")
-            older = [(pk, text(item, "sk")) for i, item in enumerate(self.tables.iterate(q)) if i >= keep]
+            oldest = Query(self.table, "pk = :pk", {":pk": s(pk)}, projection="sk")
+            older = [(pk, text(item, "sk")) for item in self.tables.iterate(oldest, excess)]
             self.tables.delete_keys(self.table, older)
 
 

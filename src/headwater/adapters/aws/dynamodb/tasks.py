@@ -6,6 +6,9 @@ task queue, which deletes the items once SQS has them (`outbox_done`); an item s
 while later was left by a crash between commit and send, and `pending` finds it to send again.
 Outbox items are spread over 16 partitions (`pk = outbox#00..15`) so that busy writers do not
 share one; their sort key starts with the creation time, so "older than" is a key condition.
+An item holds a command without the event bodies it carries (a FanOut keeps its event ids): the
+bodies are stored once, in the events table, and the message sent after the commit carries them
+(the command as it was added); only a command recovered from the outbox reads them back by id.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from headwater.adapters.aws.dynamodb.codec import body, key, load, n, real, s, text
 from headwater.adapters.aws.dynamodb.tables import Query, Tables
 from headwater.adapters.aws.dynamodb.writes import put
-from headwater.domain.commands import Command, from_message, to_message
+from headwater.domain.commands import Command, FanOut, from_message, to_message
 from headwater.ports import Task
 
 if TYPE_CHECKING:
@@ -44,8 +48,15 @@ class DynamoOutbox:
         task_id = f"{int(now * 1000):016d}-{shard:02d}-{secrets.token_hex(8)}"
         self.uow.write(put(self.uow.tables.resources, {"pk": s(_shard_of(task_id)), "sk": s(task_id),
                                                         "not_before": n(not_before),
-                                                        **body(to_message(command), "command")}))
+                                                        **body(to_message(_stored(command)), "command")}))
         self.uow.add_task(Task(task_id, command, 0, not_before))
+
+
+def _stored(command: Command) -> Command:
+    """What the outbox keeps of a command: a FanOut by its event ids (the events table has them)."""
+    if isinstance(command, FanOut) and command.events:
+        return replace(command, events=())
+    return command
 
 
 class OutboxTable:
