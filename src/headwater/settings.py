@@ -80,6 +80,7 @@ class Settings:
     max_channels: int = field(default_factory=lambda: _int("MAX_CHANNELS", 100))
     # `this.db` of one source, bytes of JSON in all; a run that would exceed it has its writes dropped.
     db_max_bytes: int = field(default_factory=lambda: _int("DB_MAX_BYTES", 1024 * 1024))
+    applied_kept: int = field(default_factory=lambda: _int("APPLIED_KEPT", 256))  # domain.runs.Limits
     smtp_url: str = field(default_factory=lambda: _env("SMTP_URL", ""))  # smtp[s]://user:password@host:port
     email_from: str = field(default_factory=lambda: _env("EMAIL_FROM", "headwater@localhost"))
     s3_enabled: bool = field(default_factory=lambda: _bool("S3_ENABLED", False))

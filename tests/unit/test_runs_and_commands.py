@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from headwater.adapters.local.lanes import MAX_RUN_BATCH
 from headwater.domain.commands import (
     DeleteEvents,
     FanOut,
@@ -19,7 +20,7 @@ from headwater.domain.commands import (
 from headwater.domain.events import Emit, EventId
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.routing import carried, fan_out_parts
-from headwater.domain.runs import APPLIED_KEPT, Limits, RunContext, RunResult, record
+from headwater.domain.runs import Limits, RunContext, RunResult, record
 
 CTX = RunContext("dc_x", "u_x", "1.0", dedupe="unique")
 
@@ -59,10 +60,14 @@ def test_an_error_becomes_one_errors_event_with_the_source_context() -> None:
                                     "message": "slow"}
 
 
-def test_applied_task_ids_are_bounded() -> None:
-    state = SourceState(applied=[str(i) for i in range(APPLIED_KEPT)])
+def test_applied_task_ids_are_bounded_and_cover_a_whole_local_batch() -> None:
+    kept = Limits().applied_kept
+    assert kept >= 2 * MAX_RUN_BATCH  # a replayed batch is known whole, with room
+    state = SourceState(applied=[str(i) for i in range(kept)])
     assert record(state, CTX, RunResult(), None, 1, "new").state.applied[-1] == "new"
-    assert len(record(state, CTX, RunResult(), None, 1, "new").state.applied) == APPLIED_KEPT
+    assert len(record(state, CTX, RunResult(), None, 1, "new").state.applied) == kept
+    fewer = RunContext("dc_1", "u_1", "0.1.0", limits=Limits(applied_kept=32))
+    assert record(state, fewer, RunResult(), None, 1, "new").state.applied == [*map(str, range(kept - 31, kept)), "new"]
 
 
 @pytest.mark.parametrize("command", [

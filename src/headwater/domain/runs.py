@@ -17,7 +17,6 @@ from headwater.domain.events import DEFAULT_CHANNEL, Emit, EventId, dedupe, orde
 from headwater.domain.models import SourceState, StoredEvent
 
 ERRORS, LOGS = "$errors", "$logs"
-APPLIED_KEPT = 32  # task ids remembered per source, against a duplicate delivery racing its first (docs/aws.md, Cost)
 
 
 @dataclass
@@ -60,6 +59,12 @@ class Limits:
     max_log_bytes: int = 64 * 1024
     max_channels: int = 100
     max_db_bytes: int = 1024 * 1024
+    # Task ids remembered per source, against a duplicate delivery. Locally a crash between a
+    # batch's outcome and its tasks' deletion replays the whole batch (up to 64 runs): all of it
+    # must be known. On AWS the idempotency records keep each message id for 24 h, so the state
+    # guards only against a duplicate racing its first delivery, and the template keeps fewer
+    # (a smaller state item rewritten on each run: docs/aws.md, Cost).
+    applied_kept: int = 256
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
     db, db_refused = apply_db(state.db, result.db_writes, limits.max_db_bytes)
     new = replace(state, db=db, dedupe=outcome.state)
     if task_id is not None:
-        new.applied = [*state.applied, task_id][-APPLIED_KEPT:]
+        new.applied = [*state.applied, task_id][-limits.applied_kept:]
     events: list[StoredEvent] = []
 
     def add(channel: str, event: Any, meta: dict[str, Any], encoded: str | None = None) -> None:

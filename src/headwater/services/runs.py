@@ -144,7 +144,7 @@ class Runs:
 
     def context(self, source: Source, component: Component) -> RunContext:
         s = self.settings
-        limits = Limits(s.max_event_bytes, s.max_log_bytes, s.max_channels, s.db_max_bytes)
+        limits = Limits(s.max_event_bytes, s.max_log_bytes, s.max_channels, s.db_max_bytes, s.applied_kept)
         return RunContext(source.id, source.user_id, __version__, component.definition.dedupe, limits)
 
     def _guarded(self, call: Callable[[], RunResult]) -> RunResult:
