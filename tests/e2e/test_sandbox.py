@@ -25,7 +25,8 @@ export default {
       passwd: attempt(() => fs.readFileSync("/etc/passwd", "utf8")),
       listing: attempt(() => fs.readdirSync("/")),
       write: attempt(() => fs.writeFileSync(event.body.database + ".x", "x")),
-      spawn: attempt(() => execSync("id")),
+      // built at run time: a literal command is refused at deploy (NEEDS_EXECUTABLE), this tries the sandbox
+      spawn: attempt(() => execSync(["i", "d"].join(""))),
     });
   },
 };
