@@ -319,7 +319,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
                              a.secrets, settings)
     connected_accounts.fresh = oauth.fresh
-    oauth.on_needs_reconnect = lambda account, message: reconnect_errors(a.uow, runs, account, message)
+    oauth.on_needs_reconnect = lambda account, message, for_run: reconnect_errors(a.uow, runs, account, message,
+                                                                                  for_run)
     if a.finish_runs_on is not None:
         runs.finish_on = a.finish_runs_on
     limit_source_labels(settings.metrics_sources)

@@ -53,8 +53,9 @@ class ConnectedAccounts:
         self.uow = uow
         self.accounts = accounts
         self.secrets = secrets
-        # An OAuth account's tokens made fresh before use (services.oauth; wired by the composition root).
-        self.fresh: Callable[[ConnectedAccount], ConnectedAccount] = lambda account: account
+        # An OAuth account's tokens made fresh before use (services.oauth; wired by the composition root);
+        # its second argument: the source whose run needs them, which records its own failure.
+        self.fresh: Callable[[ConnectedAccount, str | None], ConnectedAccount] = lambda account, for_run: account
 
     # sealing
 
@@ -166,18 +167,21 @@ class ConnectedAccounts:
         if wrong:
             raise Invalid(f"Some props name an account of another app: {', '.join(wrong)}.", wrong)
 
-    def credentials_for(self, account_id: str) -> dict[str, Any]:
-        """The account's current `$auth`, read now. AccountUnusable when it cannot give one."""
+    def credentials_for(self, account_id: str, for_run: str | None = None) -> dict[str, Any]:
+        """The account's current `$auth`, read now. AccountUnusable when it cannot give one.
+        `for_run`: the source whose run this is (its run's failure is its `$errors` event)."""
         account = self._read(account_id)
         if account is None:
             raise AccountUnusable(model.ACCOUNT_NOT_FOUND,
                                   f"The connected account {account_id} was deleted: connect an account and "
                                   "update the source's app prop.")
         if account.kind == model.OAUTH:
-            account = self.fresh(account)
+            account = self.fresh(account, for_run)
         if account.status == model.NEEDS_RECONNECT:
+            reason = account.extra.get("needs_reconnect_reason")
             raise AccountUnusable(model.ACCOUNT_NEEDS_RECONNECT,
-                                  f"The connected account {account_id} ({account.app}) needs to be reconnected.")
+                                  f"The connected account {account_id} ({account.app}) needs to be reconnected"
+                                  + (f": refreshing its token failed ({reason})." if reason else "."))
         return self.open(account)
 
     def _read(self, account_id: str) -> ConnectedAccount | None:
@@ -187,12 +191,13 @@ class ConnectedAccounts:
         with self.uow(readonly=True) as uow:
             return uow.connected_accounts.get(account_id)
 
-    def resolve(self, props: dict[str, Any], app_props: Collection[str] | None = None) -> dict[str, Any]:
+    def resolve(self, props: dict[str, Any], app_props: Collection[str] | None = None,
+                for_run: str | None = None) -> dict[str, Any]:
         """`props` as the runner takes them: each account reference (of the `app_props`, or any
         prop when they are not known yet) becomes `{"$auth": ...}`."""
         if not references(props):
             return props
-        return {name: {"$auth": self.credentials_for(account_id)}
+        return {name: {"$auth": self.credentials_for(account_id, for_run)}
                 if (account_id := model.reference(value)) is not None and (app_props is None or name in app_props)
                 else value
                 for name, value in props.items()}

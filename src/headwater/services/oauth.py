@@ -87,8 +87,10 @@ class OAuthConnections:
         self.secrets = secrets
         self.settings = settings
         self.clock = clock
-        # Told of an account marked needs_reconnect (the composition root puts the `$errors` events).
-        self.on_needs_reconnect: Callable[[ConnectedAccount, str], None] = lambda account, message: None
+        # Told of an account marked needs_reconnect and of the source whose run found it out, if any
+        # (the composition root puts the `$errors` events; that run's failure is that source's).
+        self.on_needs_reconnect: Callable[[ConnectedAccount, str, str | None], None] = \
+            lambda account, message, for_run: None
 
     @property
     def redirect_uri(self) -> str:
@@ -239,11 +241,11 @@ class OAuthConnections:
 
     # refresh before use
 
-    def fresh(self, account: ConnectedAccount) -> ConnectedAccount:
+    def fresh(self, account: ConnectedAccount, for_run: str | None = None) -> ConnectedAccount:
         """The account with an access token that does not expire within the margin: refreshed
         first when needed (once, whoever else needs it now). A permanent failure comes back as
         the account marked needs_reconnect; a transient one with a token that has expired raises
-        AccountUnusable(ACCOUNT_REFRESH_FAILED)."""
+        AccountUnusable(ACCOUNT_REFRESH_FAILED). `for_run`: the source whose run needs it."""
         if not self._due(account):
             return account
         try:
@@ -252,7 +254,7 @@ class OAuthConnections:
                     current = uow.connected_accounts.get(account.id)
                 if current is None or not self._due(current):
                     return current or account  # gone (the caller says so), or refreshed by the holder before us
-                return self._refresh(current)
+                return self._refresh(current, for_run)
         except Busy:  # the holder is stuck (or died holding it): its lease expires; until then, as a failure for now
             if self._usable(account):
                 return account
@@ -266,7 +268,7 @@ class OAuthConnections:
         return (account.kind == model.OAUTH and account.status == model.ACTIVE
                 and needs_refresh(account.expires_at, self.clock(), margin))
 
-    def _refresh(self, account: ConnectedAccount) -> ConnectedAccount:
+    def _refresh(self, account: ConnectedAccount, for_run: str | None) -> ConnectedAccount:
         credentials = self.connected.open(account)
         refresh_token = credentials.get(model.OAUTH_REFRESH_TOKEN)
         client = self.client_for(account.owner, account.app)
@@ -274,11 +276,11 @@ class OAuthConnections:
             if self._usable(account):
                 return account
             why = "has no refresh token" if client else f"has no OAuth client for app {account.app}"
-            return self._needs_reconnect(account, f"its access token expired and it {why}")
+            return self._needs_reconnect(account, f"its access token expired and it {why}", for_run)
         try:
             tokens = self.client.refresh(self._endpoints(client), refresh_token)
         except OAuthGrantError as e:
-            return self._needs_reconnect(account, str(e))
+            return self._needs_reconnect(account, str(e), for_run)
         except OAuthUnavailable as e:
             if self._usable(account):
                 return account  # the next call tries again
@@ -296,14 +298,14 @@ class OAuthConnections:
     def _usable(self, account: ConnectedAccount) -> bool:
         return account.expires_at is None or account.expires_at > self.clock()
 
-    def _needs_reconnect(self, account: ConnectedAccount, why: str) -> ConnectedAccount:
+    def _needs_reconnect(self, account: ConnectedAccount, why: str, for_run: str | None) -> ConnectedAccount:
         marked = dataclasses.replace(account, status=model.NEEDS_RECONNECT, updated_at=int(self.clock()),
                                      version=account.version + 1,
                                      extra={**account.extra, "needs_reconnect_reason": why[:300]})
         saved = self._save_or_reread(marked, account.version)
         if saved.status == model.NEEDS_RECONNECT:
             self.on_needs_reconnect(saved, f"The connected account {account.id} ({account.app}) needs to be "
-                                           f"reconnected: refreshing its token failed ({why[:300]}).")
+                                           f"reconnected: refreshing its token failed ({why[:300]}).", for_run)
         return saved
 
     def _save_or_reread(self, account: ConnectedAccount, expected_version: int) -> ConnectedAccount:
@@ -352,8 +354,12 @@ def sources_using(uow_factory: UnitOfWorkFactory, owner: str, account_id: str) -
             after = page.seqs[-1]
 
 
-def reconnect_errors(uow: UnitOfWorkFactory, runs: Runs, account: ConnectedAccount, message: str) -> None:
-    """An ACCOUNT_NEEDS_RECONNECT `$errors` event on every source using the account."""
+def reconnect_errors(uow: UnitOfWorkFactory, runs: Runs, account: ConnectedAccount, message: str,
+                     for_run: str | None = None) -> None:
+    """An ACCOUNT_NEEDS_RECONNECT `$errors` event on every source using the account but `for_run`,
+    whose failed run is its event (one, not two)."""
     for source in sources_using(uow, account.owner, account.id):
+        if source.id == for_run:
+            continue
         runs.fail(source, {"connected_account": account.id, "app": account.app},
                   model.ACCOUNT_NEEDS_RECONNECT, message)

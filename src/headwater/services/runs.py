@@ -119,9 +119,11 @@ class Runs:
         return self._instance(source, self.credentials(source, prop_forms.for_runner(source.configured_props,
                                                                                      self.secrets)), db)
 
-    def credentials(self, source: Source, props: dict[str, Any]) -> dict[str, Any]:
-        """`props` with each app prop's connected account turned into its current `$auth`."""
-        return self.connected.resolve(props, [p["name"] for p in source.prop_defs if p.get("type") == "app"])
+    def credentials(self, source: Source, props: dict[str, Any], run: bool = False) -> dict[str, Any]:
+        """`props` with each app prop's connected account turned into its current `$auth`. `run`:
+        for the source's runs, whose failure is the source's `$errors` event."""
+        return self.connected.resolve(props, [p["name"] for p in source.prop_defs if p.get("type") == "app"],
+                                      source.id if run else None)
 
     def _instance(self, source: Source, props: dict[str, Any], db: dict[str, Any]) -> Instance:
         http = None
@@ -384,7 +386,7 @@ class Runs:
         """The runs with the source's current credentials; each fails with the account's error
         code (a `$errors` event) when a connected account cannot give them."""
         try:
-            props = self.credentials(hot.source, hot.props)
+            props = self.credentials(hot.source, hot.props, run=True)
         except AccountUnusable as e:
             return _done([RunResult.failed(e.code, e.message)] * len(tasks))
         instance = self._instance(hot.source, props, hot.state.db)
