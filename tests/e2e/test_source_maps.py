@@ -34,9 +34,9 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBun
         pool.close()
 
 
-def run_once(runtime: Runtime, code: str) -> RunResult:
+def run_once(runtime: Runtime, code: str, file_name: str | None = None) -> RunResult:
     bundler, pool, _ = runtime
-    instance = Instance(id="dc_maps", props={}, account="a", db={})
+    instance = Instance(id="dc_maps", props={}, account="a", db={}, file_name=file_name)
     return pool.run_many(bundler.bundle(code), instance, [{}], 10_000)[0]
 
 
@@ -136,6 +136,25 @@ export default {
     *_, platform, own = frames(stack)
     assert own == "at async Object.run (component.js:5:5)", stack
     assert re.fullmatch(r"at async callAxios \(node_modules/@pipedream/platform/index\.js:\d+:\d+\)", platform), stack
+
+
+def test_code_sent_with_its_file_name_has_its_frames_named_by_it(runtime: Runtime) -> None:
+    """The same bundle (cached by code) under the name a deploy gave: the user's frames, logged
+    ones too, name the file; a package's frames stay bundle positions under `component.js`; the
+    instance's worker, warm from a run without the name, is started again with it."""
+    write_thrower(runtime[2] / "npm-store")
+    code = (MAPS / "esm_throw.mjs").read_text().replace("export default", 'import { explode } from '
+                                                         '"hwtest-maps-thrower@1.0.0";\nexport default', 1)
+    assert frames(run_once(runtime, code).error["stack"])[0] == "at deeper (component.js:5:9)"  # type: ignore[index]
+    result = run_once(runtime, code, "my-source.mjs")
+    assert result.error is not None
+    assert frames(result.error["stack"])[:3] == ["at deeper (my-source.mjs:5:9)", "at deeper (my-source.mjs:4:21)",
+                                                 "at Object.run (my-source.mjs:14:7)"], result.error["stack"]
+    logged = "\n".join(entry["message"] for entry in result.logs)
+    assert "at deeper (my-source.mjs:5:9)" in logged, logged
+    package = run_once(runtime, code.replace("run() {", "run() { explode();", 1), "my-source.mjs").error
+    assert package is not None and re.fullmatch(r"at explode\d* \(component\.js:\d+:\d+\)",
+                                                frames(package["stack"])[0]), package
 
 
 def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Path) -> None:
