@@ -170,12 +170,19 @@ def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Pat
 
 @pytest.mark.both_modes
 def test_errors_and_logs_events_of_the_service_name_the_users_lines(api: httpx.Client) -> None:
-    """Through the service, locally and on the emulated AWS runner Lambda (the same bundle)."""
-    r = api.post("/sources", json={"component_code": (MAPS / "esm_throw.mjs").read_text()})
+    """Through the service, locally and on the emulated AWS runner Lambda (the same bundle): code
+    deployed with its file name (`headwater deploy esm_throw.mjs`) has its frames name that file."""
+    code = (MAPS / "esm_throw.mjs").read_text()
+    for bad in ("../esm_throw.mjs", "esm_throw.json"):
+        r = api.post("/sources", json={"component_code": code, "component_file": bad})
+        assert r.status_code == 422 and "component_file" in r.json()["details"], r.text
+    r = api.post("/sources", json={"component_code": code, "component_file": "esm_throw.mjs"})
     assert r.status_code == 200, r.text
-    source_id = r.json()["data"]["id"]
-    assert api.post(f"/sources/{source_id}/run", json={}).status_code < 300
-    [error] = wait_events(api, source_id, 1, event_name="$errors")
-    assert "at deeper (component.js:5:9)" in error["event"]["error"]["stack"], error
-    logged = wait_events(api, source_id, 1, event_name="$logs")[0]["event"]["message"]
-    assert "at deeper (component.js:5:9)" in logged, logged
+    source = r.json()["data"]
+    component = api.get(f"/components/{source['component_id']}").json()["data"]
+    assert component["component_file"] == "esm_throw.mjs", component
+    assert api.post(f"/sources/{source['id']}/run", json={}).status_code < 300
+    [error] = wait_events(api, source["id"], 1, event_name="$errors")
+    assert "at deeper (esm_throw.mjs:5:9)" in error["event"]["error"]["stack"], error
+    logged = wait_events(api, source["id"], 1, event_name="$logs")[0]["event"]["message"]
+    assert "at deeper (esm_throw.mjs:5:9)" in logged, logged
