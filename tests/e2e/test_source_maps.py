@@ -186,3 +186,6 @@ def test_errors_and_logs_events_of_the_service_name_the_users_lines(api: httpx.C
     assert "at deeper (esm_throw.mjs:5:9)" in error["event"]["error"]["stack"], error
     logged = wait_events(api, source["id"], 1, event_name="$logs")[0]["event"]["message"]
     assert "at deeper (esm_throw.mjs:5:9)" in logged, logged
+    r = api.post("/components/run", json={"component_code": code, "component_file": "esm_throw.mjs"})
+    assert r.status_code == 200, r.text
+    assert "at deeper (esm_throw.mjs:5:9)" in r.json()["data"]["error"]["stack"], r.text
