@@ -387,6 +387,7 @@ class Instance:
     http: dict[str, Any] | None = None  # {"endpoint": url, "customResponse": bool}
     memory_mb: int = 256
     bill_to: str = ""  # the user whose quota pays for CPU the account's process uses beyond its runs
+    file_name: str | None = None  # code sent as text: the file its stacks name (domain.file_names)
 
 
 class Runner(Protocol):

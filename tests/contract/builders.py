@@ -28,11 +28,12 @@ def org(store: Any, owner: User, orgname: str | None = None) -> Org:
     return o
 
 
-def component(store: Any, namespace: str, key: str | None = "my-source", code: str = "export default {}") -> Component:
+def component(store: Any, namespace: str, key: str | None = "my-source", code: str = "export default {}",
+              file_name: str | None = None) -> Component:
     now = next(_clock)
     c = Component(ids.new_id("component"), namespace, namespace, code, ids.code_hash(code),
                   ComponentDefinition("My source", "0.1.0", "source", key, configurable_props=[{"name": "x"}]),
-                  None, now, now)
+                  None, now, now, file_name=file_name)
     with store.uow() as uow:
         uow.components.add(c)
         uow.commit()

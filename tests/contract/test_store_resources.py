@@ -21,7 +21,7 @@ from tests.contract.conftest import Backend
 def test_components_get_growing_seqs_and_the_newest_of_a_key_wins(store: Backend) -> None:
     alice, bob = builders.user(store), builders.user(store)
     first = builders.component(store, alice.id, "counter")
-    second = builders.component(store, alice.id, "counter", code="export default { v: 2 }")
+    second = builders.component(store, alice.id, "counter", code="export default { v: 2 }", file_name="counter.mjs")
     builders.component(store, bob.id, "counter")
     keyless = builders.component(store, alice.id, None)
     assert first.seq < second.seq < keyless.seq

@@ -34,9 +34,9 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBun
         pool.close()
 
 
-def run_once(runtime: Runtime, code: str) -> RunResult:
+def run_once(runtime: Runtime, code: str, file_name: str | None = None) -> RunResult:
     bundler, pool, _ = runtime
-    instance = Instance(id="dc_maps", props={}, account="a", db={})
+    instance = Instance(id="dc_maps", props={}, account="a", db={}, file_name=file_name)
     return pool.run_many(bundler.bundle(code), instance, [{}], 10_000)[0]
 
 
@@ -138,6 +138,25 @@ export default {
     assert re.fullmatch(r"at async callAxios \(node_modules/@pipedream/platform/index\.js:\d+:\d+\)", platform), stack
 
 
+def test_code_sent_with_its_file_name_has_its_frames_named_by_it(runtime: Runtime) -> None:
+    """The same bundle (cached by code) under the name a deploy gave: the user's frames, logged
+    ones too, name the file; a package's frames stay bundle positions under `component.js`; the
+    instance's worker, warm from a run without the name, is started again with it."""
+    write_thrower(runtime[2] / "npm-store")
+    code = (MAPS / "esm_throw.mjs").read_text().replace("export default", 'import { explode } from '
+                                                         '"hwtest-maps-thrower@1.0.0";\nexport default', 1)
+    assert frames(run_once(runtime, code).error["stack"])[0] == "at deeper (component.js:5:9)"  # type: ignore[index]
+    result = run_once(runtime, code, "my-source.mjs")
+    assert result.error is not None
+    assert frames(result.error["stack"])[:3] == ["at deeper (my-source.mjs:5:9)", "at deeper (my-source.mjs:4:21)",
+                                                 "at Object.run (my-source.mjs:14:7)"], result.error["stack"]
+    logged = "\n".join(entry["message"] for entry in result.logs)
+    assert "at deeper (my-source.mjs:5:9)" in logged, logged
+    package = run_once(runtime, code.replace("run() {", "run() { explode();", 1), "my-source.mjs").error
+    assert package is not None and re.fullmatch(r"at explode\d* \(component\.js:\d+:\d+\)",
+                                                frames(package["stack"])[0]), package
+
+
 def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Path) -> None:
     """esbuild would read a map a comment names: code that links one gets no map at all."""
     linked = tmp_path / "linked.map"
@@ -151,12 +170,22 @@ def test_a_map_linked_by_file_name_is_never_read(runtime: Runtime, tmp_path: Pat
 
 @pytest.mark.both_modes
 def test_errors_and_logs_events_of_the_service_name_the_users_lines(api: httpx.Client) -> None:
-    """Through the service, locally and on the emulated AWS runner Lambda (the same bundle)."""
-    r = api.post("/sources", json={"component_code": (MAPS / "esm_throw.mjs").read_text()})
+    """Through the service, locally and on the emulated AWS runner Lambda (the same bundle): code
+    deployed with its file name (`headwater deploy esm_throw.mjs`) has its frames name that file."""
+    code = (MAPS / "esm_throw.mjs").read_text()
+    for bad in ("../esm_throw.mjs", "esm_throw.json"):
+        r = api.post("/sources", json={"component_code": code, "component_file": bad})
+        assert r.status_code == 422 and "component_file" in r.json()["details"], r.text
+    r = api.post("/sources", json={"component_code": code, "component_file": "esm_throw.mjs"})
     assert r.status_code == 200, r.text
-    source_id = r.json()["data"]["id"]
-    assert api.post(f"/sources/{source_id}/run", json={}).status_code < 300
-    [error] = wait_events(api, source_id, 1, event_name="$errors")
-    assert "at deeper (component.js:5:9)" in error["event"]["error"]["stack"], error
-    logged = wait_events(api, source_id, 1, event_name="$logs")[0]["event"]["message"]
-    assert "at deeper (component.js:5:9)" in logged, logged
+    source = r.json()["data"]
+    component = api.get(f"/components/{source['component_id']}").json()["data"]
+    assert component["component_file"] == "esm_throw.mjs", component
+    assert api.post(f"/sources/{source['id']}/run", json={}).status_code < 300
+    [error] = wait_events(api, source["id"], 1, event_name="$errors")
+    assert "at deeper (esm_throw.mjs:5:9)" in error["event"]["error"]["stack"], error
+    logged = wait_events(api, source["id"], 1, event_name="$logs")[0]["event"]["message"]
+    assert "at deeper (esm_throw.mjs:5:9)" in logged, logged
+    r = api.post("/components/run", json={"component_code": code, "component_file": "esm_throw.mjs"})
+    assert r.status_code == 200, r.text
+    assert "at deeper (esm_throw.mjs:5:9)" in r.json()["data"]["error"]["stack"], r.text

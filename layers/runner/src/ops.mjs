@@ -27,11 +27,19 @@ function envOf(req) {
   return env
 }
 
+// The file name code sent as text is shown under in stacks (`file`, optional; stacks.mjs).
+const FILE = /^(?!\.)[A-Za-z0-9._-]{1,128}\.(?:[mc]?js|[mc]?ts)$/
+function fileOf(req) {
+  if (req.file === undefined || req.file === null) return null
+  if (typeof req.file !== 'string' || !FILE.test(req.file)) throw new RunnerError('BAD_REQUEST', 'file must be a base name ending in .js, .mjs, .cjs, .ts, .mts or .cts')
+  return req.file
+}
+
 // run and hook: one call on the instance's worker, or a batch of runs (`events`, batch.mjs).
 export async function runOp(req, onPartial) {
   if (typeof req.instance !== 'string' || req.instance === '') throw new RunnerError('BAD_REQUEST', `${req.op} needs an instance`)
   if (req.op === 'hook' && typeof req.hook !== 'string') throw new RunnerError('BAD_REQUEST', 'hook needs a hook name')
-  const bundle = bundleOf(req)
+  const bundle = { ...bundleOf(req), file: fileOf(req) }
   const callRuns = (wreqs, partialFor, onEnded) =>
     callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreqs, timeoutOf(req), req.id, partialFor, onEnded)
   if (req.op === 'run' && req.events !== undefined) return runMany(req, callRuns, onPartial)

@@ -16,9 +16,10 @@ const slots = new Map() // key -> Slot (Map order = LRU order)
 let metaSlots = 0
 
 class Slot {
-  constructor(key, hash, code, env, envKey, memoryMb) {
+  constructor(key, hash, code, env, envKey, memoryMb, file = null) {
     this.key = key
     this.hash = hash
+    this.file = file
     this.envKey = envKey
     this.memoryMb = memoryMb
     this.dead = false
@@ -26,7 +27,7 @@ class Slot {
     this.pending = 0
     this.lastUsed = Date.now()
     this.worker = new Worker(WORKER_FILE, {
-      workerData: { code, hash, egress: EGRESS_DIR },
+      workerData: { code, hash, file, egress: EGRESS_DIR },
       env,
       execArgv: [...process.execArgv.filter((a) => a !== '--no-warnings'), '--no-warnings'],
       stdout: true,
@@ -87,19 +88,20 @@ function evictIdle(keep = null, now = Date.now()) {
 const sweeper = setInterval(() => evictIdle(), Math.min(IDLE_MS, META_IDLE_MS, 60000))
 sweeper.unref()
 
-// The warm worker of `key` if it runs this bundle with this env and memory limit, else a new one
+// The warm worker of `key` if it runs this bundle (shown as this file) with this env and memory limit, else a new one
 // (the old one ended); BUNDLE_MISSING when a new one is needed and the code is not held.
 export function slotFor(key, bundle, env, memoryMb) {
   const envKey = JSON.stringify(env)
   let s = slots.get(key)
-  if (s && !s.dead && s.hash === bundle.hash && s.envKey === envKey && s.memoryMb === memoryMb) {
+  const file = bundle.file ?? null
+  if (s && !s.dead && s.hash === bundle.hash && s.file === file && s.envKey === envKey && s.memoryMb === memoryMb) {
     slots.delete(key)
     slots.set(key, s)
     return s
   }
   if (s && !s.dead) s.kill()
   if (bundle.code === null) throw new RunnerError('BUNDLE_MISSING', `bundle ${bundle.hash} is not held by this process: resend with code`)
-  s = new Slot(key, bundle.hash, bundle.code, env, envKey, memoryMb)
+  s = new Slot(key, bundle.hash, bundle.code, env, envKey, memoryMb, file)
   slots.set(key, s)
   if (key.startsWith(META)) metaSlots++
   evictIdle(s)

@@ -53,8 +53,12 @@ export function bundleMap(code) {
   }
 }
 
-// `file:line:column` of the user's code at a position of the bundle, or null.
-function origin(map, line, column) {
+// The name code sent as text is shown under without a file name (esbuild.mjs)
+const UNNAMED = ['component.js', 'component.ts']
+
+// `file:line:column` of the user's code at a position of the bundle, or null; `file`, when given,
+// names an entry the bundler could not name (code sent as text).
+function origin(map, line, column, file) {
   if (!map || !line || !column) return null
   try {
     // the segment's own position, as Node's --enable-source-maps prints it (findOrigin would add
@@ -62,7 +66,8 @@ function origin(map, line, column) {
     // (a line with no segment, a package's, would find the last segment of an earlier line)
     const e = map.findEntry(line - 1, column - 1)
     if (!e || e.generatedLine !== line - 1 || typeof e.originalSource !== 'string' || !Number.isInteger(e.originalLine)) return null
-    return `${e.originalSource}:${e.originalLine + 1}:${e.originalColumn + 1}`
+    const source = file && UNNAMED.includes(e.originalSource) ? file : e.originalSource
+    return `${source}:${e.originalLine + 1}:${e.originalColumn + 1}`
   } catch {
     return null
   }
@@ -71,13 +76,14 @@ function origin(map, line, column) {
 // Formats every stack made in this thread the same way, so a stack printed by console.log or
 // util.inspect carries no runner frames either. Code that sets its own Error.prepareStackTrace
 // (source-map-support, depd) takes over, as in plain Node. `code` is the bundle, whose map is
-// read when the first stack is made.
+// read when the first stack is made; `shownAs` the name of the user's file its entry is shown under
+// (a code deploy's, given with the code), else `component.js`.
 // The runner's platform module, which bundles require at run time (worker.mjs): its frames are
 // named as the package the component imported, `node_modules/@pipedream/platform/index.js`.
 const PLATFORM_FILE = fileURLToPath(new URL('../platform/index.js', import.meta.url))
 const PLATFORM_SHOWN = 'node_modules/@pipedream/platform/index.js'
 
-export function installStackFilter(code) {
+export function installStackFilter(code, shownAs = null) {
   let map
   const mapOf = () => {
     if (map === undefined) map = bundleMap(code)
@@ -95,7 +101,7 @@ export function installStackFilter(code) {
       if (!text.includes(COMPONENT)) continue
       const line = site.getLineNumber()
       const column = site.getColumnNumber()
-      const where = site.getFileName() === COMPONENT ? origin(mapOf(), line, column) : null
+      const where = site.getFileName() === COMPONENT ? origin(mapOf(), line, column, shownAs) : null
       const shown = where ? text.replace(`${COMPONENT}:${line}:${column}`, where) : text
       frames.push(`    at ${relative(shown)}`)
     }

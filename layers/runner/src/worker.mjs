@@ -20,7 +20,7 @@ const egressSockets = workerData.egress ? installEgress(workerData.egress) : new
 denyWorkers()
 const realTimers = trackTimers()
 publish()
-installStackFilter(workerData.code)
+installStackFilter(workerData.code, workerData.file)
 
 const nodeRequire = createRequire(import.meta.url)
 const post = (m) => parentPort.postMessage(m)

@@ -177,7 +177,8 @@ class BatchResults:
 
 def instance_request(instance: Instance) -> dict[str, Any]:
     return {"instance": instance.id, "env": instance.env, "props": instance.props, "db": instance.db,
-            "http": instance.http, "memory_mb": instance.memory_mb}
+            "http": instance.http, "memory_mb": instance.memory_mb,
+            **({"file": instance.file_name} if instance.file_name else {})}
 
 
 def account_of(instance: Instance) -> str:

@@ -21,6 +21,10 @@ class ComponentCreate(BaseModel):
     component_code: StrictStr | None = Field(None, description="The component's code; wins over `component_url`.",
                                              examples=['export default {name: "hello", version: "1", run() {}}'])
     component_url: StrictStr | None = Field(None, description="Where to fetch the code from.")
+    component_file: StrictStr | None = Field(
+        None, description="The base name of the file the code came from (letters, digits, `._-`, ending in .js, "
+        ".mjs, .cjs, .ts, .mts or .cts): error stacks name it in place of `component.js`.",
+        examples=["my-source.mjs"])
     org_id: StrictStr | None = Field(None, description="The owning org (also a query parameter).")
     include: StrictStr | None = Field(None, description="Top-level fields of the answer to keep, comma-separated.")
     exclude: StrictStr | None = Field(None, description="Top-level fields of the answer to drop, comma-separated.")
@@ -34,7 +38,8 @@ def create_component(
     shape: ShapeDep,
     org_id: str | None = Query(None),
 ) -> dict[str, Any]:
-    component = svc.components.create(caller, body.component_code, body.component_url, org_id or body.org_id)
+    component = svc.components.create(caller, body.component_code, body.component_url, org_id or body.org_id,
+                                     body.component_file)
     return shape.with_body(body).data(component.to_api())
 
 

@@ -54,6 +54,8 @@ class Component(Shape):
     description: str | None
     configurable_props: list[ConfigurableProp]
     component_url: str | None
+    component_file: str | None = Field(None, description="The file name the code was sent with: its stacks "
+                                       "name it in place of `component.js`.")
     packages: dict[str, str] = Field(
         description="npm packages bundled, by name: the versions its redeploys install again.")
     created_at: int

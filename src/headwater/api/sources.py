@@ -31,6 +31,10 @@ class SourceBody(BaseModel):
         None, description="The component's code (ESM, CommonJS or TypeScript).",
         examples=['export default {name: "hello", version: "1", props: {http: "$.interface.http"}, '
                   'run(e) { this.$emit(e.body) }}'])
+    component_file: StrictStr | None = Field(
+        None, description="The base name of the file `component_code` came from (letters, digits, `._-`, ending "
+        "in .js, .mjs, .cjs, .ts, .mts or .cts): error stacks name it in place of `component.js`.",
+        examples=["my-source.mjs"])
     component_url: StrictStr | None = Field(None, description="Where to fetch the code from (kept as metadata "
                                             "when `component_code` is given).")
     component_key: StrictStr | None = Field(None, description="A registry component's key.",
@@ -54,6 +58,7 @@ class SourceBody(BaseModel):
             name=self.name,
             configured_props=self.configured_props,
             active=self.active,
+            component_file=self.component_file,
         )
 
 

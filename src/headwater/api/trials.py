@@ -31,6 +31,10 @@ class RunBody(BaseModel):
         default_factory=dict, description="Prop values by name, validated as a deploy's are.",
         examples=[{"greeting": "hello"}])
     db: dict[str, Any] = Field(default_factory=dict, description="`this.db` as the run starts (default empty).")
+    component_file: StrictStr | None = Field(
+        None, description="The base name of the file the code came from (letters, digits, `._-`, ending in .js, "
+        ".mjs, .cjs, .ts, .mts or .cts): the error's stack names it in place of `component.js`.",
+        examples=["my-source.mjs"])
     org_id: StrictStr | None = Field(None, description="Run as the org (its runner process), also a query parameter.")
 
 
@@ -65,5 +69,5 @@ def run_component(body: RunBody, svc: ServicesDep, caller: PrincipalDep,
     answers what it did. Nothing is stored (no component, source, event or state) but the usage. A
     run that throws still answers 200, with `error`; code that does not load, or props that do not
     fit, answer 422."""
-    request = TrialRequest(body.component_code, body.event, body.configured_props, body.db)
+    request = TrialRequest(body.component_code, body.event, body.configured_props, body.db, body.component_file)
     return {"data": svc.trials.run(caller, request, org_id or body.org_id)}

@@ -17,6 +17,7 @@ import httpx
 
 from headwater.cli.output import Failure, emit, handles_errors, json_option
 from headwater.domain.events import EventId
+from headwater.domain.file_names import of_path
 
 COMPONENT_SUFFIXES = (".mjs", ".js", ".cjs", ".ts", ".mts")
 
@@ -149,6 +150,7 @@ def deploy(component: str, props: tuple[str, ...], name: str | None, as_json: bo
     path = Path(component)
     if path.suffix in COMPONENT_SUFFIXES and path.is_file():
         body["component_code"] = path.read_text()
+        body.update(of_path(path.name))
     elif component.startswith("sc_"):
         body["component_id"] = component
     else:
@@ -298,6 +300,7 @@ def update(source: str, props: tuple[str, ...], name: str | None, code_file: str
             body["name"] = name
         if code_file:
             body["component_code"] = Path(code_file).read_text()
+            body.update(of_path(Path(code_file).name))
         updated = checked(client.put(f"/sources/{source_id}", json=body))["data"]
     emit(as_json, updated, f"updated {updated['id']} ({updated['name']})")
 

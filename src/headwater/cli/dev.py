@@ -37,6 +37,7 @@ from headwater.cli.client import (
 from headwater.cli.output import Failure, handles_errors, json_option, one_line
 from headwater.cli.trial import component_file
 from headwater.domain.events import EventId
+from headwater.domain.file_names import of_path
 
 STATE_FILE = ".headwater-dev.json"
 CHANNELS = ("", "$logs", "$errors")
@@ -155,7 +156,7 @@ class Session:
     def create(self) -> None:
         code = self.path.read_text()
         body: dict[str, Any] = {"component_code": code, "configured_props": self.props,
-                                **({"name": self.name} if self.name else {})}
+                                **({"name": self.name} if self.name else {}), **of_path(self.path.name)}
         try:
             source = checked(self.client.post("/sources", json=body))["data"]
         except Failure as e:
@@ -171,7 +172,8 @@ class Session:
     def update(self, what: str, failed: str, current: dict[str, Any] | None = None) -> None:
         self.listen()  # the source exists: its events show even while its new code does not deploy
         code = self.path.read_text()
-        body: dict[str, Any] = {"component_code": code, "active": True, **({"name": self.name} if self.name else {})}
+        body: dict[str, Any] = {"component_code": code, "active": True, **({"name": self.name} if self.name else {}),
+                                **of_path(self.path.name)}
         if self.props and current is not None:  # else every configured value stays as it is
             body["configured_props"] = {**request_form(current["configured_props"]), **self.props}
         self.deployed = digest(code)

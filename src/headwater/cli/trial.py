@@ -12,6 +12,7 @@ import click
 
 from headwater.cli.client import COMPONENT_SUFFIXES, api, checked, parse_props
 from headwater.cli.output import Failure, handles_errors, json_option
+from headwater.domain.file_names import of_path
 
 
 def component_file(file: str) -> Path:
@@ -77,7 +78,8 @@ def outcome_lines(data: dict[str, Any]) -> list[str]:
 def run(file: str, event_json: str | None, props: tuple[str, ...], db_json: str | None, as_json: bool) -> None:
     """Run a component FILE once without deploying it, and print what it did."""
     path = component_file(file)
-    body: dict[str, Any] = {"component_code": path.read_text(), "configured_props": parse_props(props)}
+    body: dict[str, Any] = {"component_code": path.read_text(), "configured_props": parse_props(props),
+                            **of_path(path.name)}
     event = json_value("--event", event_json)
     if event is not None:
         body["event"] = event

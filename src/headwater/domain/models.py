@@ -83,6 +83,7 @@ class Component:
     updated_at: int
     seq: int = 0
     packages: dict[str, str] = field(default_factory=dict)  # npm versions bundled: the lock a redeploy uses
+    file_name: str | None = None  # the user's file, shown in stacks in place of `component.js` (file_names)
 
     @property
     def key(self) -> str | None:
@@ -102,6 +103,7 @@ class Component:
             "configurable_props": d.configurable_props,
             "packages": self.packages,
             "component_url": self.component_url,
+            "component_file": self.file_name,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }

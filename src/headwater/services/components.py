@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.domain import ids
+from headwater.domain import file_names, ids
 from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
 from headwater.domain.pagination import Page, PageRequest
@@ -67,9 +67,11 @@ class Components:
                 raise Invalid(f"{prefix}: {e.message}" if prefix else e.message) from None
             raise Unavailable(f"The runner failed: {e.message}") from None
 
-    def save(self, namespace: str, created_by: str | None, code: str, url: str | None) -> Component:
+    def save(self, namespace: str, created_by: str | None, code: str, url: str | None,
+             file_name: str | None = None) -> Component:
+        check_file_name(file_name)
         bundle, definition = self.describe(code, namespace)
-        return self.store(namespace, created_by, code, url, bundle, definition)
+        return self.store(namespace, created_by, code, url, bundle, definition, file_name)
 
     def store(
         self,
@@ -79,6 +81,7 @@ class Components:
         url: str | None,
         bundle: Bundle,
         definition: ComponentDefinition,
+        file_name: str | None = None,
     ) -> Component:
         ts = now_s()
         component = Component(
@@ -90,6 +93,7 @@ class Components:
             definition=definition,
             packages=dict(bundle.packages),
             component_url=url,
+            file_name=file_name,
             created_at=ts,
             updated_at=ts,
         )
@@ -101,10 +105,11 @@ class Components:
         return component
 
     def create(
-        self, principal: Principal, code: str | None, url: str | None, org_id: str | None
+        self, principal: Principal, code: str | None, url: str | None, org_id: str | None,
+        file_name: str | None = None,
     ) -> Component:
         namespace = self.accounts.namespace(principal, org_id)
-        return self.save(namespace, principal.user.id, self.resolve_code(code, url), url)
+        return self.save(namespace, principal.user.id, self.resolve_code(code, url), url, file_name)
 
     def get(self, principal: Principal, key_or_id: str, org_id: str | None = None) -> Component:
         with self.uow(readonly=True) as uow:
@@ -158,3 +163,9 @@ class Components:
         namespace = self.accounts.namespace(principal, org_id)
         with self.uow(readonly=True) as uow:
             return uow.components.list(namespace, page)
+
+
+def check_file_name(file_name: str | None) -> None:
+    """`component_file`, when given, is a base name with a code file's ending (else 422)."""
+    if file_name is not None and (why := file_names.problem(file_name)):
+        raise Invalid(f"`{file_names.FIELD}` is not a file name to show: {why}.", {file_names.FIELD: [why]})

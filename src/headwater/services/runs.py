@@ -114,10 +114,10 @@ class Runs:
 
     # calling the runner
 
-    def instance(self, source: Source, db: dict[str, Any]) -> Instance:
+    def instance(self, source: Source, db: dict[str, Any], file_name: str | None = None) -> Instance:
         """AccountUnusable when a connected account the source uses cannot give credentials."""
         return self._instance(source, self.credentials(source, prop_forms.for_runner(source.configured_props,
-                                                                                     self.secrets)), db)
+                                                                                     self.secrets)), db, file_name)
 
     def credentials(self, source: Source, props: dict[str, Any], run: bool = False) -> dict[str, Any]:
         """`props` with each app prop's connected account turned into its current `$auth`. `run`:
@@ -125,7 +125,8 @@ class Runs:
         return self.connected.resolve(props, [p["name"] for p in source.prop_defs if p.get("type") == "app"],
                                       source.id if run else None)
 
-    def _instance(self, source: Source, props: dict[str, Any], db: dict[str, Any]) -> Instance:
+    def _instance(self, source: Source, props: dict[str, Any], db: dict[str, Any],
+                  file_name: str | None = None) -> Instance:
         http = None
         for prop in source.prop_defs:
             if prop["type"] == "$.interface.http":
@@ -142,6 +143,7 @@ class Runs:
             env={"PD_COMPONENT": source.id},
             http=http,
             memory_mb=self.settings.run_memory_mb,
+            file_name=file_name,
         )
 
     def context(self, source: Source, component: Component) -> RunContext:
@@ -161,8 +163,8 @@ class Runs:
 
     def call_hook(self, source: Source, component: Component, hook: str, db: dict[str, Any]) -> RunResult:
         return self._guarded(lambda: self.runner.hook(
-            self.bundler.bundle(component.code, component.packages), self.instance(source, db), hook,
-            self.settings.hook_timeout_ms))
+            self.bundler.bundle(component.code, component.packages), self.instance(source, db, component.file_name),
+            hook, self.settings.hook_timeout_ms))
 
     def additional_props(self, component: Component, namespace: str, source_id: str,
                          configured: dict[str, Any]) -> list[dict]:
@@ -389,7 +391,7 @@ class Runs:
             props = self.credentials(hot.source, hot.props, run=True)
         except AccountUnusable as e:
             return _done([RunResult.failed(e.code, e.message)] * len(tasks))
-        instance = self._instance(hot.source, props, hot.state.db)
+        instance = self._instance(hot.source, props, hot.state.db, hot.component.file_name)
         return self._submit(hot.component, instance, tasks, on_partial, wait)
 
     def _submit(self, component: Component, instance: Instance, tasks: list[Task],

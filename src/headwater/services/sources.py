@@ -47,10 +47,12 @@ class SourceRequest:
     name: str | None = None
     configured_props: dict[str, Any] | None = None
     active: bool | None = None
+    component_file: str | None = None  # shown in stacks in place of `component.js` (domain.file_names)
 
     @property
     def names_component(self) -> bool:
-        return any((self.component_id, self.component_code, self.component_url, self.component_key))
+        return any((self.component_id, self.component_code, self.component_url, self.component_key,
+                    self.component_file))
 
 
 class Sources:
@@ -105,11 +107,14 @@ class Sources:
 
     def _component_for(self, principal: Principal, namespace: str, req: SourceRequest) -> Component:
         """SPEC precedence: component_id, then code (url kept as metadata), then url, then registry key."""
+        if req.component_file is not None and (req.component_code is None or req.component_id):
+            raise BadRequest("`component_file` names the file of `component_code`: give the code too.",
+                             {"component_file": ["goes with component_code"]})
         if req.component_id:
             return self.components.get(principal, req.component_id)
         if req.component_code is not None or req.component_url:
             code = self.components.resolve_code(req.component_code, req.component_url)
-            return self.components.save(namespace, principal.user.id, code, req.component_url)
+            return self.components.save(namespace, principal.user.id, code, req.component_url, req.component_file)
         if req.component_key:
             return self.components.get_registry(req.component_key)
         raise BadRequest(

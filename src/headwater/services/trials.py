@@ -18,7 +18,7 @@ from headwater.domain.props import validate
 from headwater.domain.runs import RunResult, apply_db
 from headwater.ports import Bundle, Instance, Runner, RunnerError, UnitOfWorkFactory
 from headwater.services.clock import now_s, utc_day
-from headwater.services.components import Components
+from headwater.services.components import Components, check_file_name
 from headwater.services.runs import Runs
 from headwater.settings import Settings
 
@@ -32,6 +32,7 @@ class TrialRequest:
     event: Any = None  # None: a timer source's timer event, an HTTP source's EMPTY_REQUEST, else {}
     configured_props: dict[str, Any] = field(default_factory=dict)
     db: dict[str, Any] = field(default_factory=dict)  # `this.db` as the run starts
+    file_name: str | None = None  # shown in the error's stack in place of `component.js`
 
 
 class Trials:
@@ -45,6 +46,7 @@ class Trials:
 
     def run(self, principal: Principal, req: TrialRequest, org_id: str | None) -> dict[str, Any]:
         namespace = self.components.accounts.namespace(principal, org_id)
+        check_file_name(req.file_name)
         code = self.components.resolve_code(req.code, None)
         bundle, definition = self.components.describe(code, namespace)
         instance_id = f"run:{principal.user.id}"  # one warm worker per user for these, not one per run
@@ -54,7 +56,7 @@ class Trials:
             raise admission.refusal
         instance = Instance(id=instance_id, props=props, account=namespace, bill_to=principal.user.id,
                             db=dict(req.db), env={"PD_COMPONENT": instance_id}, http=http,
-                            memory_mb=self.settings.run_memory_mb)
+                            memory_mb=self.settings.run_memory_mb, file_name=req.file_name)
         try:
             if definition.type == "action":
                 result = self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)

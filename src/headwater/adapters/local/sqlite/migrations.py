@@ -195,6 +195,10 @@ MIGRATIONS: list[str] = [
         body TEXT NOT NULL
     );
     """,
+    # the file name a component deployed as code is shown under in stacks (issue 23, source maps)
+    """
+    ALTER TABLE components ADD COLUMN file_name TEXT;
+    """,
 ]
 
 

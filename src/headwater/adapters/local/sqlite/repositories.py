@@ -159,6 +159,7 @@ def _component(row: sqlite3.Row) -> Component:
         updated_at=row["updated_at"],
         seq=row["seq"],
         packages=json.loads(row["packages"]),
+        file_name=row["file_name"],
     )
 
 
@@ -169,7 +170,7 @@ class SqliteComponents:
     def add(self, component: Component) -> None:
         cur = self.conn.execute(
             "INSERT INTO components (id, namespace, created_by, key, code, code_hash, definition, "
-            "component_url, created_at, updated_at, packages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "component_url, created_at, updated_at, packages, file_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 component.id,
                 component.namespace,
@@ -182,6 +183,7 @@ class SqliteComponents:
                 component.created_at,
                 component.updated_at,
                 json.dumps(component.packages, sort_keys=True),
+                component.file_name,
             ),
         )
         component.seq = cur.lastrowid or 0
