@@ -118,8 +118,7 @@ class ConnectedAccounts:
             problems["credentials"] = found
         if problems:
             raise Invalid(f"The change is not valid: {', '.join(problems)}.", problems)
-        for _ in range(_SAVE_ATTEMPTS):  # re-applied on what another writer (a refresh) left
-            account = self.get(principal, account_id)
+        def changed(account: ConnectedAccount) -> ConnectedAccount:
             updated = dataclasses.replace(account, updated_at=now_s(), version=account.version + 1)
             if change.name is not None:
                 updated = dataclasses.replace(updated, name=change.name.strip())
@@ -129,6 +128,18 @@ class ConnectedAccounts:
                     raise Invalid(f"The change is not valid: credentials {found[0]}.", {"credentials": found})
                 updated = dataclasses.replace(updated, credentials=self.seal(credentials),
                                               fields=model.field_names(credentials))
+            return updated
+
+        return self.save_changed(lambda: self.get(principal, account_id), changed,
+                                 f"Account {account_id} kept changing meanwhile; try again.")
+
+    def save_changed(self, read: Callable[[], ConnectedAccount],
+                     change: Callable[[ConnectedAccount], ConnectedAccount], gave_up: str) -> ConnectedAccount:
+        """Saves `change(account)` on the condition that the account is still at the version
+        `read` gave; re-read and re-applied on what another writer (a refresh, a reconnect) left."""
+        for _ in range(_SAVE_ATTEMPTS):
+            account = read()
+            updated = change(account)
             try:
                 with self.uow() as uow:
                     uow.connected_accounts.save(updated, account.version)
@@ -137,7 +148,7 @@ class ConnectedAccounts:
             except Conflict as e:
                 if e.field != "version":
                     raise
-        raise Conflict(f"Account {account_id} kept changing meanwhile; try again.", field="version")
+        raise Conflict(gave_up, field="version")
 
     def delete(self, principal: Principal, account_id: str) -> None:
         """Sources that use it fail their next run with an ACCOUNT_NOT_FOUND error event."""

@@ -58,7 +58,6 @@ from headwater.settings import Settings
 ACCOUNT_REFRESH_FAILED = "ACCOUNT_REFRESH_FAILED"
 CALLBACK_PATH = "/v1/oauth/callback"
 LEASE_S = 90.0  # longer than the adapter's attempts (15 s each, three) and their pauses
-_SAVE_ATTEMPTS = 5
 _STATE = re.compile(r"[A-Za-z0-9_-]{16,128}")  # what `start` makes (token_urlsafe), with room
 
 
@@ -216,28 +215,25 @@ class OAuthConnections:
 
     def _renew(self, account_id: str, tokens: TokenSet) -> ConnectedAccount:
         """A reconnect: the account keeps its id (sources using it go on) with the new tokens."""
-        for _ in range(_SAVE_ATTEMPTS):
+        def read() -> ConnectedAccount:
             with self.uow(readonly=True) as uow:
                 account = uow.connected_accounts.get(account_id)
             if account is None:
                 raise NotFound(f"The account {account_id} was deleted while it was being reconnected.")
+            return account
+
+        def renewed(account: ConnectedAccount) -> ConnectedAccount:
             now = int(self.clock())
             credentials = {**self.connected.open(account), **tokens.credentials()}
             if not tokens.refresh_token:
                 credentials.pop(model.OAUTH_REFRESH_TOKEN, None)
-            renewed = dataclasses.replace(
+            return dataclasses.replace(
                 account, kind=model.OAUTH, credentials=self.connected.seal(credentials),
                 fields=model.field_names(credentials), expires_at=tokens.expires_at, status=model.ACTIVE,
                 updated_at=now, version=account.version + 1, extra={**account.extra, **_extra(tokens, now)})
-            try:
-                with self.uow() as uow:
-                    uow.connected_accounts.save(renewed, account.version)
-                    uow.commit()
-                return renewed
-            except Conflict as e:
-                if e.field != "version":
-                    raise
-        raise Conflict(f"Account {account_id} kept changing meanwhile; connect again.", field="version")
+
+        return self.connected.save_changed(read, renewed,
+                                           f"Account {account_id} kept changing meanwhile; connect again.")
 
     # refresh before use
 
