@@ -161,15 +161,22 @@ def api_events() -> dict[str, dict[str, Any]]:
 
 
 def _record(queue: str, n: int, body: str) -> dict[str, Any]:
-    """An SQS record as the event source mapping hands it over (the emulator's SqsPoller too)."""
+    """An SQS record as the event source mapping hands it over (the emulator's SqsPoller too); from
+    the FIFO run queue with its group (the source id), deduplication id and sequence number."""
+    fifo = queue == "RunOrderQueue"
+    name = f"headwater-{queue}" + (".fifo" if fifo else "")  # as CloudFormation names a FIFO queue
+    attributes = {"ApproximateReceiveCount": "1", "SentTimestamp": str(NOW_MS),
+                  "SenderId": "AROAEXAMPLEROLEID:headwater-HttpIngestFunction",
+                  "ApproximateFirstReceiveTimestamp": str(NOW_MS + 12)}
+    if fifo:
+        attributes |= {"MessageGroupId": json.loads(body)["source_id"],
+                       "MessageDeduplicationId": f"{n:032x}", "SequenceNumber": f"{18_890_000_000_000_000_000 + n}"}
     return {
         "messageId": f"3f8c2a1e-5b7d-4c9e-8a6f-{n:012d}", "receiptHandle": base64.b64encode(
             f"{queue}-{n}-receipt-handle-sample".encode()).decode(), "body": body,
-        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": str(NOW_MS),
-                       "SenderId": "AROAEXAMPLEROLEID:headwater-HttpIngestFunction",
-                       "ApproximateFirstReceiveTimestamp": str(NOW_MS + 12)},
+        "attributes": attributes,
         "messageAttributes": {}, "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # noqa: S324 - SQS's own
-        "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:headwater-{queue}",
+        "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{name}",
         "awsRegion": "us-east-1",
     }
 
@@ -195,7 +202,7 @@ def sqs_events() -> dict[str, dict[str, Any]]:
                          json.dumps(ORDER).encode())
     stored = StoredEvent(f"{NOW_MS}-0", NOW_MS, {"n": 7, "timestamp": int(now)}, {"summary": "tick 7", "id": "7"})
     batches: dict[str, tuple[str, list[tuple[Command, str | None]]]] = {
-        "sqs/run_source_http.json": ("RunQueue", [
+        "sqs/run_source_http.json": ("RunOrderQueue", [  # due now: the FIFO run queue
             (RunSource(HTTP_SOURCE_ID, request, 30000, "http", reserved_by="u_KQ3x9v2m7qdPz0Lr8sTgY1aB",
                        reserved_day="2026-01-15"), "http:EbTQIlaAoAMEJUQ="),
         ]),

@@ -199,7 +199,8 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         payloads = S3Payloads(clients["s3"], config.payload_bucket)
     responses = InProcessResponses()
     queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, responses, routes=config.routes(),
-                         payloads=payloads, after_commit=config.at_once)
+                         payloads=payloads, after_commit=config.at_once,
+                         ordered_url=config.run_order_queue_url or None)
     store.on_commit(queue.send)
     scheduler = EventBridgeScheduler(
         clients["scheduler"], clients["sqs"], clients["dynamodb"], group_name=config.schedule_group,

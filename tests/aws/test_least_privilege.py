@@ -21,7 +21,7 @@ BASIC_LOGS = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 # rules), which X-Ray grants only on "*"; no data of the service's.
 XRAY_WRITE = "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess"
 # The queues each consumer polls and each function sends to (what its code uses).
-POLLS = {"RunQueueFunction": {"RunQueue"}, "FanOutFunction": {"FanOutQueue"},
+POLLS = {"RunQueueFunction": {"RunQueue", "RunOrderQueue"}, "FanOutFunction": {"FanOutQueue"},
          "WebhookDeliveryFunction": {"WebhookDeliveryQueue"}, "EventDeletionFunction": {"EventDeletionQueue"}}
 # Functions whose code decrypts secret props (runs, hooks, updates) or webhook signing secrets,
 # and those of them that also encrypt (saving a source's props, creating a webhook).

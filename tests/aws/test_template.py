@@ -25,25 +25,25 @@ TEMPLATE = ROOT / "template.yaml"
 SCOPE: dict[str, set[str]] = {
     "UsersFunction": {"ResourcesTable"},
     "ComponentsFunction": {"ResourcesTable", "RunnerFunction", "BundleBucket", "SecretsKey"},
-    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "PayloadBucket",
-                        "SecretsKey", "BundleBucket"},
-    "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "FanOutQueue", "EventDeletionQueue",
-                       "PayloadBucket"},
+    "SourcesFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "RunOrderQueue",
+                        "PayloadBucket", "SecretsKey", "BundleBucket"},
+    "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "RunOrderQueue", "FanOutQueue",
+                       "EventDeletionQueue", "PayloadBucket"},
     "SubscriptionsFunction": {"ResourcesTable"},
-    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "WebhookDeliveryQueue", "PayloadBucket",
-                         "SecretsKey"},
+    "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "RunOrderQueue", "WebhookDeliveryQueue",
+                         "PayloadBucket", "SecretsKey"},
     # POST /v1/workflows saves steps' components (bundled, described by the runner); a delete purges events.
     "WorkflowsFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "BundleBucket", "EventDeletionQueue"},
-    "HttpIngestFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
-                           "PayloadBucket", "SecretsKey", "BundleBucket"},
+    "HttpIngestFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "RunOrderQueue",
+                           "FanOutQueue", "PayloadBucket", "SecretsKey", "BundleBucket"},
     "HealthFunction": {"ResourcesTable"},
-    "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "FanOutQueue",
+    "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "RunOrderQueue", "FanOutQueue",
                          "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket", "SecretsKey", "BundleBucket"},
-    "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "PayloadBucket"},
+    "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},
     "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
-                         "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup", "SchedulerRole",
-                         "SecretsKey", "BundleBucket"},
-    "FanOutFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "FanOutQueue", "RunQueue",
+                         "RunOrderQueue", "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup",
+                         "SchedulerRole", "SecretsKey", "BundleBucket"},
+    "FanOutFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "FanOutQueue", "RunQueue", "RunOrderQueue",
                        "WebhookDeliveryQueue", "PayloadBucket"},
     "WebhookDeliveryFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "WebhookDeliveryQueue",
                                 "PayloadBucket", "SecretsKey"},
@@ -51,7 +51,7 @@ SCOPE: dict[str, set[str]] = {
                               "PayloadBucket", "TimerScheduleGroup"},
     "RunnerFunction": set(),  # its logs only (tests/aws/test_least_privilege.py)
 }
-CONSUMERS = {"RunQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",
+CONSUMERS = {"RunQueue": "RunQueueFunction", "RunOrderQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",
              "WebhookDeliveryQueue": "WebhookDeliveryFunction", "EventDeletionQueue": "EventDeletionFunction"}
 
 
@@ -160,11 +160,11 @@ def test_translated_routes_and_event_source_mappings(translated: dict[str, Any])
         assert integration["payloadFormatVersion"] == "2.0", path
         assert f"${{{routed[path]}.Arn}}" in json.dumps(integration["uri"]), path
     assert "/$default" in paths  # the $default route
-    mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"] for m in resources.values()
-                if m["Type"] == "AWS::Lambda::EventSourceMapping"}
-    for queue, function in CONSUMERS.items():
-        assert mappings[function]["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]}
-        assert mappings[function]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    mappings = {(m["Properties"]["FunctionName"]["Ref"], m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]):
+                m["Properties"] for m in resources.values() if m["Type"] == "AWS::Lambda::EventSourceMapping"}
+    assert set(mappings) == {(function, queue) for queue, function in CONSUMERS.items()}
+    for mapping in mappings.values():
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
 def test_every_queue_has_a_dead_letter_queue_and_a_consumer(template: Template) -> None:

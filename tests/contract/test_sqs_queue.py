@@ -18,7 +18,15 @@ import pytest
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
 from headwater.adapters.responses import InProcessResponses
-from headwater.domain.commands import Command, DeleteEvents, FanOut, RunSource, SyncSchedule, to_message
+from headwater.domain.commands import (
+    Command,
+    DeleteEvents,
+    FanOut,
+    RunSource,
+    SyncSchedule,
+    from_message,
+    to_message,
+)
 from headwater.ports import Task
 from tests.contract.conftest import EVENTS, RESOURCES
 
@@ -231,3 +239,65 @@ def test_a_fan_out_that_fails_at_once_goes_to_its_queue(setup: Setup) -> None:
     messages = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
     assert [json.loads(m["Body"])["type"] for m in messages] == ["fan_out"]
     assert setup.store.pending_outbox(older_than_s=-60) == []
+
+
+def command_of(message: dict[str, Any]) -> Command:
+    body = {k: v for k, v in json.loads(message["Body"]).items() if k not in ("task_id", "not_before", "inline")}
+    return from_message(body)
+
+
+@pytest.fixture
+def ordered(setup: Setup) -> str:
+    """A FIFO queue for the main queue's commands due now, as template.yaml's RunOrderQueue."""
+    attributes = {"FifoQueue": "true", "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    url = setup.sqs.create_queue(QueueName="runs.fifo", Attributes=attributes)["QueueUrl"]
+    setup.queue.ordered_url = url
+    return str(url)
+
+
+def test_runs_due_now_go_to_the_fifo_queue_grouped_by_source(setup: Setup, ordered: str) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    for n in range(3):
+        setup.commit(run("dc_a", n))
+    task_id = asyncio.run(setup.queue.ingest(run("dc_a", 3)))
+    setup.commit(run("dc_b"))
+    setup.commit(run("dc_a", 9), delay_s=60)  # delayed: the standard queue (FIFO has no per-message delay)
+    assert setup.counts(ordered)[0] == 5 and setup.counts() == (0, 0, 1)
+    # SQS gives none of a group's messages while some of it are in flight: one batch per source at a time
+    first = setup.sqs.receive_message(QueueUrl=ordered, MaxNumberOfMessages=2,
+                                      MessageSystemAttributeNames=["All"])["Messages"]
+    assert [command_of(m) for m in first] == [run("dc_a", 0), run("dc_a", 1)]
+    assert {m["Attributes"]["MessageGroupId"] for m in first} == {"dc_a"}
+    rest = setup.sqs.receive_message(QueueUrl=ordered, MaxNumberOfMessages=10)["Messages"]
+    assert [command_of(m) for m in rest] == [run("dc_b")]  # dc_b's only
+    setup.sqs.change_message_visibility_batch(QueueUrl=ordered, Entries=[  # all visible again
+        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+        for i, m in enumerate(first + rest)])
+    assert setup.queue.poll_once(queue_url=ordered) == 5
+    runs = [t for name, tasks in setup.seen for t in tasks if t.command.lane == "dc_a"]
+    assert [t.command for t in runs] == [run("dc_a", n) for n in range(4)] and runs[-1].id == task_id
+    assert setup.counts(ordered) == (0, 0, 0)
+
+
+def test_a_task_sent_twice_to_the_fifo_queue_is_taken_once(setup: Setup, ordered: str) -> None:
+    with DynamoStore(setup.store.tables.client, RESOURCES, EVENTS).uow() as uow:  # committed, never handed over
+        uow.outbox.add(run("dc_a"))
+        uow.commit()
+    pending = setup.store.pending_outbox(older_than_s=-60)
+    setup.queue.send(pending)
+    setup.queue.send(pending)  # a recovery racing the first send: the task id deduplicates it
+    assert setup.counts(ordered) == (1, 0, 0)
+
+
+def test_a_fifo_batch_that_fails_is_retried_on_the_fifo_queue(setup: Setup, ordered: str) -> None:
+    setup.queue.handle(RunSource, setup.record("runs", fail=True))
+    setup.commit(run("dc_a", 1), run("dc_a", 2))
+    received = setup.sqs.receive_message(QueueUrl=ordered, MaxNumberOfMessages=10,
+                                         MessageSystemAttributeNames=["All"])["Messages"]
+    records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                "attributes": m["Attributes"], "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:runs.fifo"} for m in received]
+    failures = setup.queue.handle_records(records)["batchItemFailures"]
+    assert sorted(f["itemIdentifier"] for f in failures) == sorted(m["MessageId"] for m in received)
+    changes = [p for name, p in setup.sqs.calls if name == "change_message_visibility_batch"]
+    assert [p["QueueUrl"] for p in changes] == [ordered]  # the whole group waits there, in its order

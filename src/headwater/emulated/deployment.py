@@ -126,11 +126,16 @@ def provision(template: Template, endpoint: str, public_url: str) -> Deployment:
         arns[name] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{names[name]}"
     queues = template.of_type("AWS::SQS::Queue")
     for name in sorted(queues, key=lambda n: "RedrivePolicy" in queues[n]["Properties"]):  # dead letters first
-        names[name] = f"{STACK}-{name}"
-        arns[name] = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{names[name]}"
         props = queues[name]["Properties"]
+        names[name] = f"{STACK}-{name}" + (".fifo" if props.get("FifoQueue") else "")  # as CloudFormation names it
+        arns[name] = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{names[name]}"
         attributes = {"VisibilityTimeout": str(props.get("VisibilityTimeout", 30)),
                       "MessageRetentionPeriod": str(props.get("MessageRetentionPeriod", 345600))}
+        if props.get("FifoQueue"):
+            attributes["FifoQueue"] = "true"
+            for fifo in ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"):
+                if fifo in props:
+                    attributes[fifo] = str(props[fifo]).lower() if isinstance(props[fifo], bool) else props[fifo]
         if "RedrivePolicy" in props:
             attributes["RedrivePolicy"] = json.dumps(resolver.resolve(props["RedrivePolicy"]))
         urls[name] = sqs.create_queue(QueueName=names[name], Attributes=attributes)["QueueUrl"]

@@ -76,12 +76,14 @@ def test_sqs_samples_are_commands_of_their_queues_consumer() -> None:
     seen = set()
     for name in sample_events.sqs_events():
         for record in committed(name)["Records"]:
-            queue = record["eventSourceARN"].rsplit(":", 1)[1].removeprefix("headwater-")
+            queue = record["eventSourceARN"].rsplit(":", 1)[1].removeprefix("headwater-").removesuffix(".fifo")
             assert queue in CONSUMERS and (queue, functions[CONSUMERS[queue]].queues[0][1]) in \
                 functions[CONSUMERS[queue]].queues, name
             task, _ = _decode({"Body": record["body"], "MessageId": record["messageId"],
                                "Attributes": record["attributes"]})
-            assert routes.get(task.command.name, "RunQueue") == queue, (name, task.command.name)
+            assert routes.get(task.command.name, "RunQueue") == queue.replace("RunOrderQueue", "RunQueue"), name
+            if queue == "RunOrderQueue":  # due now, grouped by its lane
+                assert record["attributes"]["MessageGroupId"] == task.command.lane, name
             seen.add(task.command.name)
     assert seen >= {"run_source", "timer_tick", "fan_out", "deliver_webhook", "delete_events", "purge_source"}
 

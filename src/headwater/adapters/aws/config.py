@@ -17,6 +17,8 @@ class AwsConfig:
     events_table: str = field(default_factory=lambda: _env("EVENTS_TABLE", "headwater-events"))
     run_queue_url: str = field(default_factory=lambda: _env("RUN_QUEUE_URL"))
     run_queue_arn: str = field(default_factory=lambda: _env("RUN_QUEUE_ARN"))
+    # The FIFO queue of the run queue's commands due now, grouped by source (SqsTaskQueue.ordered_url).
+    run_order_queue_url: str = field(default_factory=lambda: _env("RUN_ORDER_QUEUE_URL"))
     webhook_queue_url: str = field(default_factory=lambda: _env("WEBHOOK_QUEUE_URL"))
     event_deletion_queue_url: str = field(default_factory=lambda: _env("EVENT_DELETION_QUEUE_URL"))
     fan_out_queue_url: str = field(default_factory=lambda: _env("FAN_OUT_QUEUE_URL"))

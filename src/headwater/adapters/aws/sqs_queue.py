@@ -1,4 +1,4 @@
-"""The TaskQueue port over SQS (standard queues): commands as messages, handlers per command type.
+"""The TaskQueue port over SQS: commands as messages, handlers per command type.
 
 A message body is the command's wire form (`domain.commands.to_message`) plus an envelope:
 `task_id` (the outbox item's id, so a task keeps one id however often it is sent; absent for
@@ -7,7 +7,15 @@ inline, `inline`. SQS delays a message by at most 900 s, so a later one arrives 
 again with the remaining delay. Commands go to the queue of their type (`routes`), the rest to
 `queue_url`.
 
-SQS does not keep a lane's messages in order or apart, so `poll_once` holds the store's lease
+With `ordered_url` (a FIFO queue), the main queue's commands due now go there instead, grouped by
+their lane (`MessageGroupId`, the source id): SQS hands out a group's messages in the order sent and
+the next only once those before it are deleted, so one source's runs come in order and never
+overlap. A FIFO queue has no per-message delay, so delayed commands (timer chains, not-yet-due
+tasks, a busy lane's messages sent back, an inline run's fallback) stay on the standard `queue_url`,
+where order is not kept. The deduplication id is the task id where there is one (a task `recover`
+sends twice is taken once), else a random one.
+
+A standard queue does not keep a lane's messages in order or apart, so `poll_once` holds the store's lease
 on a lane while that lane's handler runs: a lane busy elsewhere has its messages sent back with
 a short delay rather than made visible again, which would count as a receive towards the
 dead-letter queue's `maxReceiveCount`. A handler that raises has its messages made visible
@@ -54,6 +62,7 @@ BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
 _ENVELOPE = ("task_id", "not_before", "inline")
 _POINTER = "payload_s3"
+_Entry = tuple[str, str, int, str]  # (key, body, delay, message group) of a message to send
 
 
 class WaitingLease(Protocol):
@@ -121,6 +130,7 @@ class SqsTaskQueue:
         payloads: PayloadStore | None = None,
         clock: Callable[[], float] = time.time,
         after_commit: frozenset[str] = frozenset(),
+        ordered_url: str | None = None,
     ) -> None:
         """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
         lease is released when its handler returns, or lost that long after a crash. An inline
@@ -140,6 +150,7 @@ class SqsTaskQueue:
         self.clock = clock
         self.handlers: dict[str, TaskHandler] = {}
         self.after_commit = after_commit
+        self.ordered_url = ordered_url
         self._inline: set[asyncio.Future[None]] = set()
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
@@ -157,9 +168,13 @@ class SqsTaskQueue:
             handled = self._handle_now(at_once)
             tasks = [t for t in tasks if t.id not in handled]
         sent: list[str] = []
-        for url, group in self._by_queue(tasks).items():
-            entries = [(t.id, self._fitting(_body(t.command, t.id, t.not_before)), self._delay(t.not_before))
-                       for t in group]
+        by_queue: dict[str, list[_Entry]] = {}
+        for task in tasks:
+            delay = self._delay(task.not_before)
+            by_queue.setdefault(self._url(task.command, delay), []).append(
+                (task.id, self._fitting(_body(task.command, task.id, task.not_before)), delay,
+                 task.command.lane or task.id))
+        for url, entries in by_queue.items():
             sent += self._send_batch(url, entries)
         if sent:
             self.store.outbox_done(sent)
@@ -226,6 +241,9 @@ class SqsTaskQueue:
         messages not reported as failures, so this deletes nothing itself."""
         messages = [{"MessageId": r["messageId"], "ReceiptHandle": r["receiptHandle"], "Body": r["body"],
                      "Attributes": r.get("attributes") or {}} for r in records]
+        for record, message in zip(records, messages, strict=True):
+            if self.ordered_url and str(record.get("eventSourceARN", "")).endswith(".fifo"):
+                message["QueueUrl"] = self.ordered_url  # its visibility changes go back there
         settled = self._process(messages)
         return {"batchItemFailures": [{"itemIdentifier": m["MessageId"]} for m in settled.kept]}
 
@@ -316,11 +334,13 @@ class SqsTaskQueue:
             return body
         return json.dumps({_POINTER: self.payloads.put(body)})
 
-    def _by_queue(self, tasks: list[Task]) -> dict[str, list[Task]]:
-        out: dict[str, list[Task]] = {}
-        for task in tasks:
-            out.setdefault(self.routes.get(task.command.name, self.queue_url), []).append(task)
-        return out
+    def _url(self, command: Command, delay_s: int) -> str:
+        """The command's queue: its route, else the main queue, whose commands due now go to the
+        FIFO queue when there is one."""
+        url = self.routes.get(command.name, self.queue_url)
+        if url == self.queue_url and self.ordered_url and delay_s == 0:
+            return self.ordered_url
+        return url
 
     def _delay(self, not_before: float) -> int:
         return max(0, min(MAX_DELAY_S, math.ceil(not_before - self.clock())))
@@ -329,17 +349,25 @@ class SqsTaskQueue:
         body = json.loads(_body(command, None, 0.0))
         if inline:
             body["inline"] = True
-        url = self.routes.get(command.name, self.queue_url)
-        response = self.client.send_message(QueueUrl=url, MessageBody=self._fitting(json.dumps(body)),
-                                            DelaySeconds=delay_s)
+        url = self._url(command, delay_s)
+        request: dict[str, Any] = {"QueueUrl": url, "MessageBody": self._fitting(json.dumps(body))}
+        if url == self.ordered_url:
+            request |= {"MessageGroupId": command.lane or uuid.uuid4().hex, "MessageDeduplicationId": uuid.uuid4().hex}
+        else:
+            request["DelaySeconds"] = delay_s
+        response = self.client.send_message(**request)
         return str(response["MessageId"])
 
-    def _send_batch(self, url: str, entries: list[tuple[str, str, int]]) -> list[str]:
-        """(key, body, delay) entries in batches of ten and 256 KB; returns the keys SQS accepted."""
+    def _send_batch(self, url: str, entries: list[_Entry]) -> list[str]:
+        """(key, body, delay, group) entries in batches of ten and 256 KB; returns the keys SQS
+        accepted. On the FIFO queue the group is the message group and the key its deduplication
+        id (a task id); elsewhere the delay applies."""
         accepted: list[str] = []
+        fifo = url == self.ordered_url
         for chunk in _chunks(entries):
-            request = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay}
-                       for i, (_, body, delay) in enumerate(chunk)]
+            request = [{"Id": str(i), "MessageBody": body, "MessageGroupId": group, "MessageDeduplicationId": key}
+                       if fifo else {"Id": str(i), "MessageBody": body, "DelaySeconds": delay}
+                       for i, (key, body, delay, group) in enumerate(chunk)]
             response = self.client.send_message_batch(QueueUrl=url, Entries=request)
             accepted += [chunk[int(ok["Id"])][0] for ok in response.get("Successful", [])]
             for failed in response.get("Failed", []):
@@ -349,13 +377,14 @@ class SqsTaskQueue:
     def _send_back(self, group: list[tuple[Task, dict[str, Any]]], delay_s: int | None, settled: _Settled) -> None:
         """Sends received messages again (with their task id): the originals SQS took again are
         finished, the others kept (redelivered as they are)."""
-        by_queue: dict[str, list[tuple[str, str, int]]] = {}
+        by_queue: dict[str, list[_Entry]] = {}
         for task, message in group:
             body = json.loads(message["Body"])
             body["task_id"] = task.id
             delay = self._delay(task.not_before) if delay_s is None else delay_s
-            by_queue.setdefault(self.routes.get(task.command.name, self.queue_url), []).append(
-                (message["ReceiptHandle"], json.dumps(body), delay))
+            url = self._url(task.command, max(1, delay))  # never to the FIFO queue: a repeat's id is taken
+            by_queue.setdefault(url, []).append(
+                (message["ReceiptHandle"], json.dumps(body), delay, task.command.lane or task.id))
         accepted: set[str] = set()
         for url, entries in by_queue.items():
             accepted |= set(self._send_batch(url, entries))
@@ -427,8 +456,8 @@ def _groups(due: list[tuple[Task, dict[str, Any]]]) -> list[list[tuple[Task, dic
     return list(groups.values())
 
 
-def _chunks(entries: list[tuple[str, str, int]]) -> Iterator[list[tuple[str, str, int]]]:
-    chunk: list[tuple[str, str, int]] = []
+def _chunks(entries: list[_Entry]) -> Iterator[list[_Entry]]:
+    chunk: list[_Entry] = []
     size = 0
     for entry in entries:
         length = len(entry[1].encode())
