@@ -79,6 +79,28 @@ def test_the_first_failed_condition_names_the_conflict(dynamo: DynamoStore) -> N
         assert uow.state.get("dc_1").version == 0  # cancelled with the rest
 
 
+
+def test_a_single_write_is_the_item_own_call_and_conflicts_alike(dynamo: DynamoStore) -> None:
+    calls: list[str] = []
+    client(dynamo).meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    with dynamo.uow() as uow:
+        uow.state.save("dc_1", SourceState(), 0)
+        uow.commit()
+    assert "PutItem" in calls and "TransactWriteItems" not in calls
+    calls.clear()
+    with pytest.raises(Conflict) as caught, dynamo.uow() as uow:
+        uow.state.save("dc_1", SourceState(), 0)  # a writer that read version 0
+        uow.commit()
+    assert caught.value.field == "version" and "TransactWriteItems" not in calls
+    with dynamo.uow() as uow:
+        uow.state.save("dc_1", SourceState(), 1)
+        uow.users.add(User("u_1", "alice", "a@example.com", "free", 1))
+        calls.clear()
+        uow.commit()
+    assert "TransactWriteItems" in calls  # two items: one transaction
+    with dynamo.uow(readonly=True) as uow:
+        assert uow.state.get("dc_1").version == 2
+
 def noise(size: int) -> str:
     """Text that hardly compresses."""
     return base64.b64encode(os.urandom(size * 3 // 4)).decode()
