@@ -113,7 +113,13 @@ class RecordFailed(Exception):
 def sqs_handler(name: str) -> LambdaHandler:
     """An SQS event source mapping's consumer (ReportBatchItemFailures): Powertools batch processing
     with each message handled once per message id (SQS delivers at least once), by the task queue,
-    which holds the message's lane and sends early or blocked messages back with a delay."""
+    which holds the message's lane and sends early or blocked messages back with a delay.
+
+    A FIFO queue's message goes without an idempotency record (a put and an update, two write
+    units a message): SQS hands out none of its group's later messages until the batch it came in
+    is settled, so a repeat comes back with at most its batch's ten applied after it, while the
+    lane's state still lists its task id among the newest applied ones (a run, a tick, a workflow
+    step); its other commands (a schedule sync, a fan-out) are idempotent."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.idempotency import idempotent_function
@@ -121,15 +127,19 @@ def sqs_handler(name: str) -> LambdaHandler:
     queue: Any = services().adapters.queue
     config = idempotency_config("messageId")
 
-    @idempotent_function(data_keyword_argument="message", persistence_store=idempotency(), config=config)
-    def handle(message: dict[str, Any]) -> bool:
+    def process(message: dict[str, Any]) -> bool:
         failures = queue.handle_records([message])["batchItemFailures"]
         if failures:
             raise RecordFailed(message["messageId"])
         return True
 
+    once = idempotent_function(data_keyword_argument="message", persistence_store=idempotency(), config=config)
+    handle = once(process)
+
     def record_handler(record: SQSRecord) -> bool:
-        return handle(message=record.raw_event)
+        if str(record.raw_event.get("eventSourceARN", "")).endswith(".fifo"):
+            return process(message=record.raw_event)
+        return bool(handle(message=record.raw_event))
 
     @logger.inject_lambda_context
     @tracer.capture_lambda_handler(capture_response=False)

@@ -1,0 +1,58 @@
+"""The SQS consumers' idempotency records (Powertools, on moto): a standard queue's message is
+handled once per message id through one; a FIFO queue's goes without (docs/aws.md, Cost)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from headwater.entrypoints.aws import runtime
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.handled: list[str] = []
+
+    def handle_records(self, records: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+        self.handled += [r["messageId"] for r in records]
+        return {"batchItemFailures": []}
+
+
+def record(message_id: str, queue: str) -> dict[str, Any]:
+    return {"messageId": message_id, "receiptHandle": f"r-{message_id}", "body": "{}", "attributes": {},
+            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+            "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{queue}", "awsRegion": "us-east-1"}
+
+
+def context() -> Any:
+    return SimpleNamespace(function_name="RunQueueFunction", memory_limit_in_mb=1024, aws_request_id="req-1",
+                           invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:RunQueueFunction",
+                           get_remaining_time_in_millis=lambda: 60_000)
+
+
+def test_standard_messages_are_recorded_once_and_fifo_ones_go_without(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t",
+                        "HEADWATER_IDEMPOTENCY_TABLE": "idempotency"}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb")
+        dynamodb.create_table(TableName="idempotency", BillingMode="PAY_PER_REQUEST",
+                              AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                              KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+        queue = Queue()
+        monkeypatch.setattr(runtime, "services", lambda: SimpleNamespace(adapters=SimpleNamespace(queue=queue)))
+        monkeypatch.setattr(runtime, "_dynamodb", lambda: dynamodb)
+        handler = runtime.sqs_handler("Runs")
+
+        for _ in range(2):  # SQS delivering each twice
+            answer = handler({"Records": [record("m-std", "headwater-RunQueue"),
+                                          record("m-fifo", "headwater-RunOrderQueue.fifo")]}, context())
+            assert answer == {"batchItemFailures": []}
+
+        assert queue.handled == ["m-std", "m-fifo", "m-fifo"]  # the repeat left to the lane's applied task ids
+        items = dynamodb.scan(TableName="idempotency")["Items"]
+        assert len(items) == 1  # the standard message's
