@@ -171,3 +171,24 @@ def timer_handler() -> LambdaHandler:
         return {"ticked": ran}
 
     return handler
+
+
+SWEEP_MARGIN_S = 120.0  # beyond a busy lane's and a failed handler's first retries (sqs_queue.RETRY_DELAYS_S)
+
+
+def sweep_handler() -> LambdaHandler:
+    """The sweep, an EventBridge Scheduler rate (docs/aws.md, Sweep): outbox items committed but never
+    handed to their queue are sent, and sub-minute timer chains whose tick was lost are re-armed.
+    Both are conditional and idempotent, so an overlapping or repeated sweep changes nothing."""
+    adapters: Any = services().adapters
+
+    @logger.inject_lambda_context
+    @tracer.capture_lambda_handler(capture_response=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+        swept = {"outbox": adapters.queue.recover(older_than_s=SWEEP_MARGIN_S),
+                 "chains": adapters.scheduler.repair(margin_s=SWEEP_MARGIN_S)}
+        count("SweptOutbox", swept["outbox"])
+        count("RearmedChains", swept["chains"])
+        return swept
+
+    return handler
