@@ -76,7 +76,13 @@ def http_handler(app: ASGIApp, name: str) -> LambdaHandler:
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> Any:
-        response = mangum(event, context)
+        from headwater.adapters.aws import request_ids
+
+        request_id = (event.get("requestContext") or {}).get("requestId")
+        if request_id:
+            tracer.put_annotation(key="request_id", value=request_id)
+        with request_ids.bound(request_id):  # on every message the request causes (docs/aws.md, Tracing)
+            response = mangum(event, context)
         count(f"{name}Requests")
         return response
 
@@ -118,6 +124,8 @@ def sqs_handler(name: str) -> LambdaHandler:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.idempotency import idempotent_function
 
+    from headwater.adapters.aws import request_ids
+
     queue: Any = services().adapters.queue
     config = idempotency_config("messageId")
 
@@ -129,6 +137,12 @@ def sqs_handler(name: str) -> LambdaHandler:
         return True
 
     def record_handler(record: SQSRecord) -> bool:
+        """The request the message came from, if any, as the log lines' correlation id and a trace
+        annotation; the queue binds it again for the messages this one's work sends."""
+        request_id = request_ids.of_message(record.raw_event)
+        logger.set_correlation_id(request_id)
+        if request_id:
+            tracer.put_annotation(key="request_id", value=request_id)
         return handle(message=record.raw_event)
 
     @logger.inject_lambda_context
