@@ -32,11 +32,14 @@ class Later(DynamoStore):
 
 
 @dataclass
-class Context:  # what Powertools' Logger reads of a Lambda context
+class Context:  # what Powertools' Logger and idempotency read of a Lambda context
     function_name: str = "headwater-SweepFunction"
     memory_limit_in_mb: int = 512
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:headwater-SweepFunction"
     aws_request_id: str = "sweep-1"
+
+    def get_remaining_time_in_millis(self) -> int:  # Powertools' idempotency reads it
+        return 60_000
 
 
 def test_the_sweep_sends_a_crashed_outbox_item_and_rearms_a_lost_chain_once(
