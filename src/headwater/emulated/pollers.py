@@ -192,7 +192,7 @@ class StackSchedules:
             self.next_at[name] = next_firing({"ScheduleExpression": self.expressions[name]}, now, first=False)
             fired += 1
             try:
-                self.functions.invoke(name, {})
+                log.info("%s (scheduled): %s", name, self.functions.invoke(name, {}))
             except Exception:  # noqa: BLE001 - the next firing is the retry (RetryPolicy 0)
                 log.exception("scheduled invocation of %s failed", name)
         return fired
