@@ -68,3 +68,20 @@ def test_cron_schedules_fire_in_their_time_zone() -> None:
     friday_after = datetime(2026, 11, 27, 15, 0, tzinfo=UTC).timestamp()
     after = next_firing(schedule, friday_after, first=False)
     assert after is not None and datetime.fromtimestamp(after, UTC) == datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
+
+
+def test_the_stacks_own_schedule_invokes_the_sweep_every_minute() -> None:
+    from headwater.emulated.pollers import StackSchedules
+    from headwater.emulated.template import Template
+
+    schedules = Template.read().schedules()
+    assert schedules == [("SweepFunction", "rate(1 minute)")]
+    recorder = Recorder()
+    calls: list[str] = []
+    recorder.invoke = lambda name, event: calls.append(name)  # type: ignore[method-assign]
+    stack = StackSchedules(recorder, schedules, start=1000.0)  # type: ignore[arg-type]
+    assert stack.fire_due(1059.0) == 0
+    assert stack.fire_due(1060.0) == 1
+    assert stack.fire_due(1100.0) == 0
+    assert stack.fire_due(1300.0) == 1  # missed firings are one sweep, not four
+    assert calls == ["SweepFunction", "SweepFunction"]

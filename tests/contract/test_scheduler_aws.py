@@ -15,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from headwater.adapters.aws.dynamodb import create_tables
 from headwater.adapters.aws.scheduler import EventBridgeScheduler
 from headwater.domain import ids
 from headwater.domain.commands import TimerTick, from_message
@@ -91,15 +92,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         client.create_schedule_group(Name=GROUP)
         queue_url = sqs.create_queue(QueueName="headwater-runs")["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_tables(dynamodb, TABLE, "headwater-events")  # the resources table has gsi1, the chains' index
         clock = Clock()
         scheduler = EventBridgeScheduler(
             client, sqs, dynamodb, group_name=GROUP, queue_arn=queue_arn, queue_url=queue_url,
@@ -278,3 +271,62 @@ def test_an_odd_interval_beyond_the_sqs_delay_waits_at_most_900_seconds(aws: Aws
     assert aws.scheduler.ticked(first, timer) is True
     [(second, delay)] = aws.ticks()
     assert second.due_at == first.due_at + 1000 and delay == 900
+
+
+# --- the sweep re-arms a chain that lost its tick (docs/aws.md, Sweep) ---------------------------
+
+
+def test_a_chain_whose_tick_was_lost_is_rearmed_once_by_the_sweep(aws: Aws) -> None:
+    source_id = ids.new_id("source")
+    timer = Timer.from_interval(5)
+    aws.scheduler.set(source_id, timer)
+    [(first, _)] = aws.ticks()
+    aws.clock.now = first.due_at
+    assert aws.scheduler.ticked(first, timer) is True
+    [(lost, _)] = aws.ticks()
+    aws.sqs.purge_queue(QueueUrl=aws.queue_url)  # the tick in flight is gone (dead-lettered, say)
+    assert aws.delayed() == 0
+
+    aws.clock.now = lost.due_at + 119  # within the margin: a late tick may still come
+    assert aws.scheduler.repair(margin_s=120) == 0
+    aws.clock.now = lost.due_at + 123
+    assert aws.scheduler.repair(margin_s=120) == 1
+    [(rearmed, delay)] = aws.ticks()
+    assert rearmed == TimerTick(source_id, lost.due_at + 125, first.token)  # on the chain's grid
+    assert delay == 2 and aws.delayed() == 1
+    assert aws.scheduler.repair(margin_s=120) == 0  # the next sweep: the chain is live again
+    assert aws.ticks() == []
+
+    aws.clock.now = rearmed.due_at
+    assert aws.scheduler.ticked(rearmed, timer) is True  # the chain goes on from the new tick
+    [(after, _)] = aws.ticks()
+    assert after.due_at == rearmed.due_at + 5
+    assert aws.scheduler.ticked(lost, timer) is True  # the lost tick, redriven late: runs, does not fork
+    assert aws.ticks() == []
+
+
+def test_the_sweep_leaves_live_and_removed_chains_alone(aws: Aws) -> None:
+    live, removed = ids.new_id("source"), ids.new_id("source")
+    timer = Timer.from_interval(7)
+    aws.scheduler.set(live, timer)
+    aws.scheduler.set(removed, timer)
+    aws.scheduler.set(ids.new_id("source"), Timer.from_cron("* * * * *"))  # an EventBridge schedule, no chain
+    aws.scheduler.remove(removed)
+    for _ in range(40):  # five minutes of a chain ticking on time
+        [(tick_, _)] = [t for t in aws.ticks() if t[0].source_id == live]
+        aws.clock.now = tick_.due_at
+        assert aws.scheduler.ticked(tick_, timer) is True
+        assert aws.scheduler.repair(margin_s=120) == 0
+    assert aws.chain_item(removed) is None
+
+
+def test_two_sweeps_seeing_one_overdue_chain_rearm_it_once(aws: Aws) -> None:
+    source_id = ids.new_id("source")
+    aws.scheduler.set(source_id, Timer.from_interval(3))
+    aws.ticks()
+    item = aws.chain_item(source_id)
+    assert item is not None
+    aws.clock.now += 300
+    assert aws.scheduler._rearm(item, aws.clock.now) is True
+    assert aws.scheduler._rearm(item, aws.clock.now) is False  # what it read is no longer the item
+    assert len(aws.ticks()) == 1

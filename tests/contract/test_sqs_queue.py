@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from headwater.adapters.aws import request_ids
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
 from headwater.adapters.responses import InProcessResponses
@@ -301,3 +302,35 @@ def test_a_fifo_batch_that_fails_is_retried_on_the_fifo_queue(setup: Setup, orde
     assert sorted(f["itemIdentifier"] for f in failures) == sorted(m["MessageId"] for m in received)
     changes = [p for name, p in setup.sqs.calls if name == "change_message_visibility_batch"]
     assert [p["QueueUrl"] for p in changes] == [ordered]  # the whole group waits there, in its order
+
+
+def test_the_request_id_goes_with_every_message_the_request_causes(setup: Setup) -> None:
+    """docs/aws.md, Tracing: a commit made while handling a request sends its id as a message
+    attribute; the consumer handles the message with that id bound, so what its work commits
+    carries it on; a Lambda record's attribute (lower-case keys) counts the same."""
+    seen: list[str | None] = []
+
+    def sync(tasks: list[Task], _: Any) -> list[Any]:
+        seen.append(request_ids.current.get())
+        setup.commit(DeleteEvents(tasks[0].command.source_id, None))  # work the message causes
+        return [None for _ in tasks]
+
+    setup.queue.handle(SyncSchedule, sync)
+    with request_ids.bound("req-1"):
+        setup.commit(SyncSchedule("dc_a"))
+    setup.commit(SyncSchedule("dc_b"))  # no request behind it: no attribute, no id
+    assert setup.queue.poll_once() == 2
+    assert sorted(seen, key=str) == [None, "req-1"]
+    caused = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10,
+                                       MessageAttributeNames=["All"])["Messages"]
+    by_source = {json.loads(m["Body"])["source_id"]: request_ids.of_message(m) for m in caused}
+    assert by_source == {"dc_a": "req-1", "dc_b": None}
+
+    seen.clear()
+    setup.commit(SyncSchedule("dc_c"))
+    [message] = [m for m in setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
+                 if json.loads(m["Body"]).get("type") == "sync_schedule"]
+    record = {"messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
+              "messageAttributes": {"request_id": {"stringValue": "req-2", "dataType": "String"}}}
+    assert setup.queue.handle_records([record]) == {"batchItemFailures": []}
+    assert seen == ["req-2"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from headwater.emulated.deployment import STATE_FILE, provision, start_moto
 from headwater.emulated.functions import Functions
 from headwater.emulated.gateway import Gateway
-from headwater.emulated.pollers import SchedulePoller, SqsPoller
+from headwater.emulated.pollers import SchedulePoller, SqsPoller, StackSchedules
 from headwater.emulated.template import Template
 from headwater.settings import Settings
 
@@ -52,6 +53,7 @@ def serve(settings: Settings, log_level: str) -> None:
             queue_urls = {deployment.arns[q]: url for q, url in deployment.queue_urls.items()}
             pollers.append(SchedulePoller(boto3.client("scheduler", endpoint_url=deployment.endpoint), sqs, functions,
                                           deployment.names[group], queue_urls))
+        pollers.append(StackSchedules(functions, template.schedules(), time.time()))
         for poller in pollers:
             poller.start()
         gateway = Gateway(template.routes(), functions, f"{settings.host}:{settings.port}")

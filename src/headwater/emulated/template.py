@@ -113,6 +113,12 @@ class Template:
                                  int(props.get("Timeout", defaults.get("Timeout", 3))), env, queues)
         return out
 
+    def schedules(self) -> list[tuple[str, str]]:
+        """(function, expression) of every function's own `ScheduleV2` event (the sweep's)."""
+        return [(name, event["Properties"]["ScheduleExpression"])
+                for name, resource in self.of_type("AWS::Serverless::Function").items()
+                for event in resource["Properties"].get("Events", {}).values() if event["Type"] == "ScheduleV2"]
+
     def routes(self) -> list[Route]:
         """Every HttpApi route, most specific first, the $default route last."""
         routes = []

@@ -14,6 +14,13 @@ source id, sk = "schedule") and carried by its ticks: replacing or removing the 
 changes or deletes the token, and the old chain's ticks come back stale and stop there. The
 item also keeps the `due_at` of the chain's newest tick, so a tick delivered or handled twice
 (SQS and retries are at-least-once) does not start a second chain.
+
+A chain whose tick is lost (dead-lettered after its retries, or dropped) would stop silently,
+so the item is also in the sparse index gsi1 under `timer-chain#<shard>`, sorted by that
+`due_at`: `repair`, run by the scheduled sweep (docs/aws.md, Sweep), finds the chains whose
+newest tick is overdue by more than a margin and queues a new one. It advances `due_at` by a
+conditional write first, so two sweeps (or a sweep and the late tick) never both extend a chain:
+the late tick then comes as a repeat, runs and stops there.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import math
 import secrets
 import time
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +45,8 @@ SUFFIXES = ("", "dom", "dow")  # every name a source's schedules can have
 MAX_SQS_DELAY = 900  # seconds; a tick due later arrives early and the queue re-queues it until due_at
 RETRY_POLICY = {"MaximumEventAgeInSeconds": 900, "MaximumRetryAttempts": 5}  # a tick is no use much later
 CHAIN_SK = "schedule"
+CHAIN_INDEX = "gsi1"
+CHAIN_SHARDS = 8  # the index's partitions of chains (each a partition key of gsi1)
 
 
 def schedule_name(source_id: str, suffix: str) -> str:
@@ -127,11 +137,12 @@ class EventBridgeScheduler:
             self.dynamodb.update_item(
                 TableName=self.table_name,
                 Key=self._chain_key(tick.source_id),
-                UpdateExpression="SET due_at = :next",
+                UpdateExpression="SET due_at = :next, gsi1sk = :next_sk",
                 ConditionExpression="#token = :token AND due_at = :newest",
                 ExpressionAttributeNames={"#token": "token"},
                 ExpressionAttributeValues={
                     ":next": {"N": repr(due_at)},
+                    ":next_sk": {"S": _due_key(due_at)},
                     ":token": {"S": tick.token},
                     ":newest": item["due_at"],
                 },
@@ -140,6 +151,48 @@ class EventBridgeScheduler:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise
             # replaced, removed or advanced meanwhile: the message just sent is stale or a repeat
+        return True
+
+    def repair(self, margin_s: float = 120.0) -> int:
+        """Queues a new tick for each chain whose newest tick is more than `margin_s` overdue (lost);
+        how many it re-armed. A live chain's item is advanced by each tick, so it is never found."""
+        now = self.clock()
+        cutoff = _due_key(now - margin_s)
+        repaired = 0
+        for shard in range(CHAIN_SHARDS):
+            pages = self.dynamodb.get_paginator("query").paginate(
+                TableName=self.table_name, IndexName=CHAIN_INDEX,
+                KeyConditionExpression="gsi1pk = :pk AND gsi1sk < :cutoff",
+                ExpressionAttributeValues={":pk": {"S": f"timer-chain#{shard}"}, ":cutoff": {"S": cutoff}},
+            )
+            for page in pages:
+                repaired += sum(self._rearm(item, now) for item in page.get("Items", []))
+        return repaired
+
+    def _rearm(self, item: dict[str, Any], now: float) -> bool:
+        """Records the chain's next tick, if the item is still as the (eventually consistent) index
+        showed it, then sends it; a crash in between leaves it overdue again for the next sweep."""
+        source_id = item["pk"]["S"]
+        due_at = Timer.from_interval(int(item["interval"]["N"])).next_after(float(item["due_at"]["N"]), now)
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=self._chain_key(source_id),
+                UpdateExpression="SET due_at = :next, gsi1sk = :next_sk",
+                ConditionExpression="#token = :token AND due_at = :overdue",
+                ExpressionAttributeNames={"#token": "token"},
+                ExpressionAttributeValues={
+                    ":next": {"N": repr(due_at)},
+                    ":next_sk": {"S": _due_key(due_at)},
+                    ":token": item["token"],
+                    ":overdue": item["due_at"],
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False  # ticked, replaced, removed or re-armed meanwhile
+        self._send(TimerTick(source_id, due_at, item["token"]["S"]), due_at - now)
         return True
 
     # schedules
@@ -180,6 +233,8 @@ class EventBridgeScheduler:
                 "token": {"S": token},
                 "interval": {"N": str(timer.interval_seconds)},
                 "due_at": {"N": repr(due_at)},
+                "gsi1pk": {"S": _chain_partition(source_id)},
+                "gsi1sk": {"S": _due_key(due_at)},
             },
         )
         self._send(TimerTick(source_id, due_at, token), timer.interval_seconds)
@@ -193,6 +248,15 @@ class EventBridgeScheduler:
             MessageBody=json.dumps(to_message(tick)),
             DelaySeconds=max(0, min(MAX_SQS_DELAY, math.ceil(delay))),
         )
+
+
+def _chain_partition(source_id: str) -> str:
+    return f"timer-chain#{zlib.crc32(source_id.encode()) % CHAIN_SHARDS}"
+
+
+def _due_key(due_at: float) -> str:
+    """A due time as gsi1's sort key: milliseconds, zero-padded so string order is time order."""
+    return f"{max(0, int(due_at * 1000)):016d}"
 
 
 def _code(exc: ClientError) -> str:

@@ -40,6 +40,7 @@ the lane busy sends it to its queue as usual; the fan-out is idempotent either w
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import math
@@ -50,6 +51,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from headwater.adapters.aws import request_ids
 from headwater.domain.commands import Command, RunSource, from_message, to_message
 from headwater.ports import Busy, NowHandler, Responses, Task, TaskHandler, results_of
 
@@ -62,7 +64,7 @@ BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
 _ENVELOPE = ("task_id", "not_before", "inline")
 _POINTER = "payload_s3"
-_Entry = tuple[str, str, int, str]  # (key, body, delay, message group) of a message to send
+_Entry = tuple[str, str, int, str, str | None]  # (key, body, delay, message group, request id) of a message
 
 
 class WaitingLease(Protocol):
@@ -173,7 +175,7 @@ class SqsTaskQueue:
             delay = self._delay(task.not_before)
             by_queue.setdefault(self._url(task.command, delay), []).append(
                 (task.id, self._fitting(_body(task.command, task.id, task.not_before)), delay,
-                 task.command.lane or task.id))
+                 task.command.lane or task.id, request_ids.current.get()))
         for url, entries in by_queue.items():
             sent += self._send_batch(url, entries)
         if sent:
@@ -207,7 +209,8 @@ class SqsTaskQueue:
             return await asyncio.to_thread(self._send_one, command, 0, False)
         message_id = await asyncio.to_thread(self._send_one, command, self.inline_fallback_s, True)
         self.responses.expect(message_id)
-        running = asyncio.get_running_loop().run_in_executor(None, self._run_inline, Task(message_id, command))
+        running = asyncio.get_running_loop().run_in_executor(  # in this context: the request's id goes on
+            None, contextvars.copy_context().run, self._run_inline, Task(message_id, command))
         self._inline.add(running)
         running.add_done_callback(self._inline.discard)
         return message_id
@@ -227,7 +230,7 @@ class SqsTaskQueue:
         url = queue_url or self.queue_url
         response = self.client.receive_message(
             QueueUrl=url, MaxNumberOfMessages=max(1, min(BATCH, max_messages)), WaitTimeSeconds=wait_s,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            MessageSystemAttributeNames=["ApproximateReceiveCount"], MessageAttributeNames=[request_ids.ATTRIBUTE],
         )
         messages = response.get("Messages", [])
         for message in messages:
@@ -240,7 +243,8 @@ class SqsTaskQueue:
         """The same for a Lambda SQS event (`ReportBatchItemFailures`): Lambda deletes the
         messages not reported as failures, so this deletes nothing itself."""
         messages = [{"MessageId": r["messageId"], "ReceiptHandle": r["receiptHandle"], "Body": r["body"],
-                     "Attributes": r.get("attributes") or {}} for r in records]
+                     "Attributes": r.get("attributes") or {}, "messageAttributes": r.get("messageAttributes") or {}}
+                    for r in records]
         for record, message in zip(records, messages, strict=True):
             if self.ordered_url and str(record.get("eventSourceARN", "")).endswith(".fifo"):
                 message["QueueUrl"] = self.ordered_url  # its visibility changes go back there
@@ -283,7 +287,7 @@ class SqsTaskQueue:
             settled.kept += [m for _, m in group]
             return
         try:
-            with self._holding(tasks[0], self.lease_wait_s):
+            with request_ids.bound(request_ids.of_message(group[0][1])), self._holding(tasks[0], self.lease_wait_s):
                 results_of(handler(tasks, lambda task, response: None))
         except Busy:
             self._send_back(group, self.busy_retry_s, settled)
@@ -350,7 +354,8 @@ class SqsTaskQueue:
         if inline:
             body["inline"] = True
         url = self._url(command, delay_s)
-        request: dict[str, Any] = {"QueueUrl": url, "MessageBody": self._fitting(json.dumps(body))}
+        request: dict[str, Any] = {"QueueUrl": url, "MessageBody": self._fitting(json.dumps(body)),
+                                   **request_ids.attributes(request_ids.current.get())}
         if url == self.ordered_url:
             request |= {"MessageGroupId": command.lane or uuid.uuid4().hex, "MessageDeduplicationId": uuid.uuid4().hex}
         else:
@@ -359,15 +364,16 @@ class SqsTaskQueue:
         return str(response["MessageId"])
 
     def _send_batch(self, url: str, entries: list[_Entry]) -> list[str]:
-        """(key, body, delay, group) entries in batches of ten and 256 KB; returns the keys SQS
+        """(key, body, delay, group, request id) entries in batches of ten and 256 KB; returns the keys SQS
         accepted. On the FIFO queue the group is the message group and the key its deduplication
         id (a task id); elsewhere the delay applies."""
         accepted: list[str] = []
         fifo = url == self.ordered_url
         for chunk in _chunks(entries):
-            request = [{"Id": str(i), "MessageBody": body, "MessageGroupId": group, "MessageDeduplicationId": key}
-                       if fifo else {"Id": str(i), "MessageBody": body, "DelaySeconds": delay}
-                       for i, (key, body, delay, group) in enumerate(chunk)]
+            request = [{"Id": str(i), "MessageBody": body, **request_ids.attributes(request_id),
+                        **({"MessageGroupId": group, "MessageDeduplicationId": key} if fifo
+                           else {"DelaySeconds": delay})}
+                       for i, (key, body, delay, group, request_id) in enumerate(chunk)]
             response = self.client.send_message_batch(QueueUrl=url, Entries=request)
             accepted += [chunk[int(ok["Id"])][0] for ok in response.get("Successful", [])]
             for failed in response.get("Failed", []):
@@ -383,8 +389,8 @@ class SqsTaskQueue:
             body["task_id"] = task.id
             delay = self._delay(task.not_before) if delay_s is None else delay_s
             url = self._url(task.command, max(1, delay))  # never to the FIFO queue: a repeat's id is taken
-            by_queue.setdefault(url, []).append(
-                (message["ReceiptHandle"], json.dumps(body), delay, task.command.lane or task.id))
+            by_queue.setdefault(url, []).append((message["ReceiptHandle"], json.dumps(body), delay,
+                                                 task.command.lane or task.id, request_ids.of_message(message)))
         accepted: set[str] = set()
         for url, entries in by_queue.items():
             accepted |= set(self._send_batch(url, entries))

@@ -76,7 +76,13 @@ def http_handler(app: ASGIApp, name: str) -> LambdaHandler:
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> Any:
-        response = mangum(event, context)
+        from headwater.adapters.aws import request_ids
+
+        request_id = (event.get("requestContext") or {}).get("requestId")
+        if request_id:
+            tracer.put_annotation(key="request_id", value=request_id)
+        with request_ids.bound(request_id):  # on every message the request causes (docs/aws.md, Tracing)
+            response = mangum(event, context)
         count(f"{name}Requests")
         return response
 
@@ -124,6 +130,8 @@ def sqs_handler(name: str) -> LambdaHandler:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.idempotency import idempotent_function
 
+    from headwater.adapters.aws import request_ids
+
     queue: Any = services().adapters.queue
     config = idempotency_config("messageId")
 
@@ -137,6 +145,12 @@ def sqs_handler(name: str) -> LambdaHandler:
     handle = once(process)
 
     def record_handler(record: SQSRecord) -> bool:
+        """The request the message came from, if any, as the log lines' correlation id and a trace
+        annotation; the queue binds it again for the messages this one's work sends."""
+        request_id = request_ids.of_message(record.raw_event)
+        logger.set_correlation_id(request_id)
+        if request_id:
+            tracer.put_annotation(key="request_id", value=request_id)
         if str(record.raw_event.get("eventSourceARN", "")).endswith(".fifo"):
             return process(message=record.raw_event)
         return bool(handle(message=record.raw_event))
@@ -179,5 +193,26 @@ def timer_handler() -> LambdaHandler:
         ran = take(tick=event)
         count("TimerTicks")
         return {"ticked": ran}
+
+    return handler
+
+
+SWEEP_MARGIN_S = 120.0  # beyond a busy lane's and a failed handler's first retries (sqs_queue.RETRY_DELAYS_S)
+
+
+def sweep_handler() -> LambdaHandler:
+    """The sweep, an EventBridge Scheduler rate (docs/aws.md, Sweep): outbox items committed but never
+    handed to their queue are sent, and sub-minute timer chains whose tick was lost are re-armed.
+    Both are conditional and idempotent, so an overlapping or repeated sweep changes nothing."""
+    adapters: Any = services().adapters
+
+    @logger.inject_lambda_context
+    @tracer.capture_lambda_handler(capture_response=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+        swept = {"outbox": adapters.queue.recover(older_than_s=SWEEP_MARGIN_S),
+                 "chains": adapters.scheduler.repair(margin_s=SWEEP_MARGIN_S)}
+        count("SweptOutbox", swept["outbox"])
+        count("RearmedChains", swept["chains"])
+        return swept
 
     return handler
