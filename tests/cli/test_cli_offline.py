@@ -51,7 +51,8 @@ VERBS = [["list"], ["deploy", "headwater-http"], ["events", UNKNOWN_SOURCE], ["l
          ["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"],
          ["subscriptions", "list"],
          ["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_nosuchwebhook000000000"],
-         ["accounts", "list"], ["accounts", "show", "apn_nosuchaccount00000000000"]]
+         ["accounts", "list"], ["accounts", "show", "apn_nosuchaccount00000000000"],
+         ["accounts", "connect", "slack", "--no-wait"], ["workflows", "list"], ["workflows", "delete", "p_nosuch"]]
 def verb_id(verb: list[str]) -> str:
     return "-".join(word for word in verb[:2] if not word.startswith(("-", "dc_", "wh_")))
 
