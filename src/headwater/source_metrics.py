@@ -23,8 +23,16 @@ from headwater.ports import Task
 
 OTHER = "other"
 DEFAULT_LIMIT = 50
+# The error codes the platform gives a run (the runner's own, the supervisor's, the service's). A
+# runner's pipe may say anything (trust ends at the process): any other code counts as RUNTIME_ERROR,
+# so the outcomes stay a fixed set.
+OUTCOMES = frozenset({
+    "ok", "RUNTIME_ERROR", "TIMEOUT", "OUT_OF_MEMORY", "RUNNER_CRASHED", "LOAD_ERROR", "BUNDLE_MISSING",
+    "CONFIGURATION_ERROR", "QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT", "ACCOUNT_REFRESH_FAILED",
+})
 
-SOURCE_RUNS = Counter("headwater_source_runs", "Runs of a source finished, by outcome (ok or the error code)",
+SOURCE_RUNS = Counter("headwater_source_runs",
+                      "Runs of a source finished, by outcome (ok or the platform's error code)",
                       ["source", "outcome"], registry=REGISTRY)
 SOURCE_RUN_SECONDS = Summary("headwater_source_run_seconds", "Time a source's runs took in the runner",
                              ["source"], registry=REGISTRY)
@@ -82,7 +90,9 @@ class SourceMeters:
     def count(self, tasks: Sequence[Task], results: Sequence[Any]) -> None:
         for task, result in zip(tasks, results, strict=False):
             if isinstance(result, RunResult) and isinstance(task.command, RunSource):
-                self._meters_of(self.labels.of(task.command.source_id), result.error_code or "ok").count(result)
+                outcome = result.error_code or "ok"
+                outcome = outcome if outcome in OUTCOMES else "RUNTIME_ERROR"
+                self._meters_of(self.labels.of(task.command.source_id), outcome).count(result)
 
     def _meters_of(self, label: str, outcome: str) -> _Meters:
         key = (label, outcome)

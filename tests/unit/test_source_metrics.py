@@ -52,3 +52,16 @@ def test_runs_durations_errors_and_emits_are_counted_per_source_through_the_run_
         assert sample("headwater_source_runs_total", source="dc_unlabelled", outcome="ok") == 0
     finally:
         limit_source_labels(50)
+
+
+def test_an_error_code_a_runner_forges_adds_no_label_value() -> None:
+    """Trust ends at the runner process: the code of a run's error is whatever its pipe says, so
+    only the codes the platform gives are label values, and any other counts as RUNTIME_ERROR."""
+    from headwater.source_metrics import SOURCES
+
+    forged = [RunResult(error={"code": f"FORGED_{i}"}) for i in range(20)]
+    SOURCES.count([task("dc_forger")] * len(forged), forged)
+    outcomes = {s.labels["outcome"] for metric in REGISTRY.collect() if metric.name == "headwater_source_runs"
+                for s in metric.samples if s.labels.get("source") in ("dc_forger", OTHER)}
+    assert not any(o.startswith("FORGED_") for o in outcomes), outcomes
+    assert "RUNTIME_ERROR" in outcomes
