@@ -20,14 +20,6 @@ from tests.cli.test_cli_offline import one_error_line, saved_login
 from tests.conftest import free_port
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    for name in [k for k in os.environ if k.startswith("HEADWATER_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HEADWATER_CONFIG", str(tmp_path / "cli" / "config.json"))
-    return {"HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
-
-
 @dataclass
 class Result:
     returncode: int

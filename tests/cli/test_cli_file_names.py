@@ -5,7 +5,6 @@ the service would refuse. In-process, against a server that records what it is s
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,14 +21,6 @@ from tests.cli.test_cli_offline import saved_login
 SOURCE = {"id": "dc_1", "name": "my-source", "active": True, "configured_props": {}, "component_id": "sc_1"}
 RUN = {"type": "source", "name": "my-source", "event": {}, "emits": [], "logs": [], "db_writes": {}, "db": {},
        "response": None, "error": None, "duration_ms": 1.0}
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    for name in [k for k in os.environ if k.startswith("HEADWATER_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HEADWATER_CONFIG", str(tmp_path / "cli" / "config.json"))
-    return {"HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
 
 
 class Recorder(BaseHTTPRequestHandler):
