@@ -49,8 +49,9 @@ class Setup:
                 int(a["ApproximateNumberOfMessagesDelayed"]))
 
     def sent_back(self) -> list[tuple[dict[str, Any], int]]:
+        """Messages sent to the standard queue in batches (the FIFO queue's have no delay)."""
         return [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for name, params in self.sqs.calls
-                if name == "send_message_batch" for e in params["Entries"]]
+                if name == "send_message_batch" and params["QueueUrl"] == self.url for e in params["Entries"]]
 
     def commit(self, *commands: Command, delay_s: float = 0.0) -> None:
         with self.store.uow() as uow:
@@ -334,3 +335,31 @@ def test_the_request_id_goes_with_every_message_the_request_causes(setup: Setup)
               "messageAttributes": {"request_id": {"stringValue": "req-2", "dataType": "String"}}}
     assert setup.queue.handle_records([record]) == {"batchItemFailures": []}
     assert seen == ["req-2"]
+
+
+def hold_lane(setup: Setup, source_id: str, expires_at: float) -> None:
+    """Another worker's lease on the lane (an inline run), kept until `expires_at`."""
+    setup.store.tables.client.put_item(TableName=RESOURCES, Item={
+        "pk": {"S": source_id}, "sk": {"S": "lock"}, "owner": {"S": "other"},
+        "expires_at": {"N": str(int(expires_at))}})
+
+
+def test_a_fifo_group_finding_its_lane_busy_waits_for_it_and_keeps_its_place(setup: Setup, ordered: str) -> None:
+    setup.queue.handle(RunSource, setup.record("runs"))
+    setup.commit(run("dc_a", 1), run("dc_a", 2))
+    hold_lane(setup, "dc_a", time.time() + 1)  # the inline run's lease, gone within a second or two
+    assert setup.queue.poll_once(queue_url=ordered) == 2
+    assert [t.command for _, tasks in setup.seen for t in tasks] == [run("dc_a", 1), run("dc_a", 2)]
+    assert setup.sent_back() == []  # never off to the standard queue, where order is not kept
+    assert setup.counts(ordered) == (0, 0, 0) and setup.counts() == (0, 0, 0)
+
+
+def test_a_fifo_group_whose_lane_stays_busy_is_sent_back_after_the_wait(setup: Setup, ordered: str) -> None:
+    setup.queue.ordered_wait_s = 0  # the holder died: its lease outlives any wait
+    setup.queue.handle(RunSource, setup.record("runs"))
+    setup.commit(run("dc_a"))
+    hold_lane(setup, "dc_a", time.time() + 600)
+    assert setup.queue.poll_once(queue_url=ordered) == 0
+    assert setup.seen == []
+    assert [(body["type"], delay) for body, delay in setup.sent_back()] == [("run_source", 5)]
+    assert setup.counts(ordered) == (0, 0, 0) and setup.counts() == (0, 0, 1)

@@ -18,7 +18,10 @@ sends twice is taken once), else a random one.
 A standard queue does not keep a lane's messages in order or apart, so `poll_once` holds the store's lease
 on a lane while that lane's handler runs: a lane busy elsewhere has its messages sent back with
 a short delay rather than made visible again, which would count as a receive towards the
-dead-letter queue's `maxReceiveCount`. A handler that raises has its messages made visible
+dead-letter queue's `maxReceiveCount`. A FIFO group finding its lane busy (an inline run holds it)
+waits for it instead, up to `ordered_wait_s` for the whole batch: sent back, it would go to the
+standard queue and could run after the source's later events; held, it keeps its place. Only a lane
+whose holder died (its lease outlives that wait) is sent back. A handler that raises has its messages made visible
 again after a backoff; those receives do count, so the dead-letter queue ends a task's retries.
 
 `ingest(respond=True)`: a response cannot come back through SQS, so the run is done inline, in
@@ -133,11 +136,14 @@ class SqsTaskQueue:
         clock: Callable[[], float] = time.time,
         after_commit: frozenset[str] = frozenset(),
         ordered_url: str | None = None,
+        ordered_wait_s: float = 30.0,
     ) -> None:
         """`lease_ttl_s` must cover the longest handler (the consumer function's timeout): a lane's
         lease is released when its handler returns, or lost that long after a crash. An inline
         (customResponse) run waits up to `inline_wait_s` for its source's turn: concurrent requests
-        to one source take turns, within API Gateway's 29 s."""
+        to one source take turns, within API Gateway's 29 s. A FIFO batch waits up to
+        `ordered_wait_s` in all for busy lanes: longer than an inline run can hold one (API Gateway's
+        29 s), well within the run consumer's timeout."""
         self.client = client
         self.queue_url = queue_url
         self.store = store
@@ -153,6 +159,7 @@ class SqsTaskQueue:
         self.handlers: dict[str, TaskHandler] = {}
         self.after_commit = after_commit
         self.ordered_url = ordered_url
+        self.ordered_wait_s = ordered_wait_s
         self._inline: set[asyncio.Future[None]] = set()
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
@@ -274,11 +281,14 @@ class SqsTaskQueue:
             if task.id in done:
                 settled.finished.append(message)
                 settled.handled += 1
+        wait_until = time.monotonic() + self.ordered_wait_s
         for group in _groups([(t, m) for t, m in due if t.id not in done]):
-            self._run_group(group, settled)
+            ordered = self.ordered_url is not None and group[0][1].get("QueueUrl") == self.ordered_url
+            wait_s = max(self.lease_wait_s, wait_until - time.monotonic()) if ordered else self.lease_wait_s
+            self._run_group(group, settled, wait_s)
         return settled
 
-    def _run_group(self, group: list[tuple[Task, dict[str, Any]]], settled: _Settled) -> None:
+    def _run_group(self, group: list[tuple[Task, dict[str, Any]]], settled: _Settled, wait_s: float) -> None:
         tasks = [t for t, _ in group]
         handler = self.handlers.get(tasks[0].command.name)
         if handler is None:
@@ -287,7 +297,7 @@ class SqsTaskQueue:
             settled.kept += [m for _, m in group]
             return
         try:
-            with request_ids.bound(request_ids.of_message(group[0][1])), self._holding(tasks[0], self.lease_wait_s):
+            with request_ids.bound(request_ids.of_message(group[0][1])), self._holding(tasks[0], wait_s):
                 results_of(handler(tasks, lambda task, response: None))
         except Busy:
             self._send_back(group, self.busy_retry_s, settled)
