@@ -12,7 +12,8 @@ made by the code that makes the real ones, so they match today's handlers:
 - `env.json`: every function's environment from template.yaml, resolved for the emulated
   deployment's names (tables, queues, buckets, the secrets key by its alias), with
   `HEADWATER_AWS_ENDPOINT_URL` pointing at a moto server on the Docker host
-  (`http://host.docker.internal:5000`).
+  (`http://host.docker.internal:5000`) and the runner's Lambda API at `sam local start-lambda`
+  (`HEADWATER_LAMBDA_ENDPOINT_URL`, `http://host.docker.internal:3001`, the runner by its logical id).
 
 `python scripts/sample_events.py` writes them; `python scripts/sample_events.py provision URL`
 creates template.yaml's tables, queues, buckets, schedule group and key on the moto server at URL
@@ -40,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
 ENV_JSON = ROOT / "env.json"
 LOCAL_ENDPOINT = "http://host.docker.internal:5000"  # a moto server on the Docker host, from a container
+LOCAL_LAMBDA_ENDPOINT = "http://host.docker.internal:3001"  # `sam local start-lambda` (its default port)
+LOCAL_RUNNER = "RunnerFunction"  # start-lambda knows a function by its logical id
 
 SOURCE_ID = "dc_N_wYnV35laFqysi0MNong6bU"
 HTTP_SOURCE_ID = "dc_9T8yvN80TJHjCChbr_l2CQ3I"
@@ -292,6 +295,9 @@ def environment(endpoint: str = LOCAL_ENDPOINT) -> dict[str, dict[str, str]]:
         env = {k: str(resolver.resolve(v)) for k, v in function.environment.items()}
         if "HEADWATER_AWS_ENDPOINT_URL" in env:
             env["HEADWATER_AWS_ENDPOINT_URL"] = endpoint
+        if "HEADWATER_LAMBDA_ENDPOINT_URL" in env:
+            env["HEADWATER_LAMBDA_ENDPOINT_URL"] = LOCAL_LAMBDA_ENDPOINT
+            env["HEADWATER_RUNNER_FUNCTION"] = LOCAL_RUNNER
         out[name] = dict(sorted(env.items()))
     return out
 

@@ -263,7 +263,7 @@ def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -
 def _client(clients: dict[str, Any], service: str, config: Any) -> Any:
     import boto3
 
-    return clients.setdefault(service, boto3.client(service, endpoint_url=config.endpoint_url))
+    return clients.setdefault(service, boto3.client(service, endpoint_url=config.endpoint_for(service)))
 
 
 def _local_gauges(queue: LocalTaskQueue) -> None:

@@ -105,6 +105,9 @@ def test_env_json_sets_only_declared_variables_and_names_what_provisioning_makes
     for name, variables in env.items():
         assert set(variables) == set(functions[name].environment), f"{name}: sam local sets declared variables only"
         assert variables["HEADWATER_AWS_ENDPOINT_URL"] == sample_events.LOCAL_ENDPOINT
+        # the runner through `sam local start-lambda`, by the logical id it knows it by
+        assert variables["HEADWATER_LAMBDA_ENDPOINT_URL"] == sample_events.LOCAL_LAMBDA_ENDPOINT
+        assert variables["HEADWATER_RUNNER_FUNCTION"] == "RunnerFunction" in functions
     variables = env["RunQueueFunction"]
     with sample_events._moto() as endpoint:
         provision(TEMPLATE, endpoint, "")

@@ -35,10 +35,19 @@ class AwsConfig:
     kms_key_arn: str = field(default_factory=lambda: _env("KMS_KEY_ARN"))
     idempotency_table: str = field(default_factory=lambda: _env("IDEMPOTENCY_TABLE", "headwater-idempotency"))
     endpoint_url: str | None = field(default_factory=lambda: _env("AWS_ENDPOINT_URL") or None)
+    # The runner's Lambda API apart from the rest: under `sam local`, `sam local start-lambda`
+    # serves the runner while the tables and queues are on a moto server (docs/aws.md, sam local).
+    lambda_endpoint_url: str | None = field(default_factory=lambda: _env("LAMBDA_ENDPOINT_URL") or None)
     # Committed commands this function handles at once rather than through their queue (its role
     # may write what they write): `fan_out` on the run consumer.
     at_once: frozenset[str] = field(default_factory=lambda: frozenset(
         {"fan_out"} if _env("FAN_OUT_AT_ONCE") == "true" else ()))
+
+    def endpoint_for(self, service: str) -> str | None:
+        """The endpoint a client of `service` talks to (None: AWS itself)."""
+        if service == "lambda" and self.lambda_endpoint_url:
+            return self.lambda_endpoint_url
+        return self.endpoint_url
 
     def routes(self) -> dict[str, str]:
         """Which queue carries which command type (the rest go to the run queue)."""
