@@ -85,9 +85,12 @@ class EgressProxy:
     def close_runner(self, name: str) -> None:
         """Stops a runner's control socket and drops its open connections (without waiting)."""
         closing = self._close(name)
+        if not self._loop.is_running():  # the proxy is stopping or closed: it drops every runner itself
+            closing.close()
+            return
         try:
             asyncio.run_coroutine_threadsafe(closing, self._loop)
-        except RuntimeError:  # the proxy itself is closed already (a runner that ended after it)
+        except RuntimeError:  # closed meanwhile (a runner that ended with the proxy)
             closing.close()
 
     def close(self) -> None:
