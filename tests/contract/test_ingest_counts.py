@@ -48,7 +48,7 @@ def test_four_budget_instances_over_one_store_admit_the_budget_and_no_more(store
 
     def spend(i: int) -> None:
         start.wait()
-        while instances[i % 4].spend("o_acme"):
+        while admitted[i] <= 200 and instances[i % 4].spend("o_acme"):
             admitted[i] += 1
 
     with ThreadPoolExecutor(8) as pool:

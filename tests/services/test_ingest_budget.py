@@ -137,18 +137,20 @@ def test_two_instances_over_one_store_never_admit_more_than_the_budget() -> None
     assert sum(both) == 100  # each spends all it leased until the count is full: nothing lost
 
 
-def test_a_lease_taken_as_the_window_rolls_is_not_carried_into_the_next() -> None:
+def test_a_grant_for_a_window_that_ended_meanwhile_is_not_spent_in_the_next() -> None:
     counts, clock = FakeIngestCounts(), Clock(0.0)
-    budgets = IngestBudgets(counts, Budget(rate=5, burst=10), clock)
-
-    real_add = counts.add
+    budgets = IngestBudgets(counts, Budget(rate=20, burst=40), clock)  # 2 s windows, leases up to 5
+    assert budgets.spend("u_ada") is True  # window 0's first lease (1), spent: the next one is of 2
+    real_add, meanwhile = counts.add, []
 
     def slow_add(tenant: str, window: int, n: int, allowance: int, expires_at: int) -> int:
-        clock.now = 2.0  # the store answered after the window ended
-        return real_add(tenant, window, n, allowance, expires_at)
+        before = real_add(tenant, window, n, allowance, expires_at)
+        counts.add = real_add  # type: ignore[method-assign]
+        clock.now = 2.0  # the store answered after window 0 ended; another request came in window 1
+        meanwhile.append(budgets.spend("u_ada"))
+        return before
 
     counts.add = slow_add  # type: ignore[method-assign]
-    assert budgets.spend("u_ada") is True
-    counts.add = real_add  # type: ignore[method-assign]
-    assert budgets.spend_leased("u_ada") is None  # window 1 has no lease of its own yet
-    assert sum(budgets.spend("u_ada") for _ in range(12)) == 10
+    assert budgets.spend("u_ada") is True  # admitted on window 0's count; the rest of its lease is dropped
+    assert meanwhile == [True]
+    assert sum(budgets.spend("u_ada") for _ in range(60)) == 39  # window 1: 40 in all, never more
