@@ -17,6 +17,10 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "headwater"
 
 
+class SettingError(ValueError):
+    """A setting the service cannot run with; the message names the variable and what it needs."""
+
+
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"HEADWATER_{name}", default)
 
@@ -34,7 +38,7 @@ def _count(name: str, default: int) -> int:
     """A whole number of at least 0, or a ValueError that names the variable."""
     value = _env(name, str(default)).strip()
     if not value.isdigit():
-        raise ValueError(f"HEADWATER_{name} must be a whole number of 0 or more, not {value!r}.")
+        raise SettingError(f"HEADWATER_{name} must be a whole number of 0 or more, not {value!r}.")
     return int(value)
 
 
@@ -117,7 +121,7 @@ class Settings:
     def __post_init__(self) -> None:
         problem = budget_problem(self.ingest_rate, self.ingest_burst)
         if problem:
-            raise ValueError(problem)
+            raise SettingError(problem)
 
     @property
     def node(self) -> Path:

@@ -78,6 +78,7 @@ class IngestBudgets:
             self._leases = {t: lease for t, lease in self._leases.items() if lease.window >= window}
 
     def refusal(self) -> QuotaExceeded:
+        rate, burst = self.budget.rate, self.budget.burst
         return QuotaExceeded("Too many requests to this account's sources: its ingest budget of "
-                             f"{self.budget.rate} requests a second (bursts of {self.budget.burst}) is spent.",
+                             f"{rate} request{'s' if rate != 1 else ''} a second (bursts of {burst}) is spent.",
                              self.budget.retry_after(self.clock()))
