@@ -35,9 +35,9 @@ def _int(name: str, default: int) -> int:
 
 
 def _count(name: str, default: int) -> int:
-    """A whole number of at least 0, or a ValueError that names the variable."""
+    """A whole number of at least 0, or a SettingError that names the variable."""
     value = _env(name, str(default)).strip()
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise SettingError(f"HEADWATER_{name} must be a whole number of 0 or more, not {value!r}.")
     return int(value)
 
