@@ -84,6 +84,7 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
     os.environ.update({"HEADWATER_BACKEND": "aws-emulated", "HEADWATER_HOST": "127.0.0.1",
                        "HEADWATER_PORT": str(port), "HEADWATER_DATA_DIR": str(data_dir),
                        "HEADWATER_WEBHOOK_RETRY_SCHEDULE": "1,1,1"})
+    os.environ.setdefault("HEADWATER_INGEST_RATE", "0")  # no ingest budget unless the caller sets one
     from headwater.cli.admin import publish_shipped_registry
     from headwater.emulated.deployment import provision
     from headwater.emulated.functions import Functions

@@ -45,7 +45,8 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="hw-publish-bench-"))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
-           "HEADWATER_DATA_DIR": str(data_dir), "HEADWATER_PORT": str(args.port), "HEADWATER_HOST": "127.0.0.1"}
+           "HEADWATER_DATA_DIR": str(data_dir), "HEADWATER_PORT": str(args.port), "HEADWATER_HOST": "127.0.0.1",
+           "HEADWATER_INGEST_RATE": "0"}
     server = subprocess.Popen([*HEADWATER, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

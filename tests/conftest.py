@@ -87,6 +87,8 @@ def make_server(data_dir: Path, **extra_env: str) -> Server:
         "HEADWATER_PORT": str(port),
         "HEADWATER_HOST": "127.0.0.1",
         "HEADWATER_DATA_DIR": str(data_dir),
+        # no ingest budget: a test's (or bench's) requests are not throttled unless it asks for one
+        "HEADWATER_INGEST_RATE": "0",
         **extra_env,
     }
     return Server(base_url=f"http://127.0.0.1:{port}", data_dir=data_dir, port=port, env=env)

@@ -499,6 +499,23 @@ class FakeUsage:
         row["admitted"] = max(0, row["admitted"] - 1)
 
 
+class FakeIngestCounts:
+    """The IngestCounts port in memory; `adds` counts the calls (the store calls a lease costs)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+        self.adds = 0
+        self._lock = threading.Lock()
+
+    def add(self, tenant: str, window: int, n: int, allowance: int, expires_at: int) -> int:
+        with self._lock:
+            self.adds += 1
+            before = self.counts.get((tenant, window), 0)
+            if before < allowance:
+                self.counts[(tenant, window)] = before + n
+            return before
+
+
 class FakeLease:
     def __init__(self) -> None:
         self.held: set[str] = set()
@@ -715,18 +732,22 @@ class World:
     usage: FakeUsage
     bus: FakeBus
     sender: FakeSender
+    ingest_counts: FakeIngestCounts
 
 
 def world(max_writes: int | None = None, **settings: Any) -> World:
     queue, usage = FakeQueue(), FakeUsage()
     store = FakeStore(queue, usage, max_writes)
     runner, scheduler, bus, sender = FakeRunner(), FakeScheduler(), FakeBus(), FakeSender()
-    adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), bundler=FakeBundler(), runner=runner,
+    counts = FakeIngestCounts()
+    settings.setdefault("ingest_rate", 0)  # no budget unless a test asks for one
+    adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), ingest_counts=counts, bundler=FakeBundler(),
+                        runner=runner,
                         fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, responses=InProcessResponses(),
                         scheduler=scheduler, bus=bus,
                         sender=sender, mailer=FakeMailer(), objects=FakeObjects())
     services = bootstrap(Settings(**settings), adapters)
-    return World(services, store, queue, runner, scheduler, usage, bus, sender)
+    return World(services, store, queue, runner, scheduler, usage, bus, sender, counts)
 
 
 def emits(*items: tuple[Any, dict[str, Any]]) -> list[Emit]:

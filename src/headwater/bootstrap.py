@@ -19,10 +19,12 @@ from headwater.domain.commands import (
     SyncSchedule,
     TimerTick,
 )
+from headwater.domain.ingest_budget import Budget
 from headwater.metrics import metered_deliveries, metered_runs
 from headwater.ports import (
     Bundler,
     EventBus,
+    IngestCounts,
     Mailer,
     OAuthClientPort,
     ObjectStore,
@@ -44,6 +46,7 @@ from headwater.services.connected_accounts import ConnectedAccounts
 from headwater.services.destinations import Destinations
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
+from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.oauth import OAuthConnections, reconnect_errors
 from headwater.services.registry import Registry, RegistrySearch
 from headwater.services.routing import Routing
@@ -77,6 +80,7 @@ class Adapters:
     sender: WebhookSender
     mailer: Mailer
     objects: ObjectStore
+    ingest_counts: IngestCounts
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
@@ -142,6 +146,7 @@ def local_adapters(settings: Settings) -> Adapters:
         uow=store.uow,
         usage=store.usage,
         lease=store.lease,
+        ingest_counts=store.ingest_counts,
         bundler=LocalBundler(settings),
         # CPU a process used beyond its runs' measured time counts against its account's quota
         runner=runner,
@@ -214,6 +219,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         uow=store.uow,
         usage=store.usage,
         lease=store.lease,
+        ingest_counts=store.ingest_counts,
         bundler=bundler,
         runner=runner,
         queue=queue,
@@ -309,7 +315,9 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
-    ingest = Ingest(components, sources, runs, a.queue, a.responses, settings)
+    budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))
+               if settings.ingest_rate else None)
+    ingest = Ingest(components, sources, runs, a.queue, a.responses, settings, budgets)
     subscriptions = Subscriptions(a.uow, accounts)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)

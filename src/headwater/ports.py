@@ -85,6 +85,16 @@ class UsageRepository(Protocol):
         """An admitted run will never run: it gives its place back."""
 
 
+class IngestCounts(Protocol):
+    """Requests let in per tenant (a source's namespace) and fixed window (domain.ingest_budget),
+    shared by every instance of the service. Each add is one atomic update of its own."""
+
+    def add(self, tenant: str, window: int, n: int, allowance: int, expires_at: int) -> int:
+        """Adds `n` to the window's count if the count is below `allowance`, and returns the count
+        before the add (`allowance` or more: nothing was added). `expires_at` (Unix seconds): when
+        the store may forget the count."""
+
+
 class UsageLog(Protocol):
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
         """Adds to the day's counters as part of the unit of work (an atomic add at commit), so a

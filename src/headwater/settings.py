@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from headwater.domain.ingest_budget import budget_problem
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -13,6 +15,10 @@ def default_data_dir() -> Path:
     """One place per user, wherever a command is run from: the server and every `headwater`
     command agree on it unless HEADWATER_DATA_DIR says otherwise (XDG base directories)."""
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "headwater"
+
+
+class SettingError(ValueError):
+    """A setting the service cannot run with; the message names the variable and what it needs."""
 
 
 def _env(name: str, default: str) -> str:
@@ -26,6 +32,14 @@ def _path(name: str, default: Path) -> Path:
 
 def _int(name: str, default: int) -> int:
     return int(_env(name, str(default)))
+
+
+def _count(name: str, default: int) -> int:
+    """A whole number of at least 0, or a SettingError that names the variable."""
+    value = _env(name, str(default)).strip()
+    if not (value.isascii() and value.isdigit()):
+        raise SettingError(f"HEADWATER_{name} must be a whole number of 0 or more, not {value!r}.")
+    return int(value)
 
 
 def _bool(name: str, default: bool) -> bool:
@@ -96,8 +110,18 @@ class Settings:
     background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))
     free_daily_invocations: int = field(default_factory=lambda: _int("FREE_DAILY_INVOCATIONS", 100))
     free_daily_compute_ms: int = field(default_factory=lambda: _int("FREE_DAILY_COMPUTE_MS", 1_800_000))
+    # A tenant's (a user's or an org's) budget of requests to its HTTP sources, shared by every
+    # instance of the service (domain/ingest_budget.py): `ingest_rate` a second on average, at
+    # most `ingest_burst` at once; past it, 429 with Retry-After. 0: no budget.
+    ingest_rate: int = field(default_factory=lambda: _count("INGEST_RATE", 100))
+    ingest_burst: int = field(default_factory=lambda: _count("INGEST_BURST", 200))
     # Sources with their own `source` label in /metrics (source_metrics.py); later ones count as `other`.
     metrics_sources: int = field(default_factory=lambda: _int("METRICS_SOURCES", 50))
+
+    def __post_init__(self) -> None:
+        problem = budget_problem(self.ingest_rate, self.ingest_burst)
+        if problem:
+            raise SettingError(problem)
 
     @property
     def node(self) -> Path:

@@ -134,3 +134,18 @@ def test_only_the_trusted_functions_may_use_the_secrets_key(translated: dict[str
         assert {a for s in kms for a in _actions(s)} == wanted, (function, kms)
         for statement in kms:
             assert statement["Resource"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}, (function, statement)
+
+
+def test_the_functions_that_serve_http_sources_can_count_their_tenants_ingest(template: Template,
+                                                                              translated: dict[str, Any]) -> None:
+    """The ingest budget's counts are items of the resources table updated by the functions that
+    answer /http/... (HttpIngestFunction, and FallbackFunction for the paths it catches), and by
+    no policy wider than that table (docs/aws.md, Guardrails)."""
+    serving = {r.function for r in template.routes() if r.path is None or r.path.startswith("/http/")}
+    assert serving == {"HttpIngestFunction", "FallbackFunction"}
+    roles = _roles(translated)
+    for function in serving:
+        updates = [s for s in _statements(roles[function]) if "dynamodb:UpdateItem" in _actions(s)]
+        resources = json.dumps([s["Resource"] for s in updates])
+        assert "ResourcesTable" in resources, (function, updates)
+        assert all(s["Resource"] != "*" for s in updates), (function, updates)

@@ -170,6 +170,18 @@ def test_translated_routes_and_event_source_mappings(translated: dict[str, Any])
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
+def test_the_http_routes_are_throttled_at_the_account_quota_and_tenants_by_their_budget(
+        translated: dict[str, Any]) -> None:
+    """One stage throttle shared by every tenant's endpoints would let one tenant spend everyone's:
+    the /http routes get the account's quota and each tenant its own ingest budget (docs/aws.md)."""
+    stages = [r["Properties"] for r in translated["Resources"].values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
+    assert len(stages) == 1
+    throttle = {"ThrottlingRateLimit": 10000, "ThrottlingBurstLimit": 5000}
+    assert stages[0]["RouteSettings"] == {"ANY /http/{endpoint_id}": throttle,
+                                          "ANY /http/{endpoint_id}/{proxy+}": throttle}
+    assert stages[0]["DefaultRouteSettings"] == {"ThrottlingRateLimit": 100, "ThrottlingBurstLimit": 200}
+
+
 def test_every_queue_has_a_dead_letter_queue_and_a_consumer(template: Template) -> None:
     queues = template.of_type("AWS::SQS::Queue")
     dead_letters = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]

@@ -118,3 +118,16 @@ def test_login_to_a_server_that_is_down_is_one_line(env: dict[str, str]) -> None
 def test_version() -> None:
     proc = subprocess.run([*HEADWATER, "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and re.fullmatch(r"headwater \d+\.\d+\.\d+\n", proc.stdout)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ({"HEADWATER_INGEST_RATE": "fast"},
+     "error: HEADWATER_INGEST_RATE must be a whole number of 0 or more, not 'fast'."),
+    ({"HEADWATER_INGEST_RATE": "300"},
+     "error: HEADWATER_INGEST_BURST (200) must be at least HEADWATER_INGEST_RATE (300)"),
+])
+def test_a_bad_setting_is_one_line_naming_the_variable(env: dict[str, str], tmp_path: Path, setting: dict[str, str],
+                                                       message: str) -> None:
+    proc = hw({**env, **setting, "HEADWATER_DATA_DIR": str(tmp_path / "data")}, "serve", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert one_error_line(proc).startswith(message)

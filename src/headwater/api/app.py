@@ -115,7 +115,8 @@ def _document_http_interface(schema: dict[str, Any]) -> None:
         "description": "Any method and sub-path, no auth. 200 `{\"success\": true}` once the event is durably "
         "queued. A source with `customResponse` answers with what its `this.http.respond()` gives (any status "
         "200-599 and its own headers: the `default` response), 502 when it cannot be sent as HTTP or the run "
-        "ends without responding, 504 when the run runs out of time.",
+        "ends without responding, 504 when the run runs out of time. 429 (with `Retry-After`) when the owner's ingest "
+        "budget (requests a second to its sources) or a free user's daily quota is spent: nothing is queued.",
         "parameters": [{"name": "endpoint_id", "in": "path", "required": True, "schema": {"type": "string"}}],
         "responses": {
             "200": {"description": "Queued: `{\"success\": true}`.",

@@ -12,6 +12,7 @@ import click
 from headwater import __version__
 from headwater.cli import accounts, admin, client, dev, hooks, oauth, scaffold, trial
 from headwater.cli.output import handles_errors, json_option, one_line
+from headwater.settings import SettingError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemExit as e:
         return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except SettingError as e:  # the operator's to fix: the variable and what it needs, no traceback
+        click.echo(f"error: {e}", err=True)
+        return 2
     except Exception as e:  # a bug of ours: still one line, the traceback on request
         if os.environ.get("HEADWATER_DEBUG"):
             raise

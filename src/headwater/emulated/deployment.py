@@ -27,6 +27,7 @@ _CREDENTIALS = {"AWS_ACCESS_KEY_ID": "emulated", "AWS_SECRET_ACCESS_KEY": "emula
 # settings, the same defaults): template.yaml's parameters for them are not applied here.
 _OPERATOR = ("HEADWATER_BACKEND", "HEADWATER_PUBLIC_URL", "HEADWATER_LOG_LEVEL", "HEADWATER_WEBHOOK_RETRY_SCHEDULE",
              "HEADWATER_DATA_DIR", "HEADWATER_ALLOW_PRIVATE_URLS", "HEADWATER_ALLOW_LOOPBACK_URLS",
+             "HEADWATER_INGEST_RATE", "HEADWATER_INGEST_BURST",
              "HEADWATER_AWS_ENDPOINT_URL")  # the last: template.yaml's is empty (AWS); here, the moto server
 _TUNABLE = ("HEADWATER_SSE_MAX_S",)  # template.yaml's value unless the environment has one
 

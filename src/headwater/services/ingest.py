@@ -17,6 +17,7 @@ from headwater.domain.models import Source
 from headwater.domain.runs import RunResult
 from headwater.ports import Responses, TaskQueue
 from headwater.services.components import Components
+from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.runs import Admission, Runs
 from headwater.services.sources import Sources
 from headwater.settings import Settings
@@ -27,13 +28,14 @@ _ACCEPTED = b'{"success": true}'
 
 class Ingest:
     def __init__(self, components: Components, sources: Sources, runs: Runs, queue: TaskQueue,
-                 responses: Responses, settings: Settings) -> None:
+                 responses: Responses, settings: Settings, budgets: IngestBudgets | None = None) -> None:
         self.components = components
         self.sources = sources
         self.runs = runs
         self.queue = queue
         self.responses = responses
         self.settings = settings
+        self.budgets = budgets  # None: no ingest budget (HEADWATER_INGEST_RATE=0)
         self._custom: dict[str, bool] = {}
 
     async def _source(self, endpoint_id: str) -> Source | None:
@@ -53,6 +55,17 @@ class Ingest:
             )
         return self._custom[component_id]
 
+    async def _within_budget(self, source: Source) -> None:
+        """The tenant (the namespace owning the source) has budget left, or 429 before anything is
+        stored or queued: one tenant's flood cannot spend another's (issue 21)."""
+        if self.budgets is None:
+            return
+        spent = self.budgets.spend_leased(source.namespace)
+        if spent is None:
+            spent = await asyncio.to_thread(self.budgets.spend, source.namespace)
+        if not spent:
+            raise self.budgets.refusal()
+
     async def _admit(self, source: Source) -> Admission:
         if self.runs.cached_tier(source.user_id) == "paid":
             return Admission(True)  # the hot path of paid users touches no store
@@ -62,6 +75,7 @@ class Ingest:
         source = await self._source(endpoint_id)
         if source is None or not source.active:
             raise NotFound("No active source has this endpoint.")
+        await self._within_budget(source)
         admission = await self._admit(source)
         if admission.refusal:
             await asyncio.to_thread(self.runs.refuse, source.id, event, admission.refusal)

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from headwater.adapters.aws.dynamodb.ingest_counts import DynamoIngestCounts
 from headwater.adapters.aws.dynamodb.lease import DynamoLease
 from headwater.adapters.aws.dynamodb.tables import Tables
 from headwater.adapters.aws.dynamodb.tasks import DoneMarks, OutboxTable
@@ -24,6 +25,7 @@ class DynamoStore:
     def __init__(self, client: Any, resources_table: str, events_table: str) -> None:
         self.tables = Tables(client, resources_table, events_table)
         self.usage = DynamoUsage(self.tables)
+        self.ingest_counts = DynamoIngestCounts(self.tables)
         self.lease = DynamoLease(self.tables)
         self._outbox = OutboxTable(self.tables)
         self._done = DoneMarks(self.tables)

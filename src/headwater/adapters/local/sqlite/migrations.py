@@ -199,6 +199,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE components ADD COLUMN file_name TEXT;
     """,
+    # requests let in per tenant and fixed window, the ingest budget's shared count (issue 21)
+    """
+    CREATE TABLE ingest_counts (
+        tenant TEXT NOT NULL,
+        win INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, win)
+    );
+    """,
 ]
 
 

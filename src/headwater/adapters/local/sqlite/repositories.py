@@ -6,6 +6,7 @@ import dataclasses
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
@@ -263,6 +264,28 @@ class SqliteUsage:
 
     def release(self, user_id: str, day: str) -> None:
         self._write("UPDATE usage SET admitted = max(0, admitted - 1) WHERE user_id = ? AND day = ?", (user_id, day))
+
+
+class SqliteIngestCounts:
+    """The IngestCounts port: each add one short write transaction. A tenant's first add in a
+    window also drops its windows that have expired, so the table holds about one row a tenant."""
+
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+
+    def add(self, tenant: str, window: int, n: int, allowance: int, expires_at: int) -> int:
+        with self.db.writing() as conn:
+            row = conn.execute("SELECT n FROM ingest_counts WHERE tenant = ? AND win = ?", (tenant, window)).fetchone()
+            if row is None:
+                conn.execute("DELETE FROM ingest_counts WHERE tenant = ? AND expires_at < ?",
+                             (tenant, int(self.clock())))
+                conn.execute("INSERT INTO ingest_counts (tenant, win, n, expires_at) VALUES (?, ?, 0, ?)",
+                             (tenant, window, expires_at))
+            before = int(row["n"]) if row else 0
+            if before < allowance:
+                conn.execute("UPDATE ingest_counts SET n = n + ? WHERE tenant = ? AND win = ?", (n, tenant, window))
+            return before
 
 
 def _source(row: sqlite3.Row) -> Source:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from headwater.adapters.local.lease import LocalLease
 from headwater.adapters.local.sqlite.database import Database
-from headwater.adapters.local.sqlite.repositories import SqliteUsage
+from headwater.adapters.local.sqlite.repositories import SqliteIngestCounts, SqliteUsage
 from headwater.adapters.local.sqlite.uow import SqliteUnitOfWork
 from headwater.ports import Task
 
@@ -16,6 +16,7 @@ class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.db = Database(path)
         self.usage = SqliteUsage(self.db)
+        self.ingest_counts = SqliteIngestCounts(self.db)
         self.lease = LocalLease()
         self._callbacks: list[Callable[[list[Task]], None]] = []
 
