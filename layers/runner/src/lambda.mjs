@@ -49,6 +49,12 @@ let childAccount = null // the one account whose calls this child has served
 let nextId = 1
 const pending = new Map() // id -> {resolve, partials}
 
+// Killed, stopped or not (SIGKILL ends a stopped process too): the next call gets a fresh child.
+function kill(proc) {
+  if (child === proc) child = null
+  proc.kill('SIGKILL')
+}
+
 function start() {
   // The child's files are /tmp/runner only: the bundles and npm store this process keeps in /tmp
   // (served to other accounts' runs) are out of component code's reach.
@@ -65,12 +71,12 @@ function start() {
     try {
       message = JSON.parse(line)
     } catch {
-      proc.kill('SIGKILL')
+      kill(proc)
       return
     }
     const call = message && typeof message === 'object' ? pending.get(message.id) : undefined
     if (!call) {
-      proc.kill('SIGKILL')
+      kill(proc)
       return
     }
     if (message.partial) call.partials.push(message)
@@ -127,13 +133,13 @@ function pause(proc) {
     const states = threadStates(proc.pid)
     if (states.every((s) => s === 'T' || s === 'Z' || s === 'X')) break
     if (Date.now() > until) {
-      proc.kill('SIGKILL')
+      kill(proc)
       return true // its exit ends nothing (no call in flight); the next call starts a child
     }
     if (spins > 100) Atomics.wait(nap, 0, 0, 1)
   }
   if (RUNTIME_API && holdsApiConnection(proc.pid)) {
-    proc.kill('SIGKILL')
+    kill(proc)
     console.error(`runner: the child (pid ${proc.pid}) held a connection to the runtime API ${RUNTIME_API}: killed`)
     return false
   }
@@ -198,9 +204,7 @@ function limitMs(event) {
 async function ask(event, partials) {
   const account = typeof event.account === 'string' ? event.account : ''
   if (child && (childAccount !== account || !resume(child))) {
-    const old = child
-    child = null
-    old.kill('SIGKILL') // stopped or not
+    kill(child)
     if (childAccount !== account) fs.rmSync(CHILD_TMP, { recursive: true, force: true })
   }
   if (!child) {
@@ -212,7 +216,7 @@ async function ask(event, partials) {
   return new Promise((resolve) => {
     const timer = setTimeout(() => {
       if (!pending.delete(id)) return
-      proc.kill('SIGKILL')
+      kill(proc)
       resolve({ id, ok: false, error: { code: 'TIMEOUT', message: `the runner did not answer within ${limitMs(event)} ms: it was stopped` } })
     }, limitMs(event))
     pending.set(id, { resolve, partials, proc, timer })

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import select
+import signal
 import socketserver
 import subprocess
 import threading
@@ -261,10 +264,12 @@ class Container:
             text=True, env={"PATH": "/usr/bin:/bin", "HEADWATER_RUNNER_TMP": str(tmp_path / "c"),
                             "LAMBDA_MJS": str(LAMBDA), **(env or {})})
 
-    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+    def invoke(self, event: dict[str, Any], within_s: float = 120) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(event) + "\n")
         self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], within_s)
+        assert ready, f"no answer within {within_s} s"
         line = self.proc.stdout.readline()
         assert line, "the driver ended"
         return dict(json.loads(line))
@@ -294,6 +299,19 @@ def state(pid: int) -> str:
     except FileNotFoundError:
         return ""
     return stat[stat.rindex(")") + 2]
+
+
+def ended(pid: int) -> bool:
+    """Waits for the process to end (30 s at most): its pidfd turns readable when it has. A killed
+    process may take a moment to die, and nothing of it runs meanwhile."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 30)[0])
+    finally:
+        os.close(fd)
 
 
 def bundled(c: Container, code: str) -> dict[str, Any]:
@@ -326,4 +344,70 @@ def test_a_warm_child_is_stopped_between_invocations_and_resumed_for_its_account
     idle = [t for t in listener.ticks() if int(first["end"]) < t < int(again["start"])]
     assert idle == [], f"{len(idle)} connections from the child while it waited for its next call"
     other = container.invoke({**run, "id": 3, "account": "account:b"})
-    assert ran(other)["pid"] != pid and state(pid) in ("", "Z")  # killed, stopped or not
+    assert ran(other)["pid"] != pid and ended(pid)  # killed, stopped as it was
+
+
+PID = """export default { key: 'pid', name: 'Pid', version: '0.0.1', type: 'source', props: {},
+  async run(event) {
+    if (event.stop) process.kill(process.pid, 'SIGSTOP') // a child that never answers
+    if (event.hold) { // a request to the runtime API left waiting for its answer, as /next would be
+      const net = await import('node:net')
+      const s = net.connect(event.hold, '127.0.0.1')
+      s.unref()
+      await new Promise((r) => s.on('connect', r))
+      await new Promise((r) => s.write('GET /2018-06-01/runtime/invocation/next HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n', r))
+      // The finished connect request is listed as active until it is collected, and would get the
+      // worker (and the socket) ended with the run: allocate until it is.
+      for (let i = 0; i < 5000 && process.getActiveResourcesInfo().includes('ConnectWrap'); i++) {
+        globalThis.junk = Array.from({ length: 1e5 }, () => ({}))
+        await new Promise((r) => setImmediate(r))
+      }
+      globalThis.junk = null
+    }
+    this.$emit({ pid: process.pid })
+  } }"""
+
+
+def test_a_child_killed_while_stopped_is_replaced_for_the_next_call(container: Container) -> None:
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(container, PID),
+           "event": {}, "account": "account:a"}
+    pid = ran(container.invoke({**run, "id": 1}))["pid"]
+    assert state(pid) == "T"
+    os.kill(pid, signal.SIGKILL)
+    assert ended(pid)
+    again = ran(container.invoke({**run, "id": 2}))["pid"]
+    assert again != pid and state(again) == "T"
+
+
+def test_a_child_that_does_not_answer_within_its_limit_is_killed(tmp_path: Path) -> None:
+    """The child enforces a run's timeout itself, but may lie: past the limit and a grace,
+    lambda.mjs kills it and answers TIMEOUT (before: the invocation waited until Lambda's own timeout)."""
+    c = Container(tmp_path, {"HEADWATER_RUNNER_GRACE_MS": "500"})
+    try:
+        run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 500, "bundle": bundled(c, PID),
+               "account": "account:a"}
+        pid = ran(c.invoke({**run, "id": 1, "event": {}}))["pid"]
+        hung = c.invoke({**run, "id": 2, "event": {"stop": True}}, within_s=60)["answer"]
+        assert not hung["ok"] and hung["error"]["code"] == "TIMEOUT", hung
+        assert ended(pid)
+        assert ran(c.invoke({**run, "id": 3, "event": {}}))["pid"] != pid
+    finally:
+        c.close()
+
+
+def test_a_child_holding_a_connection_to_the_runtime_api_is_killed_and_its_call_fails(
+        tmp_path: Path, listener: Listener) -> None:
+    """A request to the runtime API still open when the child has answered could be answered with
+    the environment's next invocation: the child is killed (its socket with it) and the call fails
+    closed (before: the answer went back and the request stayed open)."""
+    c = Container(tmp_path, {"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{listener.port}"})
+    try:
+        run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(c, PID),
+               "account": "account:a"}
+        pid = ran(c.invoke({**run, "id": 1, "event": {}}))["pid"]  # a connection elsewhere is no matter
+        held = c.invoke({**run, "id": 2, "event": {"hold": listener.port}})["answer"]
+        assert not held["ok"] and held["error"]["code"] == "RUNNER_CRASHED", held
+        assert "runtime API" in held["error"]["message"] and ended(pid)
+        assert ran(c.invoke({**run, "id": 3, "event": {}}))["pid"] != pid
+    finally:
+        c.close()
