@@ -42,6 +42,7 @@ const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
 const GRACE_MS = Number(process.env.HEADWATER_RUNNER_GRACE_MS) || 10_000 // past a call's own limit; set by tests only
 const STOP_WAIT_MS = 2_000 // a child whose threads are not all stopped by then is killed
+const NAP_MS = 0.05 // between looks at the stopping child
 const RUNTIME_API = process.env.AWS_LAMBDA_RUNTIME_API || '' // host:port, on loopback
 
 let child = null
@@ -129,14 +130,15 @@ function pause(proc) {
   proc.stopped = true
   const until = Date.now() + STOP_WAIT_MS
   const nap = new Int32Array(new SharedArrayBuffer(4))
-  for (let spins = 0; ; spins++) {
+  for (;;) {
     const states = threadStates(proc.pid)
     if (states.every((s) => s === 'T' || s === 'Z' || s === 'X')) break
     if (Date.now() > until) {
       kill(proc)
       return true // its exit ends nothing (no call in flight); the next call starts a child
     }
-    if (spins > 100) Atomics.wait(nap, 0, 0, 1)
+    // The threads stop when next scheduled: leave them the CPU meanwhile (Lambda's share of one is small).
+    Atomics.wait(nap, 0, 0, NAP_MS)
   }
   if (RUNTIME_API && holdsApiConnection(proc.pid)) {
     kill(proc)
