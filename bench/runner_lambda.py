@@ -25,7 +25,8 @@ DRIVER = """import fs from 'node:fs'
 const { handler } = await import(process.env.LAMBDA_MJS)
 const calls = Number(process.argv[2])
 const made = await handler({ id: 0, op: 'bundle', code: process.env.CODE })
-const run = { op: 'run', instance: 'dc_1', props: {}, timeout_ms: 5000, account: 'account:a', bundle: { hash: made.result.hash } }
+const run = { op: 'run', instance: 'dc_1', props: {}, timeout_ms: 5000, account: 'account:a',
+  bundle: { hash: made.result.hash } }
 const ms = (t) => Number(t) / 1e6
 const pct = (xs, p) => xs[Math.min(xs.length - 1, Math.floor(xs.length * p))]
 for (let i = 0; i < 20; i++) await handler({ ...run, id: i, event: { n: i } })
@@ -56,7 +57,8 @@ for (let i = 0; i < calls; i++) {
 cycles.sort((a, b) => a - b)
 console.log(JSON.stringify({
   calls, warm_p50_ms: pct(took, 0.5), warm_p90_ms: pct(took, 0.9), warm_mean_ms: took.reduce((a, b) => a + b) / calls,
-  threads: fs.readdirSync(`/proc/${pid}/task`).length, stop_cont_p50_us: pct(cycles, 0.5), stop_cont_p90_us: pct(cycles, 0.9),
+  threads: fs.readdirSync(`/proc/${pid}/task`).length,
+  stop_cont_p50_us: pct(cycles, 0.5), stop_cont_p90_us: pct(cycles, 0.9),
 }))
 process.exit(0)
 """
