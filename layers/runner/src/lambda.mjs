@@ -85,7 +85,7 @@ function start() {
       pending.delete(message.id)
       clearTimeout(call.timer)
       if ([...pending.values()].some((c) => c.proc === proc)) return call.resolve(message)
-      call.resolve(pause(proc) ? message : { id: message.id, ok: false, error: { code: 'RUNNER_CRASHED', message: 'the runner process held a connection to the Lambda runtime API: it was stopped' } })
+      call.resolve(pause(proc) ? message : { id: message.id, ok: false, error: { code: 'RUNNER_CRASHED', message: 'the runner process held a connection to the Lambda runtime API: it was killed' } })
     }
   })
   proc.on('exit', (code, signal) => {
@@ -205,11 +205,10 @@ function limitMs(event) {
 // fresh child and an empty /tmp/runner (a cold start, the price of not sharing one).
 async function ask(event, partials) {
   const account = typeof event.account === 'string' ? event.account : ''
-  if (child && (childAccount !== account || !resume(child))) {
-    kill(child)
-    if (childAccount !== account) fs.rmSync(CHILD_TMP, { recursive: true, force: true })
-  }
+  if (child && (childAccount !== account || !resume(child))) kill(child)
   if (!child) {
+    // /tmp/runner is emptied for a new account whether its last child is alive or was killed.
+    if (childAccount !== account) fs.rmSync(CHILD_TMP, { recursive: true, force: true })
     child = start()
     childAccount = account
   }
@@ -219,7 +218,7 @@ async function ask(event, partials) {
     const timer = setTimeout(() => {
       if (!pending.delete(id)) return
       kill(proc)
-      resolve({ id, ok: false, error: { code: 'TIMEOUT', message: `the runner did not answer within ${limitMs(event)} ms: it was stopped` } })
+      resolve({ id, ok: false, error: { code: 'TIMEOUT', message: `the runner did not answer within ${limitMs(event)} ms: it was killed` } })
     }, limitMs(event))
     pending.set(id, { resolve, partials, proc, timer })
     proc.stdin.write(JSON.stringify({ ...event, id }) + '\n')

@@ -183,6 +183,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   const answer = await handler(JSON.parse(line))
   console.log(JSON.stringify({ answer, start, end: now() }))
 }
+process.exit(0)
 """
 
 # Code that leaves work running after its run: an unref'd socket is neither a timer confine.mjs
@@ -411,3 +412,18 @@ def test_a_child_holding_a_connection_to_the_runtime_api_is_killed_and_its_call_
         assert ran(c.invoke({**run, "id": 3, "event": {}}))["pid"] != pid
     finally:
         c.close()
+
+
+def test_a_new_accounts_child_gets_an_empty_tmp_after_the_last_child_was_killed(container: Container) -> None:
+    """The last account's child died (killed while stopped): the next account's child still starts
+    on an emptied /tmp/runner (before: only a live child's switch emptied it)."""
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(container, MARKS)}
+    first = container.invoke({**run, "id": 1, "account": "account:a", "event": {"mark": "a1"}})
+    assert first["answer"]["result"]["emits"][0]["event"] == ["mark-a1"], first
+    pid = int(Path(f"/proc/{container.proc.pid}/task/{container.proc.pid}/children").read_text().split()[0])
+    assert state(pid) == "T"
+    os.kill(pid, signal.SIGKILL)
+    assert ended(pid)
+    bundled(container, CODE)  # an invocation without the child: lambda.mjs has seen it end
+    other = container.invoke({**run, "id": 2, "account": "account:b", "event": {"mark": "b1"}})
+    assert other["answer"]["result"]["emits"][0]["event"] == ["mark-b1"], other
