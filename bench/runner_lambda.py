@@ -72,7 +72,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "driver.mjs").write_text(DRIVER)
         env = {"PATH": "/usr/bin:/bin", "HEADWATER_RUNNER_TMP": tmp, "LAMBDA_MJS": str(Path(args.lambda_mjs).resolve()),
-               "CODE": CODE}
+               "CODE": CODE,
+               "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"}  # as on Lambda: each answer's connection check runs
         out = subprocess.run([str(Settings().node), str(Path(tmp) / "driver.mjs"), str(args.calls)], env=env,
                              capture_output=True, text=True, timeout=600, check=True)
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v

@@ -41,7 +41,7 @@ const BUNDLES = path.join(TMP, 'bundles')
 const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
 const GRACE_MS = Number(process.env.HEADWATER_RUNNER_GRACE_MS) || 10_000 // past a call's own limit; set by tests only
-const STOP_WAIT_MS = 2_000 // a child whose threads are not all stopped by then is killed
+const STOP_WAIT_MS = 5_000 // a child whose threads are not all stopped by then is killed
 const NAP_MS = 0.05 // between looks at the stopping child
 const RUNTIME_API = process.env.AWS_LAMBDA_RUNTIME_API || '' // host:port, on loopback
 
@@ -65,6 +65,12 @@ function start() {
     `--allow-fs-write=${CHILD_TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
   ]
   const proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  proc.stdioLinks = new Set()
+  for (const fd of [0, 1, 2]) {
+    try {
+      proc.stdioLinks.add(fs.readlinkSync(`/proc/${proc.pid}/fd/${fd}`))
+    } catch {}
+  }
   createInterface({ input: proc.stdout, crlfDelay: Infinity }).on('line', (line) => {
     // Trust ends at the child: a line that is not an answer to a call in flight is the child
     // failing (its calls end RUNNER_CRASHED when it exits).
@@ -140,7 +146,7 @@ function pause(proc) {
     // The threads stop when next scheduled: leave them the CPU meanwhile (Lambda's share of one is small).
     Atomics.wait(nap, 0, 0, NAP_MS)
   }
-  if (RUNTIME_API && holdsApiConnection(proc.pid)) {
+  if (RUNTIME_API && holdsApiConnection(proc.pid, proc.stdioLinks)) {
     kill(proc)
     console.error(`runner: the child (pid ${proc.pid}) held a connection to the runtime API ${RUNTIME_API}: killed`)
     return false
@@ -157,13 +163,15 @@ function procAddress(host) {
 
 // Whether the (stopped) process has a socket connected to the runtime API open: a request it could
 // be answered on later (an invocation's event, while the parent waits for /next).
-function holdsApiConnection(pid) {
+// `stdio`: its stdio as it was started (socket pairs), so the tables are read only for more.
+function holdsApiConnection(pid, stdio) {
   const sockets = new Set()
   try {
     for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
       try {
-        const m = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))
-        if (m) sockets.add(m[1])
+        const link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+        const m = /^socket:\[(\d+)\]$/.exec(link)
+        if (m && !stdio.has(link)) sockets.add(m[1])
       } catch {}
     }
   } catch {
