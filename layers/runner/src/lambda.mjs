@@ -8,6 +8,15 @@
 // of the runner code and /tmp/runner), kept warm across invocations and started again if it dies
 // (docs/security.md, "AWS").
 //
+// Between invocations the child is stopped (SIGSTOP, which it cannot catch or ignore): from the
+// moment its answer is read until the next call of its account is written to it (SIGCONT), none of
+// its code runs. That is the window in which the Lambda runtime API (on loopback, reachable from
+// the child: Lambda has no network namespaces and Node 22's permission model no network rule)
+// would hand the environment's next invocation, perhaps another account's, to whoever asks for it
+// (docs/security.md, "The Lambda runtime API"). The handler returns only once every thread of the
+// child is stopped. A child still holding a connection to the runtime API then is killed and its
+// call fails closed. A call unanswered past its limit (plus a grace) kills the child: `TIMEOUT`.
+//
 // Bundling happens here too (op `bundle`, docs/aws.md "Bundles"): bundle.mjs in a child process
 // with no credentials in its environment, its npm store and cache under /tmp; the bundle is kept
 // in /tmp/bundles and, when the request carries `put` (presigned PUT URLs of
@@ -31,11 +40,21 @@ const CHILD_TMP = path.join(TMP, 'runner')
 const BUNDLES = path.join(TMP, 'bundles')
 const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
+const GRACE_MS = Number(process.env.HEADWATER_RUNNER_GRACE_MS) || 10_000 // past a call's own limit; set by tests only
+const STOP_WAIT_MS = 5_000 // a child whose threads are not all stopped by then is killed
+const NAP_MS = 0.05 // between looks at the stopping child
+const RUNTIME_API = process.env.AWS_LAMBDA_RUNTIME_API || '' // host:port, on loopback
 
 let child = null
 let childAccount = null // the one account whose calls this child has served
 let nextId = 1
 const pending = new Map() // id -> {resolve, partials}
+
+// Killed, stopped or not (SIGKILL ends a stopped process too): the next call gets a fresh child.
+function kill(proc) {
+  if (child === proc) child = null
+  proc.kill('SIGKILL')
+}
 
 function start() {
   // The child's files are /tmp/runner only: the bundles and npm store this process keeps in /tmp
@@ -46,6 +65,12 @@ function start() {
     `--allow-fs-write=${CHILD_TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
   ]
   const proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  proc.stdioLinks = new Set()
+  for (const fd of [0, 1, 2]) {
+    try {
+      proc.stdioLinks.add(fs.readlinkSync(`/proc/${proc.pid}/fd/${fd}`))
+    } catch {}
+  }
   createInterface({ input: proc.stdout, crlfDelay: Infinity }).on('line', (line) => {
     // Trust ends at the child: a line that is not an answer to a call in flight is the child
     // failing (its calls end RUNNER_CRASHED when it exits).
@@ -53,18 +78,20 @@ function start() {
     try {
       message = JSON.parse(line)
     } catch {
-      proc.kill('SIGKILL')
+      kill(proc)
       return
     }
     const call = message && typeof message === 'object' ? pending.get(message.id) : undefined
     if (!call) {
-      proc.kill('SIGKILL')
+      kill(proc)
       return
     }
     if (message.partial) call.partials.push(message)
     else {
       pending.delete(message.id)
-      call.resolve(message)
+      clearTimeout(call.timer)
+      if ([...pending.values()].some((c) => c.proc === proc)) return call.resolve(message)
+      call.resolve(pause(proc) ? message : { id: message.id, ok: false, error: { code: 'RUNNER_CRASHED', message: 'the runner process held a connection to the Lambda runtime API: it was killed' } })
     }
   })
   proc.on('exit', (code, signal) => {
@@ -72,6 +99,7 @@ function start() {
     for (const [id, call] of pending) {
       if (call.proc !== proc) continue // a call of the child that replaced this one
       pending.delete(id)
+      clearTimeout(call.timer)
       call.resolve({ id, ok: false, error: { code: 'RUNNER_CRASHED', message: `runner process exited with ${signal || code}` } })
     }
   })
@@ -79,24 +107,129 @@ function start() {
   return proc
 }
 
+// A stopped child would outlive this process (it cannot see its stdin close): it ends with it.
+process.on('exit', () => child?.kill('SIGKILL'))
+
+// ---- the child between calls: stopped ----------------------------------------------------------
+function threadStates(pid) {
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1')
+        return stat[stat.lastIndexOf(')') + 2]
+      } catch {
+        return 'X' // the thread ended
+      }
+    })
+  } catch {
+    return [] // the process is gone
+  }
+}
+
+const gone = (states) => states.every((s) => s === 'Z' || s === 'X')
+
+// Stops the child and returns once every thread of it is stopped (or it is dead), so that none of
+// its code runs once this invocation is answered. False when it held a connection to the runtime
+// API: it is killed then.
+function pause(proc) {
+  proc.kill('SIGSTOP')
+  proc.stopped = true
+  const until = Date.now() + STOP_WAIT_MS
+  const nap = new Int32Array(new SharedArrayBuffer(4))
+  for (;;) {
+    const states = threadStates(proc.pid)
+    if (states.every((s) => s === 'T' || s === 'Z' || s === 'X')) break
+    if (Date.now() > until) {
+      kill(proc)
+      return true // its exit ends nothing (no call in flight); the next call starts a child
+    }
+    // The threads stop when next scheduled: leave them the CPU meanwhile (Lambda's share of one is small).
+    Atomics.wait(nap, 0, 0, NAP_MS)
+  }
+  if (RUNTIME_API && holdsApiConnection(proc.pid, proc.stdioLinks)) {
+    kill(proc)
+    console.error(`runner: the child (pid ${proc.pid}) held a connection to the runtime API ${RUNTIME_API}: killed`)
+    return false
+  }
+  return true
+}
+
+// IPv4 `a.b.c.d` as /proc/net/tcp writes it (the address in host byte order, little-endian here).
+function procAddress(host) {
+  const parts = host.split('.').map(Number)
+  if (parts.length !== 4 || parts.some((n) => !(n >= 0 && n <= 255))) return null
+  return parts.reverse().map((n) => n.toString(16).padStart(2, '0')).join('').toUpperCase()
+}
+
+// Whether the (stopped) process has a socket connected to the runtime API open: a request it could
+// be answered on later (an invocation's event, while the parent waits for /next).
+// `stdio`: its stdio as it was started (socket pairs), so the tables are read only for more.
+function holdsApiConnection(pid, stdio) {
+  const sockets = new Set()
+  try {
+    for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+        const m = /^socket:\[(\d+)\]$/.exec(link)
+        if (m && !stdio.has(link)) sockets.add(m[1])
+      } catch {}
+    }
+  } catch {
+    return false // gone
+  }
+  if (!sockets.size) return false
+  const i = RUNTIME_API.lastIndexOf(':')
+  const host = procAddress(RUNTIME_API.slice(0, i))
+  const port = Number(RUNTIME_API.slice(i + 1)).toString(16).toUpperCase().padStart(4, '0')
+  const remotes = host ? [`${host}:${port}`, `0000000000000000FFFF0000${host}:${port}`] : []
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let lines = []
+    try {
+      lines = fs.readFileSync(table, 'latin1').split('\n').slice(1)
+    } catch {}
+    for (const line of lines) {
+      const f = line.trim().split(/\s+/)
+      if (f.length > 9 && sockets.has(f[9]) && (remotes.includes(f[2]) || (!host && f[2].endsWith(`:${port}`)))) return true
+    }
+  }
+  return false
+}
+
+// A stopped child is resumed for its next call; one that died while stopped is replaced.
+function resume(proc) {
+  if (!proc.stopped) return true
+  if (gone(threadStates(proc.pid))) return false
+  proc.stopped = false
+  proc.kill('SIGCONT')
+  return true
+}
+
+function limitMs(event) {
+  const own = Number.isFinite(event.timeout_ms) && event.timeout_ms > 0 ? event.timeout_ms : 30_000
+  return own * Math.max(1, Array.isArray(event.events) ? event.events.length : 1) + GRACE_MS
+}
+
 // No child serves two accounts: an invocation for another account than the warm child's gets a
 // fresh child and an empty /tmp/runner (a cold start, the price of not sharing one).
 async function ask(event, partials) {
   const account = typeof event.account === 'string' ? event.account : ''
-  if (child && childAccount !== account) {
-    const old = child
-    child = null
-    old.kill('SIGKILL')
-    fs.rmSync(CHILD_TMP, { recursive: true, force: true })
-  }
+  if (child && (childAccount !== account || !resume(child))) kill(child)
   if (!child) {
+    // /tmp/runner is emptied for a new account whether its last child is alive or was killed.
+    if (childAccount !== account) fs.rmSync(CHILD_TMP, { recursive: true, force: true })
     child = start()
     childAccount = account
   }
   const id = nextId++
+  const proc = child
   return new Promise((resolve) => {
-    pending.set(id, { resolve, partials, proc: child })
-    child.stdin.write(JSON.stringify({ ...event, id }) + '\n')
+    const timer = setTimeout(() => {
+      if (!pending.delete(id)) return
+      kill(proc)
+      resolve({ id, ok: false, error: { code: 'TIMEOUT', message: `the runner did not answer within ${limitMs(event)} ms: it was killed` } })
+    }, limitMs(event))
+    pending.set(id, { resolve, partials, proc, timer })
+    proc.stdin.write(JSON.stringify({ ...event, id }) + '\n')
   })
 }
 

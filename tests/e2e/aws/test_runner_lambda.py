@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import select
+import signal
+import socketserver
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -96,6 +100,7 @@ SNOOP = """export default { key: 'snoop', name: 'Snoop', version: '0.0.1', type:
 
 def test_the_runner_has_no_aws_sdk_and_reads_no_bucket_from_its_environment() -> None:
     code = "\n".join(line for line in LAMBDA.read_text().splitlines() if not line.lstrip().startswith("//"))
+    code = code.replace("AWS_LAMBDA_RUNTIME_API", "")  # an address, to keep the child away from it
     assert "@aws-sdk" not in code and "BUCKET" not in code and "AWS_" not in code
 
 
@@ -166,3 +171,259 @@ def test_a_warm_child_never_serves_a_second_account(tmp_path: Path, bucket: Buck
     ])
     seen = [r["result"]["emits"][0]["event"] for r in (first, again, other, back)]
     assert seen == [["mark-a1"], ["mark-a1", "mark-a2"], ["mark-b1"], ["mark-a3"]], seen
+
+
+# ---- the warm child between invocations (docs/security.md, "AWS": the runtime API) ----------------
+
+STEPS = """import { createInterface } from 'node:readline'
+const { handler } = await import(process.env.LAMBDA_MJS)
+const now = () => String(process.hrtime.bigint())
+for await (const line of createInterface({ input: process.stdin })) {
+  const start = now()
+  const answer = await handler(JSON.parse(line))
+  console.log(JSON.stringify({ answer, start, end: now() }))
+}
+process.exit(0)
+"""
+
+# Code that leaves work running after its run: an unref'd socket is neither a timer confine.mjs
+# clears nor a resource process.getActiveResourcesInfo() shows, so the worker stays warm with it. Its
+# idle timeout is the clock: 5 ms after each tick the component opens a connection to the loopback
+# listener (as it would the runtime API) and sends the CLOCK_MONOTONIC time. A run ends, reporting
+# its pid, when a tick that began after the run started has closed its connection (so no connection
+# is in progress as the run ends, which would get the worker replaced).
+TICKER = """import net from 'node:net'
+let ticks = 0
+let waiting = []
+function start(port) {
+  const clock = net.connect(port, '127.0.0.1')
+  clock.on('error', () => {})
+  clock.unref()
+  clock.on('timeout', () => {
+    const c = net.connect(port, '127.0.0.1', () => c.end('tick ' + process.hrtime.bigint() + '\\n'))
+    c.on('error', () => {})
+    c.on('close', () => {
+      ticks += 1
+      for (const w of waiting) w()
+      waiting = []
+      clock.setTimeout(5)
+    })
+  })
+  clock.setTimeout(5)
+}
+export default { key: 'ticker', name: 'Ticker', version: '0.0.1', type: 'source', props: {},
+  async run(event) {
+    if (!ticks && !waiting.length) start(event.port)
+    await new Promise((r) => waiting.push(r))
+    this.$emit({ pid: process.pid, ticks })
+  } }"""
+
+
+class Listener:
+    """A loopback TCP listener that records what each connection sent (read to its end)."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.lock = threading.Lock()
+        listener = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                data = b""
+                while chunk := self.request.recv(65536):
+                    data += chunk
+                with listener.lock:
+                    listener.sent.append(data)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def ticks(self) -> list[int]:
+        with self.lock:
+            return [int(line.split()[1]) for data in self.sent for line in data.decode().splitlines()
+                    if line.startswith("tick ")]
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    s = Listener()
+    yield s
+    s.server.shutdown()
+    s.server.server_close()
+
+
+class Container:
+    """One warm runner container: lambda.mjs in a driver that invokes it once per `invoke`."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str] | None = None) -> None:
+        (tmp_path / "steps.mjs").write_text(STEPS)
+        (tmp_path / "c").mkdir(exist_ok=True)
+        self.proc = subprocess.Popen(
+            [str(Settings().node), str(tmp_path / "steps.mjs")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env={"PATH": "/usr/bin:/bin", "HEADWATER_RUNNER_TMP": str(tmp_path / "c"),
+                            "LAMBDA_MJS": str(LAMBDA), **(env or {})})
+
+    def invoke(self, event: dict[str, Any], within_s: float = 120) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(event) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], within_s)
+        assert ready, f"no answer within {within_s} s"
+        line = self.proc.stdout.readline()
+        assert line, "the driver ended"
+        return dict(json.loads(line))
+
+    def close(self) -> None:
+        """Ends the driver as Lambda's runtime would end: lambda.mjs's exit ends its child."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Container]:
+    c = Container(tmp_path)
+    yield c
+    c.close()
+
+
+def state(pid: int) -> str:
+    """The process's state letter in /proc (T: stopped), or '' once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return ""
+    return stat[stat.rindex(")") + 2]
+
+
+def ended(pid: int) -> bool:
+    """Waits for the process to end (30 s at most): its pidfd turns readable when it has. A killed
+    process may take a moment to die, and nothing of it runs meanwhile."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 30)[0])
+    finally:
+        os.close(fd)
+
+
+def bundled(c: Container, code: str) -> dict[str, Any]:
+    made = c.invoke({"id": 0, "op": "bundle", "code": code, "lock": {}})["answer"]
+    assert made["ok"], made
+    return {"hash": made["result"]["hash"]}
+
+
+def ran(step: dict[str, Any]) -> dict[str, Any]:
+    answer = step["answer"]
+    assert answer["ok"] and answer["result"]["emits"], answer
+    return dict(answer["result"]["emits"][0]["event"])
+
+
+def test_a_warm_child_is_stopped_between_invocations_and_resumed_for_its_account(
+        container: Container, listener: Listener) -> None:
+    """A component that leaves an interval running: once its invocation returns, the child is
+    stopped (SIGSTOP), so nothing of it runs while the container waits for its next invocation (the
+    window in which the runtime API would hand that invocation to whoever asks); the next call of
+    the same account resumes it, one of another account kills it. (Before: the child ran on.)"""
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(container, TICKER),
+           "event": {"port": listener.port}}
+    first = container.invoke({**run, "id": 1, "account": "account:a"})
+    pid = ran(first)["pid"]
+    assert state(pid) == "T"
+    # An invocation that does not use the child, and takes a while (esbuild): the child's idle window.
+    bundled(container, CODE + "\n// another bundle")
+    again = container.invoke({**run, "id": 2, "account": "account:a"})
+    assert ran(again)["pid"] == pid and state(pid) == "T"
+    idle = [t for t in listener.ticks() if int(first["end"]) < t < int(again["start"])]
+    assert idle == [], f"{len(idle)} connections from the child while it waited for its next call"
+    other = container.invoke({**run, "id": 3, "account": "account:b"})
+    assert ran(other)["pid"] != pid and ended(pid)  # killed, stopped as it was
+
+
+PID = """export default { key: 'pid', name: 'Pid', version: '0.0.1', type: 'source', props: {},
+  async run(event) {
+    if (event.stop) process.kill(process.pid, 'SIGSTOP') // a child that never answers
+    if (event.hold) { // a request to the runtime API left waiting for its answer, as /next would be
+      const net = await import('node:net')
+      const s = net.connect(event.hold, '127.0.0.1')
+      s.unref()
+      await new Promise((r) => s.on('connect', r))
+      await new Promise((r) => s.write('GET /2018-06-01/runtime/invocation/next HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n', r))
+      // The finished connect request is listed as active until it is collected, and would get the
+      // worker (and the socket) ended with the run: allocate until it is.
+      for (let i = 0; i < 5000 && process.getActiveResourcesInfo().includes('ConnectWrap'); i++) {
+        globalThis.junk = Array.from({ length: 1e5 }, () => ({}))
+        await new Promise((r) => setImmediate(r))
+      }
+      globalThis.junk = null
+    }
+    this.$emit({ pid: process.pid })
+  } }"""
+
+
+def test_a_child_killed_while_stopped_is_replaced_for_the_next_call(container: Container) -> None:
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(container, PID),
+           "event": {}, "account": "account:a"}
+    pid = ran(container.invoke({**run, "id": 1}))["pid"]
+    assert state(pid) == "T"
+    os.kill(pid, signal.SIGKILL)
+    assert ended(pid)
+    again = ran(container.invoke({**run, "id": 2}))["pid"]
+    assert again != pid and state(again) == "T"
+
+
+def test_a_child_that_does_not_answer_within_its_limit_is_killed(tmp_path: Path) -> None:
+    """The child enforces a run's timeout itself, but may lie: past the limit and a grace,
+    lambda.mjs kills it and answers TIMEOUT (before: the invocation waited until Lambda's own timeout)."""
+    c = Container(tmp_path, {"HEADWATER_RUNNER_GRACE_MS": "500"})
+    try:
+        run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 500, "bundle": bundled(c, PID),
+               "account": "account:a"}
+        pid = ran(c.invoke({**run, "id": 1, "event": {}}))["pid"]
+        hung = c.invoke({**run, "id": 2, "event": {"stop": True}}, within_s=60)["answer"]
+        assert not hung["ok"] and hung["error"]["code"] == "TIMEOUT", hung
+        assert ended(pid)
+        assert ran(c.invoke({**run, "id": 3, "event": {}}))["pid"] != pid
+    finally:
+        c.close()
+
+
+def test_a_child_holding_a_connection_to_the_runtime_api_is_killed_and_its_call_fails(
+        tmp_path: Path, listener: Listener) -> None:
+    """A request to the runtime API still open when the child has answered could be answered with
+    the environment's next invocation: the child is killed (its socket with it) and the call fails
+    closed (before: the answer went back and the request stayed open)."""
+    c = Container(tmp_path, {"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{listener.port}"})
+    try:
+        run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(c, PID),
+               "account": "account:a"}
+        pid = ran(c.invoke({**run, "id": 1, "event": {}}))["pid"]  # a connection elsewhere is no matter
+        held = c.invoke({**run, "id": 2, "event": {"hold": listener.port}})["answer"]
+        assert not held["ok"] and held["error"]["code"] == "RUNNER_CRASHED", held
+        assert "runtime API" in held["error"]["message"] and ended(pid)
+        assert ran(c.invoke({**run, "id": 3, "event": {}}))["pid"] != pid
+    finally:
+        c.close()
+
+
+def test_a_new_accounts_child_gets_an_empty_tmp_after_the_last_child_was_killed(container: Container) -> None:
+    """The last account's child died (killed while stopped): the next account's child still starts
+    on an emptied /tmp/runner (before: only a live child's switch emptied it)."""
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(container, MARKS)}
+    first = container.invoke({**run, "id": 1, "account": "account:a", "event": {"mark": "a1"}})
+    assert first["answer"]["result"]["emits"][0]["event"] == ["mark-a1"], first
+    pid = int(Path(f"/proc/{container.proc.pid}/task/{container.proc.pid}/children").read_text().split()[0])
+    assert state(pid) == "T"
+    os.kill(pid, signal.SIGKILL)
+    assert ended(pid)
+    bundled(container, CODE)  # an invocation without the child: lambda.mjs has seen it end
+    other = container.invoke({**run, "id": 2, "account": "account:b", "event": {"mark": "b1"}})
+    assert other["answer"]["result"]["emits"][0]["event"] == ["mark-b1"], other
