@@ -4,6 +4,7 @@ the outbox left by a crash, and leases that expire."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,35 @@ def test_a_lease_is_reentrant_in_its_thread_and_expires_when_its_holder_died(dyn
     now[0] += 10
     with other.hold("dc_2", ttl_s=10):
         pass
+
+
+def test_deliveries_are_listed_on_a_keys_only_index_and_old_ones_are_backfilled(dynamo: DynamoStore) -> None:
+    from headwater.adapters.aws.dynamodb.backfill import backfill_deliveries
+    from headwater.adapters.aws.dynamodb.codec import body, n, s, seq_key
+    from headwater.domain.pagination import PageRequest
+    from headwater.domain.routing import Delivery
+
+    indexes = {i["IndexName"]: i["Projection"]["ProjectionType"]
+               for i in client(dynamo).describe_table(TableName=RESOURCES)["Table"]["GlobalSecondaryIndexes"]}
+    assert indexes["gsi3"] == "KEYS_ONLY"
+    old = Delivery("msg_old", "wh_1", "dc_a", "1-1", {"event": 1}, created_at_ms=1)
+    assert dynamo.tables.next_seq("wh_1", "deliveries") == 1
+    client(dynamo).put_item(TableName=RESOURCES, Item={  # as deliveries were made before gsi3
+        "pk": s(old.id), "sk": s("#delivery"), "version": n(1), "seq": n(1), "gsi2pk": s("deliveries#wh_1"),
+        "gsi2sk": s(seq_key(1)), **body({**dataclasses.asdict(old), "version": None})})
+    with dynamo.uow() as uow:
+        uow.deliveries.add(Delivery("msg_new", "wh_1", "dc_a", "1-2", {"event": 2}, created_at_ms=2))
+        uow.commit()
+    new_item = client(dynamo).get_item(TableName=RESOURCES, Key={"pk": s("msg_new"), "sk": s("#delivery")})["Item"]
+    assert "gsi2pk" not in new_item and new_item["gsi3pk"] == s("deliveries#wh_1")
+
+    def listed() -> list[str]:
+        with dynamo.uow(readonly=True) as uow:
+            return [d.id for d in uow.deliveries.for_webhook("wh_1", PageRequest(limit=10)).items]
+
+    assert listed() == ["msg_new"]
+    assert backfill_deliveries(client(dynamo), RESOURCES) == 1
+    assert listed() == ["msg_new", "msg_old"]
+    with dynamo.uow(readonly=True) as uow:
+        assert uow.deliveries.get("msg_old") == dataclasses.replace(old, version=1)
+    assert backfill_deliveries(client(dynamo), RESOURCES) == 0

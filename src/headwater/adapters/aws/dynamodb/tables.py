@@ -23,8 +23,8 @@ _UNPROCESSED_RETRIES = 8
 
 
 def create_tables(client: Any, resources_table: str, events_table: str) -> None:
-    """The resources table (pk/sk, gsi1, gsi2) and the events table (pk/sk), both with TTL on
-    `expires_at`, on demand; waits until both are active."""
+    """The resources table (pk/sk, gsi1 and gsi2 with every attribute, gsi3 with keys only) and the
+    events table (pk/sk), both with TTL on `expires_at`, on demand; waits until both are active."""
     def attributes(*names: str) -> list[dict[str, str]]:
         return [{"AttributeName": name, "AttributeType": "S"} for name in names]
 
@@ -34,12 +34,12 @@ def create_tables(client: Any, resources_table: str, events_table: str) -> None:
     client.create_table(
         TableName=resources_table,
         BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=attributes("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"),
+        AttributeDefinitions=attributes("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk"),
         KeySchema=schema("pk", "sk"),
         GlobalSecondaryIndexes=[
             {"IndexName": index, "KeySchema": schema(f"{index}pk", f"{index}sk"),
-             "Projection": {"ProjectionType": "ALL"}}
-            for index in ("gsi1", "gsi2")
+             "Projection": {"ProjectionType": projection}}
+            for index, projection in (("gsi1", "ALL"), ("gsi2", "ALL"), ("gsi3", "KEYS_ONLY"))
         ],
         SSESpecification={"Enabled": True},
     )
