@@ -63,7 +63,7 @@ def commit_outcomes(
             current = replace(known) if known is not None and attempt == 0 else reading.state.get(source_id)
             state, events = current, []
             for outcome in outcomes:
-                if outcome.task_id is not None and outcome.task_id in state.applied:
+                if outcome.task_id is not None and state.took(outcome.task_id):
                     continue  # delivered again after its results were committed
                 recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, now_ms(), outcome.task_id)
                 state = recorded.state

@@ -350,7 +350,7 @@ class Runs:
         runnable: list[int] = []
         for i, task in enumerate(tasks):
             command: RunSource = task.command  # type: ignore[assignment]
-            if (command.route_key or task.id) in state.applied:
+            if state.took(command.route_key or task.id):
                 continue
             admission = Admission(True) if command.reserved_by else self.admit(source.user_id)
             if admission.admitted:
