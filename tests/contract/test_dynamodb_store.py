@@ -262,3 +262,32 @@ def test_deliveries_are_listed_on_a_keys_only_index_and_old_ones_are_backfilled(
     with dynamo.uow(readonly=True) as uow:
         assert uow.deliveries.get("msg_old") == dataclasses.replace(old, version=1)
     assert backfill_deliveries(client(dynamo), RESOURCES) == 0
+
+
+def test_a_commit_to_a_full_channel_reads_its_marker_then_counts_and_trims_in_one_update(dynamo: DynamoStore) -> None:
+    from headwater.adapters.aws.dynamodb.codec import s
+
+    def commit(i: int) -> None:
+        with dynamo.uow() as uow:
+            uow.events.put("dc_m", StoredEvent(f"{i}-{i}", i, {"n": i}, {}, ""))
+            uow.events.trim("dc_m", "", 3)
+            uow.commit()
+
+    def kept() -> list[int]:
+        with dynamo.uow(readonly=True) as uow:
+            return [e.event["n"] for e in uow.events.newest("dc_m", "", 10)]
+
+    marker = {"pk": s("dc_m"), "sk": s("channel#")}
+    for i in range(1, 6):
+        commit(i)
+    start = len(client(dynamo).calls)
+    commit(6)
+    on_marker = [name for name, kwargs in client(dynamo).calls[start:] if kwargs.get("Key") == marker]
+    assert on_marker == ["get_item", "update_item"]
+    assert kept() == [6, 5, 4]
+    client(dynamo).delete_item(TableName=RESOURCES, Key=marker)  # as a purge elsewhere does
+    commit(7)
+    assert client(dynamo).get_item(TableName=RESOURCES, Key=marker)["Item"]["n"] == {"N": "3"}
+    assert kept() == [7, 6, 5]
+    commit(8)
+    assert kept() == [8, 7, 6]
