@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, SyncSchedule
 from headwater.domain.events import Emit
 from headwater.domain.models import Principal
 from headwater.domain.routing import FAN_OUT_BYTES, INLINE_DELIVERIES, MAX_HOPS, carried
 from headwater.domain.runs import RunResult
 from headwater.ports import Task
-from tests.fakes import World, world
+from tests.fakes import FakeDeliveries, World, world
 from tests.services.test_services import deploy, principal, run_task
 
 
@@ -183,3 +185,55 @@ def test_events_trimmed_before_their_fan_out_ran_are_still_delivered() -> None:
     w.queue.drain(DeliverWebhook)
     delivered = sorted(json.loads(body)["event"]["n"] for _, _, body, _ in w.sender.sent)
     assert delivered == list(range(150))
+
+
+def hooked(w: World) -> tuple[Any, Any]:
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    return source, hook
+
+
+def test_an_attempt_delivered_twice_is_sent_once_and_saved_without_reading_the_delivery_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    w = world(webhook_retry_schedule="0,0")
+    hooked(w)
+    reads: list[str] = []
+    get = FakeDeliveries.get
+    monkeypatch.setattr(FakeDeliveries, "get", lambda self, i: reads.append(i) or get(self, i))
+    w.sender.statuses = [503]
+    first, _ = w.queue.pending.pop(0)
+    assert first.command.attempt == 0
+    assert w.services.webhooks.deliver([first]) == ["failed"]
+    assert len(reads) == 1  # read once, before sending; saved on its version
+    [(retry, _)] = w.queue.pending
+    assert retry.command.attempt == 1
+    assert w.services.webhooks.deliver([first]) == [None]  # SQS delivering the first message again
+    assert len(w.sender.sent) == 1
+    w.queue.drain()
+    assert w.services.webhooks.deliver([retry]) == [None]
+    [delivery] = w.store.data.deliveries.values()
+    assert [a.status for a in delivery.attempts] == [503, 200] and len(w.sender.sent) == 2
+
+
+def test_two_copies_of_one_attempt_at_the_same_instant_both_send_and_one_is_recorded() -> None:
+    """The trade-off of going without an idempotency record (services/webhooks.py)."""
+    w = world()
+    hooked(w)
+    task, _ = w.queue.pending.pop(0)
+    post = w.sender.post
+    answers: list[Any] = []
+
+    def racing(url: str, body: bytes, headers: dict[str, str]) -> Any:
+        if not answers:  # the other copy reads the delivery before this one saved it
+            answers.append(None)
+            answers.append(w.services.webhooks.deliver([task]))
+        return post(url, body, headers)
+
+    w.sender.post = racing  # type: ignore[method-assign]
+    assert w.services.webhooks.deliver([task]) == ["succeeded"]
+    assert answers == [None, ["succeeded"]] and len(w.sender.sent) == 2
+    [delivery] = w.store.data.deliveries.values()
+    assert len(delivery.attempts) == 1 and delivery.version == 2

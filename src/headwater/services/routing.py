@@ -75,7 +75,7 @@ class Routing:
                                  summary(event, expand=True), created_at_ms=at)
                         for webhook_id in webhooks for event in listened]
                 routed.deliveries += made
-                routed.commands += [DeliverWebhook(d.id) for d in made]
+                routed.commands += [DeliverWebhook(d.id, attempt=0) for d in made]
                 room, size = room - len(made), size - weight
                 continue
             routed.commands += [FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
@@ -136,7 +136,7 @@ class Routing:
                     delivery = Delivery(delivery_key(listener_id, emitter_id, event_key), listener_id, emitter_id,
                                         event.id, summary(event, expand=True), created_at_ms=now_ms())
                     uow.deliveries.add(delivery)
-                    uow.outbox.add(DeliverWebhook(delivery.id))
+                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0))
                 else:
                     uow.outbox.add(RunWorkflow(listener_id, event.event, routed_key(emitter_id, event_key, listener_id),
                                                command.hops + 1))
