@@ -291,3 +291,19 @@ def test_a_commit_to_a_full_channel_reads_its_marker_then_counts_and_trims_in_on
     assert kept() == [7, 6, 5]
     commit(8)
     assert kept() == [8, 7, 6]
+
+
+def test_usage_is_added_by_one_update_after_the_commit_not_in_its_transaction(dynamo: DynamoStore) -> None:
+    start = len(client(dynamo).calls)
+    with dynamo.uow() as uow:
+        uow.state.save("dc_u", SourceState(db={"n": 1}), 0)
+        uow.usage.record("u_1", "2025-01-01", 1, 5)
+        uow.outbox.add(SyncSchedule("dc_u"))
+        uow.usage.record("u_1", "2025-01-01", 2, 5)
+        uow.commit()
+    calls = client(dynamo).calls[start:]
+    [transaction] = [kwargs["TransactItems"] for name, kwargs in calls if name == "transact_write_items"]
+    assert len(transaction) == 2 and "usage#" not in repr(transaction)
+    added = [kwargs for name, kwargs in calls if name == "update_item" and kwargs["Key"]["sk"]["S"] == "usage#2025-01-01"]
+    assert len(added) == 1
+    assert dynamo.usage.totals("u_1", "2025-01-01", "2025-01-01") == (3, 10)
