@@ -304,6 +304,7 @@ def test_usage_is_added_by_one_update_after_the_commit_not_in_its_transaction(dy
     calls = client(dynamo).calls[start:]
     [transaction] = [kwargs["TransactItems"] for name, kwargs in calls if name == "transact_write_items"]
     assert len(transaction) == 2 and "usage#" not in repr(transaction)
-    added = [kwargs for name, kwargs in calls if name == "update_item" and kwargs["Key"]["sk"]["S"] == "usage#2025-01-01"]
+    added = [kwargs for name, kwargs in calls
+             if name == "update_item" and kwargs["Key"]["sk"]["S"] == "usage#2025-01-01"]
     assert len(added) == 1
     assert dynamo.usage.totals("u_1", "2025-01-01", "2025-01-01") == (3, 10)
