@@ -324,7 +324,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
-    runs.routes = routing.commands_for
+    runs.routes = routing.for_commit
     oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
                              a.secrets, settings)
     connected_accounts.fresh = oauth.fresh

@@ -1,5 +1,6 @@
 """The SQS consumers' idempotency records (Powertools, on moto): a standard queue's message is
-handled once per message id through one; a FIFO queue's goes without (docs/aws.md, Cost)."""
+handled once per message id through one; a FIFO queue's goes without, and so does a webhook
+attempt that carries its number (docs/aws.md, Cost)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ class Queue:
         return {"batchItemFailures": []}
 
 
-def record(message_id: str, queue: str) -> dict[str, Any]:
-    return {"messageId": message_id, "receiptHandle": f"r-{message_id}", "body": "{}", "attributes": {},
+def record(message_id: str, queue: str, body: str = "{}") -> dict[str, Any]:
+    return {"messageId": message_id, "receiptHandle": f"r-{message_id}", "body": body, "attributes": {},
             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
             "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{queue}", "awsRegion": "us-east-1"}
 
@@ -48,11 +49,16 @@ def test_standard_messages_are_recorded_once_and_fifo_ones_go_without(monkeypatc
         monkeypatch.setattr(runtime, "_dynamodb", lambda: dynamodb)
         handler = runtime.sqs_handler("Runs")
 
+        attempt = '{"type": "deliver_webhook", "delivery_id": "msg_1", "manual": false, "attempt": 2}'
+        manual = '{"type": "deliver_webhook", "delivery_id": "msg_1", "manual": true, "attempt": null}'
         for _ in range(2):  # SQS delivering each twice
             answer = handler({"Records": [record("m-std", "headwater-RunQueue"),
-                                          record("m-fifo", "headwater-RunOrderQueue.fifo")]}, context())
+                                          record("m-fifo", "headwater-RunOrderQueue.fifo"),
+                                          record("m-attempt", "headwater-WebhookDeliveryQueue", attempt),
+                                          record("m-manual", "headwater-WebhookDeliveryQueue", manual)]}, context())
             assert answer == {"batchItemFailures": []}
 
-        assert queue.handled == ["m-std", "m-fifo", "m-fifo"]  # the repeat left to the lane's applied task ids
+        # the repeats left to the lane's applied task ids, and to the attempts the delivery records
+        assert queue.handled == ["m-std", "m-fifo", "m-attempt", "m-manual", "m-fifo", "m-attempt"]
         items = dynamodb.scan(TableName="idempotency")["Items"]
-        assert len(items) == 1  # the standard message's
+        assert len(items) == 2  # the standard message's and the manual retry's

@@ -4,6 +4,7 @@ the outbox left by a crash, and leases that expire."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,81 @@ def test_a_lease_is_reentrant_in_its_thread_and_expires_when_its_holder_died(dyn
     now[0] += 10
     with other.hold("dc_2", ttl_s=10):
         pass
+
+
+def test_deliveries_are_listed_on_a_keys_only_index_and_old_ones_are_backfilled(dynamo: DynamoStore) -> None:
+    from headwater.adapters.aws.dynamodb.backfill import backfill_deliveries
+    from headwater.adapters.aws.dynamodb.codec import body, n, s, seq_key
+    from headwater.domain.pagination import PageRequest
+    from headwater.domain.routing import Delivery
+
+    indexes = {i["IndexName"]: i["Projection"]["ProjectionType"]
+               for i in client(dynamo).describe_table(TableName=RESOURCES)["Table"]["GlobalSecondaryIndexes"]}
+    assert indexes["gsi3"] == "KEYS_ONLY"
+    old = Delivery("msg_old", "wh_1", "dc_a", "1-1", {"event": 1}, created_at_ms=1)
+    assert dynamo.tables.next_seq("wh_1", "deliveries") == 1
+    client(dynamo).put_item(TableName=RESOURCES, Item={  # as deliveries were made before gsi3
+        "pk": s(old.id), "sk": s("#delivery"), "version": n(1), "seq": n(1), "gsi2pk": s("deliveries#wh_1"),
+        "gsi2sk": s(seq_key(1)), **body({**dataclasses.asdict(old), "version": None})})
+    with dynamo.uow() as uow:
+        uow.deliveries.add(Delivery("msg_new", "wh_1", "dc_a", "1-2", {"event": 2}, created_at_ms=2))
+        uow.commit()
+    new_item = client(dynamo).get_item(TableName=RESOURCES, Key={"pk": s("msg_new"), "sk": s("#delivery")})["Item"]
+    assert "gsi2pk" not in new_item and new_item["gsi3pk"] == s("deliveries#wh_1")
+
+    def listed() -> list[str]:
+        with dynamo.uow(readonly=True) as uow:
+            return [d.id for d in uow.deliveries.for_webhook("wh_1", PageRequest(limit=10)).items]
+
+    assert listed() == ["msg_new"]
+    assert backfill_deliveries(client(dynamo), RESOURCES) == 1
+    assert listed() == ["msg_new", "msg_old"]
+    with dynamo.uow(readonly=True) as uow:
+        assert uow.deliveries.get("msg_old") == dataclasses.replace(old, version=1)
+    assert backfill_deliveries(client(dynamo), RESOURCES) == 0
+
+
+def test_a_commit_to_a_full_channel_reads_its_marker_then_counts_and_trims_in_one_update(dynamo: DynamoStore) -> None:
+    from headwater.adapters.aws.dynamodb.codec import s
+
+    def commit(i: int) -> None:
+        with dynamo.uow() as uow:
+            uow.events.put("dc_m", StoredEvent(f"{i}-{i}", i, {"n": i}, {}, ""))
+            uow.events.trim("dc_m", "", 3)
+            uow.commit()
+
+    def kept() -> list[int]:
+        with dynamo.uow(readonly=True) as uow:
+            return [e.event["n"] for e in uow.events.newest("dc_m", "", 10)]
+
+    marker = {"pk": s("dc_m"), "sk": s("channel#")}
+    for i in range(1, 6):
+        commit(i)
+    start = len(client(dynamo).calls)
+    commit(6)
+    on_marker = [name for name, kwargs in client(dynamo).calls[start:] if kwargs.get("Key") == marker]
+    assert on_marker == ["get_item", "update_item"]
+    assert kept() == [6, 5, 4]
+    client(dynamo).delete_item(TableName=RESOURCES, Key=marker)  # as a purge elsewhere does
+    commit(7)
+    assert client(dynamo).get_item(TableName=RESOURCES, Key=marker)["Item"]["n"] == {"N": "3"}
+    assert kept() == [7, 6, 5]
+    commit(8)
+    assert kept() == [8, 7, 6]
+
+
+def test_usage_is_added_by_one_update_after_the_commit_not_in_its_transaction(dynamo: DynamoStore) -> None:
+    start = len(client(dynamo).calls)
+    with dynamo.uow() as uow:
+        uow.state.save("dc_u", SourceState(db={"n": 1}), 0)
+        uow.usage.record("u_1", "2025-01-01", 1, 5)
+        uow.outbox.add(SyncSchedule("dc_u"))
+        uow.usage.record("u_1", "2025-01-01", 2, 5)
+        uow.commit()
+    calls = client(dynamo).calls[start:]
+    [transaction] = [kwargs["TransactItems"] for name, kwargs in calls if name == "transact_write_items"]
+    assert len(transaction) == 2 and "usage#" not in repr(transaction)
+    added = [kwargs for name, kwargs in calls
+             if name == "update_item" and kwargs["Key"]["sk"]["S"] == "usage#2025-01-01"]
+    assert len(added) == 1
+    assert dynamo.usage.totals("u_1", "2025-01-01", "2025-01-01") == (3, 10)

@@ -7,9 +7,11 @@ import json
 import threading
 import time
 
-from headwater.domain.commands import DeleteEvents, RunSource, SyncSchedule
+from headwater.domain.commands import DeleteEvents, DeliverWebhook, RunSource, SyncSchedule
 from headwater.domain.events import Emit
-from headwater.domain.models import SourceState, User
+from headwater.domain.models import SourceState, StoredEvent, User
+from headwater.domain.pagination import PageRequest
+from headwater.domain.routing import INLINE_DELIVERIES, Delivery, Routed, delivery_key
 from headwater.domain.runs import RunContext, RunResult
 from headwater.services.recording import Outcome, commit_outcomes
 from tests.contract import builders
@@ -67,7 +69,7 @@ def test_a_run_with_more_events_than_one_commit_takes(store: Backend) -> None:
         newest = uow.events.newest("dc_big", "", 100)
         saved = uow.state.get("dc_big")
     assert [e.event["n"] for e in newest] == list(range(179, 79, -1))  # the newest 100, newest first
-    assert saved.last_seq == 210 and saved.db == {"k": "v"} and saved.applied == ["t1"]
+    assert saved.last_seq == 210 and saved.db == {"k": "v"} and saved.took("t1") and len(saved.applied) == 1
     assert [t.command for t in store.committed] == [SyncSchedule("dc_big")]
 
 
@@ -103,3 +105,24 @@ def test_concurrent_runs_of_one_source_lose_nothing(store: Backend) -> None:
     assert set(state.db) == expected
     assert {json.loads(i) for i in state.dedupe["ids"]} == expected
     assert state.last_seq == 2 * rounds
+
+
+def test_a_run_commits_the_webhook_deliveries_it_routes_with_its_events(store: Backend) -> None:
+    """Routing.for_commit's deliveries: in the run's own commit, however many events it has."""
+    alice = builders.user(store)
+    ctx = RunContext("dc_hooked", alice.id, "test", dedupe="unique")
+    result = RunResult(emits=emits("e", 150))
+
+    def route(_: object, events: list[StoredEvent]) -> Routed:
+        made = [Delivery(delivery_key("wh_1", "dc_hooked", e.id), "wh_1", "dc_hooked", e.id, {"event": e.event})
+                for e in events[-INLINE_DELIVERIES:]]
+        return Routed([DeliverWebhook(d.id) for d in made], made)
+
+    state, _ = commit_outcomes(store.uow, "dc_hooked", [Outcome(ctx, result, task_id="t1")], now_ms, route=route)
+    assert state.version == 1
+    with store.uow(readonly=True) as uow:
+        page = uow.deliveries.for_webhook("wh_1", PageRequest(limit=20))
+        newest = uow.events.newest("dc_hooked", "", 1)
+    assert [d.payload["event"]["n"] for d in page.items] == list(range(149, 149 - INLINE_DELIVERIES, -1))
+    assert page.items[0].event_id == newest[0].id and page.items[0].version == 1
+    assert [t.command for t in store.committed] == [DeliverWebhook(d.id) for d in reversed(page.items)]

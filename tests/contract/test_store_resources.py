@@ -288,6 +288,12 @@ def test_webhooks_and_their_deliveries(store: Backend) -> None:
         assert uow.deliveries.get("msg_0") == dataclasses.replace(retried, version=2)
         page = uow.deliveries.for_webhook(hooks[1].id, PageRequest(limit=2))
         assert [d.id for d in page.items] == ["msg_2", "msg_1"] and page.total_count == 3
+        assert page.items[1] == dataclasses.replace(deliveries[1], version=1)  # whole, read through the index
+        rest = uow.deliveries.for_webhook(hooks[1].id, PageRequest(limit=2, after=page.seqs[-1]))
+        assert [d.id for d in rest.items] == ["msg_0"] and rest.items[0].attempts == retried.attempts
+        back = uow.deliveries.for_webhook(hooks[1].id, PageRequest(limit=1, before=rest.seqs[0]))
+        assert [d.id for d in back.items] == ["msg_1"] and back.total_count == 3
+        assert uow.deliveries.for_webhook(hooks[0].id, PageRequest(limit=2)).items == []
         uow.webhooks.remove(hooks[2].id)
         uow.commit()
     with store.uow(readonly=True) as uow:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, SyncSchedule
 from headwater.domain.events import Emit
 from headwater.domain.models import Principal
-from headwater.domain.routing import MAX_HOPS
+from headwater.domain.routing import FAN_OUT_BYTES, INLINE_DELIVERIES, MAX_HOPS, carried
 from headwater.domain.runs import RunResult
 from headwater.ports import Task
-from tests.fakes import World, world
+from tests.fakes import FakeDeliveries, World, world
 from tests.services.test_services import deploy, principal, run_task
 
 
@@ -24,17 +26,83 @@ def emitter(w: World) -> tuple[Principal, Any]:
 
 
 def test_a_fan_out_delivered_twice_makes_one_delivery() -> None:
+    """Also after the run's commit made it: a FanOut of the same event (recovered, say) adds none."""
     w = world(webhook_retry_schedule="10,20")
     ada, source = emitter(w)
     hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
     w.queue.drain()
     w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
-    [fan_out] = w.queue.of(FanOut)
-    w.queue.drain(FanOut)
-    w.queue.redeliver(Task("again", fan_out))
+    with w.store.uow(readonly=True) as uow:
+        [event] = uow.events.newest(source.id, "", 1)
+    fan_out = FanOut(source.id, source.namespace, "", (event.id,), events=(carried(event),))
+    assert w.queue.redeliver(Task("again", fan_out)) == 0
+    assert w.queue.redeliver(Task("again", fan_out)) == 0
     assert len(w.store.data.deliveries) == 1
     assert len(w.queue.of(DeliverWebhook)) == 1
+
+
+def test_a_run_whose_only_listeners_are_webhooks_commits_their_deliveries_itself() -> None:
+    w = world()
+    ada, source = emitter(w)
+    hooks = [w.services.webhooks.create(ada, f"https://example.com/{i}", None, None, None)[0] for i in range(2)]
+    for hook in hooks:
+        w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.services.subscriptions.subscribe(ada, "dc_*", hooks[0].id, None, None)  # names hooks[0] a second time
+    w.queue.drain()
+    commits = w.store.commits
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    assert w.store.commits == commits + 1  # the run's own commit, nothing after it
+    assert w.queue.of(FanOut) == []
+    deliveries = sorted(w.store.data.deliveries.values(), key=lambda d: d.webhook_id)
+    assert [d.webhook_id for d in deliveries] == sorted(h.id for h in hooks)
+    assert all(d.payload["event"] == {"n": 1} and d.status == "pending" for d in deliveries)
+    assert sorted(c.delivery_id for c in w.queue.of(DeliverWebhook)) == sorted(d.id for d in deliveries)
+    w.queue.drain()
+    assert sorted(url for _, url, *_ in w.sender.sent) == sorted(h.url for h in hooks)
+    assert {d.status for d in w.store.data.deliveries.values()} == {"succeeded"}
+
+
+def test_more_deliveries_than_a_commit_makes_or_other_listeners_go_through_a_fan_out() -> None:
+    w = world()
+    w.runner.script = lambda instance, event: RunResult(
+        emits=[Emit({"n": i, "pad": "x" * event["size"]}, {"id": f"{event['id']}-{i}"}) for i in range(event["count"])])
+    ada = principal(w)
+    source = deploy(w, ada)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+
+    def run(task_id: str, count: int, size: int = 10) -> list[FanOut]:
+        w.queue.pending.clear()
+        w.services.runs.run_batch([run_task(source.id, {"id": task_id, "count": count, "size": size}, task_id)],
+                                  lambda t, r: None)
+        return w.queue.of(FanOut)
+
+    assert run("a", INLINE_DELIVERIES) == [] and len(w.store.data.deliveries) == INLINE_DELIVERIES
+    assert run("b", INLINE_DELIVERIES + 1) != []  # one delivery too many for the commit
+    assert run("c", 2, FAN_OUT_BYTES // 2) != []  # more bytes than the commit carries
+    assert len(w.store.data.deliveries) == INLINE_DELIVERIES
+    second = deploy(w, ada, name="second")
+    w.services.subscriptions.subscribe(ada, source.id, second.id, None, None)
+    assert run("d", 1) != []  # a source listens too
+    assert len(w.store.data.deliveries) == INLINE_DELIVERIES
+
+
+def test_at_the_hop_limit_a_run_makes_no_delivery_itself() -> None:
+    w = world()
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    routed = Task("routed", RunSource(source.id, {"n": 1}, 1000, "subscription", route_key="r", hops=MAX_HOPS))
+    w.services.runs.run_batch([routed], lambda t, r: None)
+    assert w.store.data.deliveries == {}
+    w.queue.drain()
+    with w.store.uow(readonly=True) as uow:
+        [error] = uow.events.newest(source.id, "$errors", 10)
+    assert error.event["error"]["code"] == "HOP_LIMIT"
+    assert w.store.data.deliveries == {}
 
 
 def test_failures_are_retried_until_the_schedule_is_used_up() -> None:
@@ -107,6 +175,8 @@ def test_events_trimmed_before_their_fan_out_ran_are_still_delivered() -> None:
     ada, source = emitter(w)
     hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    listener = deploy(w, ada, name="listener")  # not only webhooks listen: the runs commit FanOuts
+    w.services.subscriptions.subscribe(ada, source.id, listener.id, None, None)
     w.queue.drain()
     for n in range(150):
         w.services.runs.run_batch([run_task(source.id, {"n": n}, f"t{n}")], lambda t, r: None)
@@ -115,3 +185,55 @@ def test_events_trimmed_before_their_fan_out_ran_are_still_delivered() -> None:
     w.queue.drain(DeliverWebhook)
     delivered = sorted(json.loads(body)["event"]["n"] for _, _, body, _ in w.sender.sent)
     assert delivered == list(range(150))
+
+
+def hooked(w: World) -> tuple[Any, Any]:
+    ada, source = emitter(w)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    return source, hook
+
+
+def test_an_attempt_delivered_twice_is_sent_once_and_saved_without_reading_the_delivery_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    w = world(webhook_retry_schedule="0,0")
+    hooked(w)
+    reads: list[str] = []
+    get = FakeDeliveries.get
+    monkeypatch.setattr(FakeDeliveries, "get", lambda self, i: reads.append(i) or get(self, i))
+    w.sender.statuses = [503]
+    first, _ = w.queue.pending.pop(0)
+    assert first.command.attempt == 0
+    assert w.services.webhooks.deliver([first]) == ["failed"]
+    assert len(reads) == 1  # read once, before sending; saved on its version
+    [(retry, _)] = w.queue.pending
+    assert retry.command.attempt == 1
+    assert w.services.webhooks.deliver([first]) == [None]  # SQS delivering the first message again
+    assert len(w.sender.sent) == 1
+    w.queue.drain()
+    assert w.services.webhooks.deliver([retry]) == [None]
+    [delivery] = w.store.data.deliveries.values()
+    assert [a.status for a in delivery.attempts] == [503, 200] and len(w.sender.sent) == 2
+
+
+def test_two_copies_of_one_attempt_at_the_same_instant_both_send_and_one_is_recorded() -> None:
+    """The trade-off of going without an idempotency record (services/webhooks.py)."""
+    w = world()
+    hooked(w)
+    task, _ = w.queue.pending.pop(0)
+    post = w.sender.post
+    answers: list[Any] = []
+
+    def racing(url: str, body: bytes, headers: dict[str, str]) -> Any:
+        if not answers:  # the other copy reads the delivery before this one saved it
+            answers.append(None)
+            answers.append(w.services.webhooks.deliver([task]))
+        return post(url, body, headers)
+
+    w.sender.post = racing  # type: ignore[method-assign]
+    assert w.services.webhooks.deliver([task]) == ["succeeded"]
+    assert answers == [None, ["succeeded"]] and len(w.sender.sent) == 2
+    [delivery] = w.store.data.deliveries.values()
+    assert len(delivery.attempts) == 1 and delivery.version == 2

@@ -18,7 +18,7 @@ from headwater.domain.commands import (
     to_message,
 )
 from headwater.domain.events import Emit, EventId
-from headwater.domain.models import SourceState, StoredEvent
+from headwater.domain.models import SourceState, StoredEvent, applied_key
 from headwater.domain.routing import carried, fan_out_parts
 from headwater.domain.runs import Limits, RunContext, RunResult, record
 
@@ -32,7 +32,7 @@ def test_record_assigns_increasing_ids_and_never_goes_back_in_time() -> None:
     out = record(state, CTX, result, trigger=None, now_ms=4000, task_id="t1")
     assert [e.id for e in out.events] == ["5000-8", "5000-9", "5000-10"]
     assert [e.channel for e in out.events] == ["", "side", "$logs"]
-    assert out.state.last_seq == 10 and out.state.applied == ["t1"]
+    assert out.state.last_seq == 10 and out.state.applied == [applied_key("t1")] and out.state.took("t1")
     assert state.last_seq == 7 and state.applied == []  # the input is not changed
     assert out.events[0].metadata == {"emitter_id": "dc_x", "emit_id": "5000-8", "name": "", "summary": None,
                                       "id": 1, "ts": 4000}
@@ -63,11 +63,28 @@ def test_an_error_becomes_one_errors_event_with_the_source_context() -> None:
 def test_applied_task_ids_are_bounded_and_cover_a_whole_local_batch() -> None:
     kept = Limits().applied_kept
     assert kept >= 2 * MAX_RUN_BATCH  # a replayed batch is known whole, with room
-    state = SourceState(applied=[str(i) for i in range(kept)])
-    assert record(state, CTX, RunResult(), None, 1, "new").state.applied[-1] == "new"
+    state = SourceState(applied=[applied_key(str(i)) for i in range(kept)])
+    assert record(state, CTX, RunResult(), None, 1, "new").state.applied[-1] == applied_key("new")
     assert len(record(state, CTX, RunResult(), None, 1, "new").state.applied) == kept
     fewer = RunContext("dc_1", "u_1", "0.1.0", limits=Limits(applied_kept=32))
-    assert record(state, fewer, RunResult(), None, 1, "new").state.applied == [*map(str, range(kept - 31, kept)), "new"]
+    kept_fewer = record(state, fewer, RunResult(), None, 1, "new").state
+    assert kept_fewer.applied == [*(applied_key(str(i)) for i in range(kept - 31, kept)), applied_key("new")]
+    assert kept_fewer.took("new") and kept_fewer.took(str(kept - 1)) and not kept_fewer.took(str(kept - 32))
+
+
+def test_a_state_keeps_short_keys_of_task_ids_and_still_knows_the_whole_ids_it_kept_before() -> None:
+    sqs_id, routed = "0b2c1f7e-5a4d-4e0b-9c1a-2f6d8e7b3a10", "route:dc_" + "a" * 24 + ":1795803657485-19:dc_" + "b" * 24
+    assert {len(applied_key(sqs_id)), len(applied_key(routed))} == {12}
+    assert applied_key(sqs_id) != applied_key(routed)
+    saved_before = SourceState.from_json({"applied": [sqs_id, routed]}, 3)  # a state from before the keys
+    assert saved_before.took(sqs_id) and saved_before.took(routed) and not saved_before.took("other")
+    after = record(saved_before, CTX, RunResult(), None, 1, "next").state
+    assert after.took(sqs_id) and after.took("next") and after.applied[-1] == applied_key("next")
+    full = SourceState()
+    for i in range(Limits(applied_kept=32).applied_kept):
+        full = record(full, RunContext("dc_1", "u_1", "0.1.0", limits=Limits(applied_kept=32)), RunResult(), None,
+                      1, f"{sqs_id[:-2]}{i:02d}").state
+    assert len(json.dumps(full.to_json())) < 700  # 32 SQS message ids whole: 1.5 KB
 
 
 @pytest.mark.parametrize("command", [

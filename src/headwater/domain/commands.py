@@ -96,11 +96,14 @@ class FanOut(Command):
 
 @dataclass(frozen=True)
 class DeliverWebhook(Command):
-    """One attempt of a webhook delivery (its retries are this command again, delayed)."""
+    """One attempt of a webhook delivery (its retries are this command again, delayed). `attempt`:
+    how many attempts the delivery had recorded when this one was queued, so a repeat of it finds
+    its attempt recorded and does nothing (None in a command queued by an older version)."""
 
     name: ClassVar[str] = "deliver_webhook"
     delivery_id: str
     manual: bool = False  # a retry asked for by the user: sent even when the delivery is dead
+    attempt: int | None = None
 
 
 @dataclass(frozen=True)

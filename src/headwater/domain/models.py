@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -142,13 +144,22 @@ class StoredEvent:
     encoded: str | None = field(default=None, compare=False, repr=False)
 
 
+def applied_key(task_id: str) -> str:
+    """What a source's state keeps of a task id: 12 characters (72 bits) of its hash, however long
+    the id (an SQS message id is 36, a routed run's key 80 or more), so the state item, rewritten
+    on every run, stays small; among the few hundred ids a state keeps, two keys alike are
+    vanishingly unlikely."""
+    return base64.urlsafe_b64encode(hashlib.blake2b(task_id.encode(), digest_size=9).digest()).decode()
+
+
 @dataclass
 class SourceState:
     """What a source keeps between runs, written only by a conditional save on `version`.
 
     `db` is its `$.service.db`, `dedupe` its dedupe cache; `last_ms`/`last_seq` the newest event
     id it assigned (ids are `<ms>-<seq>`, seq always grows); `applied` the newest task ids whose
-    results are in, so a task delivered twice writes nothing twice; `timer_run_since` when a timer
+    results are in, so a task delivered twice writes nothing twice (each as its `applied_key`; a
+    state saved before those keys has whole ids, still recognised); `timer_run_since` when a timer
     run was queued and has not finished (a tick meanwhile is skipped); `last_tick` the newest tick
     taken (a tick delivered twice fires once). `version` 0 means never saved."""
 
@@ -161,6 +172,10 @@ class SourceState:
     last_tick: float = 0.0
     channels: list[str] = field(default_factory=list)  # its custom channels, against the limit
     version: int = 0
+
+    def took(self, task_id: str) -> bool:
+        """Whether the task's results are in (`applied` has its key, or its whole id)."""
+        return applied_key(task_id) in self.applied or task_id in self.applied
 
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,

@@ -14,12 +14,16 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from headwater.domain.commands import Command
 from headwater.domain.events import DEFAULT_CHANNEL
 from headwater.domain.models import StoredEvent
 
 GLOBS = {"dc_*": "dc_", "p_*": "p_"}
 LISTENER_PREFIXES = ("dc_", "p_", "wh_")
 FAN_OUT_BYTES = 128 * 1024  # the events one FanOut carries, at most (one larger event goes alone)
+# A run's commit writes its webhook deliveries itself (no FanOut) when only webhooks listen, up to
+# this many deliveries of at most FAN_OUT_BYTES together: one transaction instead of two.
+INLINE_DELIVERIES = 8
 MAX_HOPS = 8  # A -> B -> A ... stops here, with a `$errors` event on the emitter that would go on
 DELIVERY_TIMEOUT_S = 15.0
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -168,6 +172,15 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
         return None
 
 
+@dataclass
+class Routed:
+    """What a run's commit writes for its events' listeners: commands (FanOut, DeliverWebhook) and
+    the deliveries it makes itself."""
+
+    commands: list[Command] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+
+
 def carried(event: StoredEvent) -> dict[str, Any]:
     """An event as a FanOut carries it (StoredEvent(**carried(e)) gives it back)."""
     return {"id": event.id, "indexed_at_ms": event.indexed_at_ms, "event": event.event, "metadata": event.metadata,
@@ -180,11 +193,16 @@ def fan_out_parts(events: list[StoredEvent], limit: int = FAN_OUT_BYTES) -> list
     parts: list[list[StoredEvent]] = []
     size = limit
     for event in events:
-        weight = len(event.encoded) if event.encoded is not None else len(json.dumps(event.event, default=str))
-        weight += len(json.dumps(event.metadata, default=str))
+        weight = event_weight(event)
         if size + weight > limit:
             parts.append([])
             size = 0
         parts[-1].append(event)
         size += weight
     return parts
+
+
+def event_weight(event: StoredEvent) -> int:
+    """About the bytes of JSON an event takes in a message or an item."""
+    weight = len(event.encoded) if event.encoded is not None else len(json.dumps(event.event, default=str))
+    return weight + len(json.dumps(event.metadata, default=str))

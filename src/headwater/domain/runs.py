@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.domain.events import DEFAULT_CHANNEL, Emit, EventId, dedupe, order_by_ts
-from headwater.domain.models import SourceState, StoredEvent
+from headwater.domain.models import SourceState, StoredEvent, applied_key
 
 ERRORS, LOGS = "$errors", "$logs"
 
@@ -124,7 +124,7 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
     db, db_refused = apply_db(state.db, result.db_writes, limits.max_db_bytes)
     new = replace(state, db=db, dedupe=outcome.state)
     if task_id is not None:
-        new.applied = [*state.applied, task_id][-limits.applied_kept:]
+        new.applied = [*state.applied, applied_key(task_id)][-limits.applied_kept:]
     events: list[StoredEvent] = []
 
     def add(channel: str, event: Any, meta: dict[str, Any], encoded: str | None = None) -> None:

@@ -16,6 +16,7 @@ from headwater.domain.commands import Command
 from headwater.domain.errors import Conflict
 from headwater.domain.events import RETAINED_PER_CHANNEL
 from headwater.domain.models import SourceState, StoredEvent
+from headwater.domain.routing import Delivery, Routed
 from headwater.domain.runs import RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.contention import back_off
@@ -45,11 +46,12 @@ def commit_outcomes(
     now_ms: Callable[[], int],
     extra: Callable[[UnitOfWork, SourceState], None] | None = None,
     commands: Iterable[Command] = (),
-    route: Callable[[UnitOfWork, list[StoredEvent]], list[Command]] | None = None,
+    route: Callable[[UnitOfWork, list[StoredEvent]], Routed] | None = None,
     known: SourceState | None = None,
 ) -> tuple[SourceState, set[str]]:
     """Records `outcomes` in order on the source's current state and commits the new state (on its
-    version), the events and `commands`, plus what `route` makes of the events (their fan-out).
+    version), the events and `commands`, plus what `route` makes of the events (their fan-out, or
+    their webhook deliveries).
     `extra` writes more in the same unit of work (a source record, say) and may change the state.
     `known`: the state as the caller last committed it, tried first (not read again; a stale one
     only loses the conditional save, and the next attempt reads). Returns the committed state and
@@ -61,17 +63,18 @@ def commit_outcomes(
             current = replace(known) if known is not None and attempt == 0 else reading.state.get(source_id)
             state, events = current, []
             for outcome in outcomes:
-                if outcome.task_id is not None and outcome.task_id in state.applied:
+                if outcome.task_id is not None and state.took(outcome.task_id):
                     continue  # delivered again after its results were committed
                 recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, now_ms(), outcome.task_id)
                 state = recorded.state
                 events += recorded.events
-            more = route(reading, events) if route and events else []
+            routed = route(reading, events) if route and events else Routed()
         with uow_factory() as uow:
             if extra is not None:
                 extra(uow, state)
             try:
-                rest = _write(uow, source_id, current.version, state, events, [*commands, *more])
+                rest = _write(uow, source_id, current.version, state, events, [*commands, *routed.commands],
+                              routed.deliveries)
             except Conflict as e:
                 if e.field != "version":
                     raise
@@ -86,14 +89,18 @@ def commit_outcomes(
 
 
 def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],
-           commands: list[Command]) -> list[StoredEvent]:
+           commands: list[Command], deliveries: list[Delivery]) -> list[StoredEvent]:
     """The state and as many events as one commit takes; returns the events left over, which go in
-    further commits (idempotent puts under the ids the committed state reserved for them)."""
-    room = None if uow.max_writes is None else max(1, uow.max_writes - _OTHER_WRITES - len(commands))
+    further commits (idempotent puts under the ids the committed state reserved for them). The
+    deliveries carry their events, so they all go in the first commit."""
+    room = (None if uow.max_writes is None
+            else max(1, uow.max_writes - _OTHER_WRITES - len(commands) - len(deliveries)))
     first, rest = (events, []) if room is None else (events[:room], events[room:])
     uow.state.save(source_id, state, version)
     for event in first:
         uow.events.put(source_id, event)
+    for delivery in deliveries:
+        uow.deliveries.add(delivery)
     for command in commands:
         uow.outbox.add(command)
     channels = {e.channel for e in events}

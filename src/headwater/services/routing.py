@@ -1,7 +1,8 @@
 """Fan-out: committed events go to every matching subscriber, at least once, once per listener.
 
 A run that wrote events to a channel somebody listens on commits a FanOut command with them
-(the outbox: no event is routed that was not committed, none committed is forgotten). Its
+(the outbox: no event is routed that was not committed, none committed is forgotten); when only
+a few webhook deliveries are to be made, the run's commit makes them itself instead. The FanOut's
 handler turns each (listener, event) into the listener's own durable work: a RunSource for a
 source (remembered under a routing key, so a repeated fan-out runs it once), a delivery for a
 webhook (its id derives from webhook and event, so it is made once). Each hop counts; past
@@ -14,10 +15,21 @@ import logging
 import secrets
 from collections import defaultdict
 
-from headwater.domain.commands import Command, DeliverWebhook, FanOut, RunSource, RunWorkflow
+from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, RunWorkflow
 from headwater.domain.errors import Conflict, NotFound
 from headwater.domain.models import Principal, Source, StoredEvent
-from headwater.domain.routing import MAX_HOPS, Delivery, carried, delivery_key, fan_out_parts, routed_key
+from headwater.domain.routing import (
+    FAN_OUT_BYTES,
+    INLINE_DELIVERIES,
+    MAX_HOPS,
+    Delivery,
+    Routed,
+    carried,
+    delivery_key,
+    event_weight,
+    fan_out_parts,
+    routed_key,
+)
 from headwater.domain.workflows import Workflow
 from headwater.ports import Task, UnitOfWork, UnitOfWorkFactory
 from headwater.services.clock import now_ms
@@ -39,20 +51,37 @@ class Routing:
         self.runs = runs
         self.settings = settings
 
-    def commands_for(self, uow: UnitOfWork, emitter_id: str, namespace: str, created_at: int,
-                     events: list[StoredEvent], hops: int) -> list[Command]:
-        """The FanOut commands for a run's events (committed with them): one per channel that has
-        a subscriber. `uow` is the run's own unit of work, for reading subscriptions."""
+    def for_commit(self, uow: UnitOfWork, emitter_id: str, namespace: str, created_at: int,
+                   events: list[StoredEvent], hops: int) -> Routed:
+        """What a run's commit writes for its events (`uow`: the run's own unit of work, for
+        reading subscriptions). A channel only webhooks listen on gets its deliveries and their
+        DeliverWebhook commands right there, while the commit's deliveries stay within
+        INLINE_DELIVERIES and FAN_OUT_BYTES; any other channel with a subscriber a FanOut per part."""
         by_channel: dict[str, list[StoredEvent]] = defaultdict(list)
         for event in events:
             by_channel[event.channel].append(event)
-        return [
-            FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
-                   events=tuple(carried(e) for e in part))
-            for channel, listened in by_channel.items()
-            if self.subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
-            for part in fan_out_parts(listened)
-        ]
+        routed = Routed()
+        room, size = INLINE_DELIVERIES, FAN_OUT_BYTES
+        for channel, listened in by_channel.items():
+            subs = self.subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
+            if not subs:
+                continue
+            webhooks = list(dict.fromkeys(s.listener_id for s in subs))  # a glob and an id may name one twice
+            weight = len(webhooks) * sum(event_weight(e) for e in listened)
+            if (hops < MAX_HOPS and all(w.startswith("wh_") for w in webhooks)
+                    and len(webhooks) * len(listened) <= room and weight <= size):
+                at = now_ms()
+                made = [Delivery(delivery_key(webhook_id, emitter_id, event.id), webhook_id, emitter_id, event.id,
+                                 summary(event, expand=True), created_at_ms=at)
+                        for webhook_id in webhooks for event in listened]
+                routed.deliveries += made
+                routed.commands += [DeliverWebhook(d.id, attempt=0) for d in made]
+                room, size = room - len(made), size - weight
+                continue
+            routed.commands += [FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
+                                       events=tuple(carried(e) for e in part))
+                                for part in fan_out_parts(listened)]
+        return routed
 
     def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:
         """POST /sources/{id}/events/{event_id}/redeliver: the event again, to today's subscribers."""
@@ -107,7 +136,7 @@ class Routing:
                     delivery = Delivery(delivery_key(listener_id, emitter_id, event_key), listener_id, emitter_id,
                                         event.id, summary(event, expand=True), created_at_ms=now_ms())
                     uow.deliveries.add(delivery)
-                    uow.outbox.add(DeliverWebhook(delivery.id))
+                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0))
                 else:
                     uow.outbox.add(RunWorkflow(listener_id, event.event, routed_key(emitter_id, event_key, listener_id),
                                                command.hops + 1))

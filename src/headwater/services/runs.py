@@ -17,9 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from headwater import __version__
-from headwater.domain.commands import Command, RunSource
+from headwater.domain.commands import RunSource
 from headwater.domain.errors import HeadwaterError, Invalid, QuotaExceeded
 from headwater.domain.models import Component, Source, SourceState, StoredEvent
+from headwater.domain.routing import Routed
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
     Bundler,
@@ -97,9 +98,9 @@ class Runs:
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
         self._tiers: TtlCache[str, str] = TtlCache(_TIER_TTL_S)
         self._hot: BoundedDict[str, _Hot] = BoundedDict(_HOT_SOURCES)
-        # Fan-out of a run's committed events (Routing.commands_for), wired by the composition root.
-        self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], list[Command]] = (
-            lambda uow, emitter_id, namespace, created_at, events, hops: [])
+        # Fan-out of a run's committed events (Routing.for_commit), wired by the composition root.
+        self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], Routed] = (
+            lambda uow, emitter_id, namespace, created_at, events, hops: Routed())
         # Commits the outcomes of runs the runner answered (where its pipe is read, often the event loop,
         # nothing may wait on the store): on a small pool, or where the composition root says (the
         # local store's writer).
@@ -349,7 +350,7 @@ class Runs:
         runnable: list[int] = []
         for i, task in enumerate(tasks):
             command: RunSource = task.command  # type: ignore[assignment]
-            if (command.route_key or task.id) in state.applied:
+            if state.took(command.route_key or task.id):
                 continue
             admission = Admission(True) if command.reserved_by else self.admit(source.user_id)
             if admission.admitted:
@@ -426,7 +427,7 @@ class Runs:
         _, channels = commit_outcomes(self.uow, source.id, [outcome], now_ms, route=route)
         self.announce(source.id, channels)
 
-    def _routes(self, uow: UnitOfWork, source: Source, events: list[StoredEvent], hops: int) -> list[Command]:
+    def _routes(self, uow: UnitOfWork, source: Source, events: list[StoredEvent], hops: int) -> Routed:
         return self.routes(uow, source.id, source.namespace, source.created_at, events, hops)
 
     def announce(self, emitter_id: str, channels: set[str]) -> None:

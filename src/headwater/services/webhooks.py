@@ -4,6 +4,12 @@ A delivery is one event for one webhook; each attempt is the DeliverWebhook comm
 task queue. An attempt that fails queues the next one with the schedule's delay (the queue's own
 delay: no thread sleeps), so pending retries survive a restart; the delivery record, its
 attempts and the next command commit together, conditionally on the delivery's version.
+
+Each DeliverWebhook carries the number of its attempt, so a message delivered twice finds its
+attempt recorded on the delivery and does nothing (no idempotency record needed on AWS). Two
+copies handled at the same instant can both send (both read the delivery before either recorded
+the attempt); the second to save finds the attempt recorded and records nothing more. Receivers
+see the same `webhook-id` twice, which Standard Webhooks tells them to deduplicate on.
 """
 
 from __future__ import annotations
@@ -121,6 +127,8 @@ class Webhooks:
             return None
         if not command.manual and (delivery.status in ("succeeded", "dead") or not webhook.active):
             return None
+        if not command.manual and command.attempt is not None and len(delivery.attempts) > command.attempt:
+            return None  # a repeat of a message whose attempt the delivery records already
         if not command.manual and delivery.next_at and delivery.next_at > time.time() + 1:
             return None  # a duplicate of an earlier attempt's command: its own turn comes later
         body = json.dumps(delivery.payload, separators=(",", ":"))
@@ -131,12 +139,21 @@ class Webhooks:
                    "user-agent": "Headwater-Webhooks"}
         result = self.sender.post(webhook.url, body.encode(), headers)
         attempt = Attempt(now_ms(), result.status, result.error, result.duration_ms)
-        return self._record(delivery, webhook, attempt, parse_retry_after(result.retry_after, time.time()))
+        return self._record(delivery, webhook, attempt, parse_retry_after(result.retry_after, time.time()),
+                            None if command.manual else command.attempt)
 
-    def _record(self, delivery: Delivery, webhook: Webhook, attempt: Attempt, retry_after: float | None) -> str:
+    def _record(self, delivery: Delivery, webhook: Webhook, attempt: Attempt, retry_after: float | None,
+                number: int | None) -> str:
+        """Saves the attempt on the delivery as it was read before sending (no read before the first
+        try: the save is conditional on its version); on a lost race, on the delivery read again,
+        unless that already records attempt `number` (another copy of the message sent it too)."""
+        current = delivery
         for tries in range(_MAX_ATTEMPTS):
             with self.uow() as uow:
-                current = uow.deliveries.get(delivery.id) or delivery
+                if tries:
+                    current = uow.deliveries.get(delivery.id) or delivery
+                    if number is not None and len(current.attempts) > number:
+                        return current.status
                 attempts = [*current.attempts, attempt]
                 status = outcome_of(attempt.status)
                 delay = None
@@ -153,7 +170,7 @@ class Webhooks:
                 try:
                     uow.deliveries.save(updated, current.version)
                     if delay is not None:
-                        uow.outbox.add(DeliverWebhook(delivery.id), delay_s=delay)
+                        uow.outbox.add(DeliverWebhook(delivery.id, attempt=len(attempts)), delay_s=delay)
                     uow.commit()
                 except Conflict as e:
                     if e.field != "version":

@@ -197,7 +197,7 @@ class Workflows:
             workflow = uow.workflows.get(command.workflow_id)
             state = uow.state.get(command.workflow_id)
         key = command.route_key or task.id
-        if workflow is None or key in state.applied:
+        if workflow is None or state.took(key):
             return None
         admission = self.runs.admit(workflow.user_id)
         if not admission.admitted:

@@ -6,6 +6,7 @@ for the SQS ones."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from functools import cache
@@ -125,7 +126,9 @@ def sqs_handler(name: str) -> LambdaHandler:
     units a message): SQS hands out none of its group's later messages until the batch it came in
     is settled, so a repeat comes back with at most its batch's ten applied after it, while the
     lane's state still lists its task id among the newest applied ones (a run, a tick, a workflow
-    step); its other commands (a schedule sync, a fan-out) are idempotent."""
+    step); its other commands (a schedule sync, a fan-out) are idempotent. Nor does a webhook
+    attempt that carries its number: the delivery records its attempts, and a repeat finds its own
+    there (services/webhooks.py says what that leaves: two copies at the same instant both send)."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.idempotency import idempotent_function
@@ -151,7 +154,7 @@ def sqs_handler(name: str) -> LambdaHandler:
         logger.set_correlation_id(request_id)
         if request_id:
             tracer.put_annotation(key="request_id", value=request_id)
-        if str(record.raw_event.get("eventSourceARN", "")).endswith(".fifo"):
+        if str(record.raw_event.get("eventSourceARN", "")).endswith(".fifo") or _counted_attempt(record.raw_event):
             return process(message=record.raw_event)
         return bool(handle(message=record.raw_event))
 
@@ -166,6 +169,16 @@ def sqs_handler(name: str) -> LambdaHandler:
         return response
 
     return handler
+
+
+def _counted_attempt(message: dict[str, Any]) -> bool:
+    """A `deliver_webhook` message with its attempt number (not a manual retry)."""
+    try:
+        body = json.loads(message.get("body") or "")
+    except ValueError:
+        return False
+    return (isinstance(body, dict) and body.get("type") == "deliver_webhook" and not body.get("manual")
+            and isinstance(body.get("attempt"), int))
 
 
 def timer_handler() -> LambdaHandler:

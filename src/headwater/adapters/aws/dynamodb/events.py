@@ -10,7 +10,9 @@ written before the transaction so no committed event is ever without its marker.
 The marker also counts the channel's events (`n`), so that retention reads nothing but the events
 it deletes (a Query of a whole channel is billed by the size of every event in it): after a
 commit its puts are added, and when `n` passes `keep` the excess is taken off `n` and then the
-oldest that many are deleted. Every step that can be cut short leaves `n` low, never high: a
+oldest that many are deleted. The count read before the commit (the marker made, or read when
+this process made it before) lets one conditional UpdateItem do both: add the puts and take the
+excess off. Every step that can be cut short leaves `n` low, never high: a
 channel may keep a few events more than `keep` after a crash, it never loses one of its newest.
 A marker whose `n` was not counted from the start (`counted` absent: written before counting,
 or again after a purge) is counted once by a Query.
@@ -61,6 +63,8 @@ class DynamoEvents:
         self._trims: dict[tuple[str, str], int] = {}
         self._puts: dict[tuple[str, str], set[str]] = {}  # the event keys this unit of work put, by channel
         self._after_puts: dict[tuple[str, str], Item] = {}  # the markers as the puts' counting left them
+        self._seen: dict[tuple[str, str], Item] = {}  # the markers as they were before the commit
+        self._excess: dict[tuple[str, str], int] = {}  # trims counted with the puts: what is left to delete
 
     def put(self, emitter_id: str, event: StoredEvent) -> None:
         """A plain put: the same event again is the same item. Raises PayloadTooLarge for an event
@@ -118,6 +122,7 @@ class DynamoEvents:
             deleted += len(keys)
         if channel is None and start is None and end is None:
             for name in channels:
+                self.tables.made_markers.discard((emitter_id, name))
                 self.tables.delete_keys(self.tables.resources, [(emitter_id, CHANNEL + name)])
                 if self.count(emitter_id, name):
                     self._markers.add((emitter_id, name))
@@ -132,10 +137,18 @@ class DynamoEvents:
         return [text(item, "sk").removeprefix(CHANNEL) for item in self.tables.iterate(q)]
 
     def _write_markers(self) -> None:
-        """Each marker made if missing; its count untouched (ADD 0)."""
+        """Each marker made if missing; its count untouched (ADD 0). A marker this process made is
+        read rather than written again (a purge may have deleted it meanwhile: then it is made
+        again); either way the marker as it stands is kept, for counting the puts after the commit."""
         markers, self._markers = self._markers, set()
+        made = self.tables.made_markers
         for emitter_id, channel in sorted(markers):
-            self._add(emitter_id, channel, 0)
+            marker = self.tables.get(self.tables.resources, emitter_id, CHANNEL + channel) \
+                if (emitter_id, channel) in made else None
+            if marker is None:
+                marker = self._add(emitter_id, channel, 0)
+                made.add((emitter_id, channel))
+            self._seen[(emitter_id, channel)] = marker
 
     def _add(self, emitter_id: str, channel: str, delta: int, only_counted: bool = False) -> Item:
         """Adds `delta` to the channel's count; the marker as it is then."""
@@ -154,7 +167,33 @@ class DynamoEvents:
 
     def _count_puts(self) -> None:
         puts, self._puts = self._puts, {}
-        self._after_puts.update({channel: self._add(*channel, len(keys)) for channel, keys in puts.items()})
+        seen, self._seen = self._seen, {}
+        for channel, keys in puts.items():
+            self._after_puts[channel] = self._count_and_trim(channel, len(keys), seen.get(channel))
+
+    def _count_and_trim(self, channel: tuple[str, str], puts: int, seen: Item | None) -> Item:
+        """Adds the puts to the channel's count and, when it is trimmed, takes the excess off in the
+        same UpdateItem, on the condition that the count is still the one read before the commit
+        (else two steps, as without a count read). The excess is deleted by `_run_trims`."""
+        keep = self._trims.get(channel)
+        if keep is None or seen is None or "counted" not in seen:
+            return self._add(*channel, puts)
+        before = number(seen, "n")
+        excess = max(0, before + puts - keep)
+        try:
+            marker = dict(self.tables.client.update_item(
+                TableName=self.tables.resources, Key=key(channel[0], CHANNEL + channel[1]),
+                UpdateExpression="ADD #n :d", ConditionExpression="#n = :before AND attribute_exists(counted)",
+                ExpressionAttributeNames={"#n": "n"},
+                ExpressionAttributeValues={":d": n(puts - excess), ":before": n(before)},
+                ReturnValues="ALL_NEW")["Attributes"])
+        except ClientError as e:  # counted meanwhile by another writer, or purged
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise
+            self.tables.made_markers.discard(channel)
+            return self._add(*channel, puts)
+        self._excess[channel] = excess
+        return marker
 
     def _counted(self, emitter_id: str, channel: str, marker: Item) -> int:
         """The channel's count; counted by a Query the first time (then it is kept up)."""
@@ -175,12 +214,17 @@ class DynamoEvents:
         self._count_puts()
         markers, self._after_puts = self._after_puts, {}
         trims, self._trims = self._trims, {}
+        counted, self._excess = self._excess, {}
         for (emitter_id, channel), keep in trims.items():
-            marker = markers.get((emitter_id, channel)) or self._add(emitter_id, channel, 0)
-            excess = self._counted(emitter_id, channel, marker) - keep
+            if (emitter_id, channel) in counted:  # taken off the count with the puts already
+                excess = counted[(emitter_id, channel)]
+            else:
+                marker = markers.get((emitter_id, channel)) or self._add(emitter_id, channel, 0)
+                excess = self._counted(emitter_id, channel, marker) - keep
+                if excess > 0:
+                    self._add(emitter_id, channel, -excess)  # first: cut short here, the count is low, not high
             if excess <= 0:
                 continue
-            self._add(emitter_id, channel, -excess)  # first: cut short here, the count is low, not high
             pk = events_pk(emitter_id, channel)
             oldest = Query(self.table, "pk = :pk", {":pk": s(pk)}, projection="sk")
             older = [(pk, text(item, "sk")) for item in self.tables.iterate(oldest, excess)]

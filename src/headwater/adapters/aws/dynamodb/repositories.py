@@ -54,16 +54,17 @@ class _Repository:
         item = self._get(pk, CLAIM)
         return text(item, "id") if item else None
 
-    def _page(self, list_key: str, page: PageRequest) -> tuple[list[Item], int]:
-        """Newest-first paging on gsi2 by seq: the DynamoDB form of domain.pagination.paginate."""
-        everything = Query(self.table, "gsi2pk = :pk", {":pk": s(list_key)}, index="gsi2")
+    def _page(self, list_key: str, page: PageRequest, index: str = "gsi2") -> tuple[list[Item], int]:
+        """Newest-first paging on gsi2 (or `index`, keyed alike) by seq: the DynamoDB form of
+        domain.pagination.paginate."""
+        everything = Query(self.table, f"{index}pk = :pk", {":pk": s(list_key)}, index=index)
         if page.after is not None:
-            q = Query(self.table, "gsi2pk = :pk AND gsi2sk < :c", {":pk": s(list_key), ":c": s(seq_key(page.after))},
-                      index="gsi2", forward=False)
+            q = Query(self.table, f"{index}pk = :pk AND {index}sk < :c",
+                      {":pk": s(list_key), ":c": s(seq_key(page.after))}, index=index, forward=False)
             items = self.tables.query(q, page.limit)
         elif page.before is not None:
-            q = Query(self.table, "gsi2pk = :pk AND gsi2sk > :c", {":pk": s(list_key), ":c": s(seq_key(page.before))},
-                      index="gsi2", forward=True)
+            q = Query(self.table, f"{index}pk = :pk AND {index}sk > :c",
+                      {":pk": s(list_key), ":c": s(seq_key(page.before))}, index=index, forward=True)
             items = self.tables.query(q, page.limit)[::-1]
         else:
             items = self.tables.query(dataclasses.replace(everything, forward=False), page.limit)
@@ -404,14 +405,24 @@ def _delivery_body(delivery: Delivery) -> Item:
     return body({**dataclasses.asdict(delivery), "version": None}, "delivery")
 
 
+DELIVERIES_INDEX = "gsi3"  # keys only: a delivery's saves write no copy of it to an index
+
+
+def delivery_listed(webhook_id: str, seq: int) -> Item:
+    """The gsi3 attributes that put a delivery in its webhook's newest-first list."""
+    return {"gsi3pk": s(f"deliveries#{webhook_id}"), "gsi3sk": s(seq_key(seq)), "seq": n(seq)}
+
+
 class DynamoDeliveries(_Repository):
-    """`pk = <delivery_id>`, listed per webhook on gsi2; saved conditionally on `version`."""
+    """`pk = <delivery_id>`, listed per webhook on gsi3 (keys only: a page is read from the index,
+    then its items by BatchGetItem); saved conditionally on `version`. Deliveries made before gsi3
+    are listed once `python -m headwater.adapters.aws.dynamodb.backfill` gave them its keys."""
 
     def add(self, delivery: Delivery) -> None:
         self.uow.writable()
         seq = self.tables.next_seq(delivery.webhook_id, "deliveries")
         self.uow.write(put(self.table, {"pk": s(delivery.id), "sk": s("#delivery"), "version": n(1),
-                                        **listed("deliveries", delivery.webhook_id, seq), **_delivery_body(delivery)},
+                                        **delivery_listed(delivery.webhook_id, seq), **_delivery_body(delivery)},
                            NEW_ITEM, "delivery", exclusive=True))
 
     def get(self, delivery_id: str) -> Delivery | None:
@@ -427,7 +438,10 @@ class DynamoDeliveries(_Repository):
             {"#v": "version", "#body": attribute, "#stale": stale}, "#v = :expected", "version", exclusive=True))
 
     def for_webhook(self, webhook_id: str, page: PageRequest) -> Page[Delivery]:
-        items, total = self._page(f"deliveries#{webhook_id}", page)
+        keys, total = self._page(f"deliveries#{webhook_id}", page, DELIVERIES_INDEX)
+        found = {text(i, "pk"): i for i in self.tables.get_many(self.table, [(text(k, "pk"), "#delivery")
+                                                                             for k in keys])}
+        items = [found[text(k, "pk")] for k in keys if text(k, "pk") in found]
         return Page([_delivery(i) for i in items], [number(i, "seq") for i in items], total)
 
 

@@ -20,11 +20,12 @@ from headwater.adapters.aws.dynamodb.codec import Item, key, n, number
 BATCH_WRITE = 25  # BatchWriteItem's limit
 BATCH_GET = 100  # BatchGetItem's limit
 _UNPROCESSED_RETRIES = 8
+_MADE_MARKERS = 10_000
 
 
 def create_tables(client: Any, resources_table: str, events_table: str) -> None:
-    """The resources table (pk/sk, gsi1, gsi2) and the events table (pk/sk), both with TTL on
-    `expires_at`, on demand; waits until both are active."""
+    """The resources table (pk/sk, gsi1 and gsi2 with every attribute, gsi3 with keys only) and the
+    events table (pk/sk), both with TTL on `expires_at`, on demand; waits until both are active."""
     def attributes(*names: str) -> list[dict[str, str]]:
         return [{"AttributeName": name, "AttributeType": "S"} for name in names]
 
@@ -34,12 +35,12 @@ def create_tables(client: Any, resources_table: str, events_table: str) -> None:
     client.create_table(
         TableName=resources_table,
         BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=attributes("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"),
+        AttributeDefinitions=attributes("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk"),
         KeySchema=schema("pk", "sk"),
         GlobalSecondaryIndexes=[
             {"IndexName": index, "KeySchema": schema(f"{index}pk", f"{index}sk"),
-             "Projection": {"ProjectionType": "ALL"}}
-            for index in ("gsi1", "gsi2")
+             "Projection": {"ProjectionType": projection}}
+            for index, projection in (("gsi1", "ALL"), ("gsi2", "ALL"), ("gsi3", "KEYS_ONLY"))
         ],
         SSESpecification={"Enabled": True},
     )
@@ -89,6 +90,9 @@ class Tables:
         self.client = client
         self.resources = resources
         self.events = events
+        # (emitter, channel) markers this process made (DynamoEvents reads them rather than writing them
+        # again); a set's add and discard are atomic under the GIL, and it is cleared when large.
+        self.made_markers: _Bounded = _Bounded(_MADE_MARKERS)
 
     def get(self, table: str, pk: str, sk: str) -> Item | None:
         return self.client.get_item(TableName=table, Key=key(pk, sk), ConsistentRead=True).get("Item")
@@ -171,6 +175,17 @@ class Tables:
             ReturnValues="UPDATED_NEW",
         )
         return number(response["Attributes"], "n")
+
+
+class _Bounded(set[tuple[str, str]]):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def add(self, value: tuple[str, str]) -> None:
+        if len(self) >= self.limit:
+            self.clear()
+        super().add(value)
 
 
 def error_code(exc: ClientError) -> str:

@@ -6,8 +6,8 @@ items (`max_writes`), each with its condition (a single write goes as the one it
 as atomic and half the price). A failed condition cancels the whole transaction
 and comes back as `Conflict` naming the field of the first write that failed (a taken username,
 a stale state version). Work that is idempotent and need not be atomic with the rest runs around
-the transaction instead: channel markers are written before it, trims and subscription clean-up
-after it, and the outbox's commands go to the task queue once it committed.
+the transaction instead: channel markers are written before it, trims, usage counts and
+subscription clean-up after it, and the outbox's commands go to the task queue once it committed.
 """
 
 from __future__ import annotations
@@ -122,6 +122,9 @@ class DynamoUnitOfWork:
         self.writable()
         if action not in self._after:
             self._after.append(action)
+
+    def will_run_after_commit(self, action: Callable[[], None]) -> bool:
+        return action in self._after
 
     def add_task(self, task: Task) -> None:
         self._tasks.append(task)

@@ -13,7 +13,6 @@ from botocore.exceptions import ClientError
 
 from headwater.adapters.aws.dynamodb.codec import key, n, number, s
 from headwater.adapters.aws.dynamodb.tables import Query, Tables, error_code
-from headwater.adapters.aws.dynamodb.writes import update
 
 if TYPE_CHECKING:
     from headwater.adapters.aws.dynamodb.uow import DynamoUnitOfWork
@@ -70,19 +69,24 @@ class DynamoUsage:
 
 
 class DynamoUsageLog:
-    """The UsageLog: the same ADD, as an item of the unit of work's transaction. One transaction
-    may touch an item once, so a unit of work's records of one user and day are summed first."""
+    """The UsageLog: the same ADD as one plain UpdateItem right after the unit of work commits
+    (half the write units of a transaction item). The count is of what committed only; a crash
+    between the commit and the add loses it (a day's usage reads low, never high). A unit of
+    work's records of one user and day are summed into one add."""
 
     def __init__(self, uow: DynamoUnitOfWork) -> None:
         self.uow = uow
         self._sums: dict[tuple[str, str], tuple[int, int]] = {}
 
     def record(self, user_id: str, day: str, invocations: int, compute_ms: int) -> None:
-        table = self.uow.tables.resources
-        if self.uow.pending(table, user_id, _day(day)) is None:
-            self._sums.pop((user_id, day), None)  # committed or dropped since: start again
+        if not self.uow.will_run_after_commit(self._add):
+            self._sums = {}  # committed (and added) or dropped since: start again
         done_i, done_c = self._sums.get((user_id, day), (0, 0))
-        total = (done_i + invocations, done_c + compute_ms)
-        self.uow.write(update(table, user_id, _day(day), "ADD #i :i, #c :c",
-                              {":i": n(total[0]), ":c": n(total[1])}, _NAMES))
-        self._sums[(user_id, day)] = total
+        self._sums[(user_id, day)] = (done_i + invocations, done_c + compute_ms)
+        self.uow.after_commit(self._add)
+
+    def _add(self) -> None:
+        sums, self._sums = self._sums, {}
+        usage = DynamoUsage(self.uow.tables)
+        for (user_id, day), (invocations, compute_ms) in sums.items():
+            usage.record(user_id, day, invocations, compute_ms)
