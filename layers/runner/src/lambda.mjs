@@ -8,14 +8,20 @@
 // of the runner code and /tmp/runner), kept warm across invocations and started again if it dies
 // (docs/security.md, "AWS").
 //
+// The child has no network of its own: it is started through the seccomp launcher
+// (launcher/launcher.c), under which it can make no socket but AF_UNIX, so the Lambda runtime API
+// on loopback is out of its reach at any moment. Its component code's connections go through an
+// egress proxy in this process (lambda-egress.mjs: the local runner's protocol, the URL policy,
+// loopback always refused), reached through a control socket outside /tmp/runner. Without the
+// launcher, or when it cannot install its filter, no component code runs: the call fails.
+//
 // Between invocations the child is stopped (SIGSTOP, which it cannot catch or ignore): from the
 // moment its answer is read until the next call of its account is written to it (SIGCONT), none of
-// its code runs. That is the window in which the Lambda runtime API (on loopback, reachable from
-// the child: Lambda has no network namespaces and Node 22's permission model no network rule)
-// would hand the environment's next invocation, perhaps another account's, to whoever asks for it
-// (docs/security.md, "The Lambda runtime API"). The handler returns only once every thread of the
-// child is stopped. A child still holding a connection to the runtime API then is killed and its
-// call fails closed. A call unanswered past its limit (plus a grace) kills the child: `TIMEOUT`.
+// its code runs. That is the window in which the Lambda runtime API would hand the environment's
+// next invocation, perhaps another account's, to whoever asks for it (docs/security.md, "The
+// Lambda runtime API"): closed by the filter too, kept as a second line. The handler returns only
+// once every thread of the child is stopped. A child still holding a connection to the runtime API
+// then (possible only without the filter) is killed and its call fails closed. A call unanswered past its limit (plus a grace) kills the child: `TIMEOUT`.
 //
 // Bundling happens here too (op `bundle`, docs/aws.md "Bundles"): bundle.mjs in a child process
 // with no credentials in its environment, its npm store and cache under /tmp; the bundle is kept
