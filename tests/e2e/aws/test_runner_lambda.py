@@ -556,3 +556,9 @@ def test_without_its_launcher_the_runner_runs_no_component_code(tmp_path: Path) 
     failed = answer()
     assert not failed["ok"] and failed["error"]["code"] == "RUNNER_CRASHED", failed
     assert "could not confine" in failed["error"]["message"], failed
+
+
+def test_the_test_only_switches_are_not_in_the_template() -> None:
+    template = (LAMBDA.parents[3] / "template.yaml").read_text()
+    for name in ("HEADWATER_RUNNER_UNSAFE_NO_LAUNCHER", "HEADWATER_RUNNER_EGRESS_ALLOW_LOOPBACK_PORTS"):
+        assert name in LAMBDA.read_text() and name not in template, name
