@@ -9,7 +9,9 @@ RUNNER := layers/runner
 
 WEB := web
 
-setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed bubblewrap
+LAUNCHER := $(RUNNER)/launcher/launcher
+
+setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed bubblewrap $(LAUNCHER)
 
 # Users' code runs only inside a bubblewrap sandbox (docs/security.md): installed here as root,
 # else the command to install it is printed (the service refuses to start without it).
@@ -19,6 +21,15 @@ bubblewrap:
 	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; \
 	else echo "Headwater runs users' code in a bubblewrap sandbox: install it with 'sudo apt-get install bubblewrap'" \
 	  "(or set HEADWATER_UNSAFE_NO_SANDBOX=1 to run without one, only for code you trust)" >&2; fi
+
+# The AWS runner's seccomp launcher (layers/runner/launcher/launcher.c, docs/security.md "The
+# Lambda runtime API"): a static binary, so it runs on Lambda whatever its libc. gcc and libc6-dev
+# are installed here as root, else the command to install them is printed.
+$(LAUNCHER): $(RUNNER)/launcher/launcher.c
+	@if command -v gcc >/dev/null 2>&1 && [ -e /usr/include/stdio.h ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -qq gcc libc6-dev || { apt-get update -qq && apt-get install -y -qq gcc libc6-dev; }; \
+	else echo "the AWS runner's launcher is built with gcc: install it with 'sudo apt-get install gcc libc6-dev'" >&2; exit 1; fi
+	gcc -static -O2 -s -Wall -Wextra -Werror -o $@ $<
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -121,16 +132,16 @@ SAM := $(SAM_VENV)/bin/sam
 PACKAGE := $(CURDIR)/$(PY) $(CURDIR)/scripts/package_aws.py build
 
 .PHONY: package aws-build
-package: $(VENV)/.installed $(RUNNER)/node_modules/.installed
+package: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(LAUNCHER)
 	$(PY) scripts/package_aws.py
 
-aws-build: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(SAM_VENV)/.installed
+aws-build: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(SAM_VENV)/.installed $(LAUNCHER)
 	SAM_CLI_TELEMETRY=0 $(SAM) build
 
 # Called by `sam build` with ARTIFACTS_DIR set (not phony: a pattern rule must not be).
 build-PythonDepsLayer:
 	$(PACKAGE) python-deps "$(ARTIFACTS_DIR)"
-build-RunnerLayer:
+build-RunnerLayer: $(LAUNCHER)
 	$(PACKAGE) runner-layer "$(ARTIFACTS_DIR)"
 build-RunnerFunction:
 	$(PACKAGE) runner-code "$(ARTIFACTS_DIR)"

@@ -12,7 +12,8 @@ Four artifacts, each a directory laid out as Lambda unpacks it:
   and its npm dependencies (`layers/runner/node_modules`), without the Node binary package (the
   `nodejs22.x` runtime brings Node), without the `.bin` links, and with esbuild's binary once
   (`@esbuild/linux-x64`, what esbuild's API runs; the copy install.js puts in `esbuild/bin` is
-  for the command line, which nothing here uses),
+  for the command line, which nothing here uses), and the runner child's seccomp launcher
+  (`launcher/launcher`, a static binary the Makefile builds with gcc; docs/security.md),
 - `runner-code`: the runner function's own code, `index.mjs`, which re-exports the handler of the
   layer's `src/lambda.mjs`.
 
@@ -69,6 +70,8 @@ def python_deps(target: Path) -> None:
 def runner_layer(target: Path) -> None:
     if not (RUNNER / "node_modules" / "esbuild").is_dir():
         raise SystemExit("layers/runner/node_modules is missing: `make setup` installs it (npm ci)")
+    if not (RUNNER / "launcher" / "launcher").is_file():
+        raise SystemExit("layers/runner/launcher/launcher is missing: `make layers/runner/launcher/launcher` builds it")
     layer = target / "nodejs" / "runner"
     for path in _files(RUNNER, RUNNER_SKIP):
         relative = path.relative_to(RUNNER)

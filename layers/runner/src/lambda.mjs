@@ -8,14 +8,20 @@
 // of the runner code and /tmp/runner), kept warm across invocations and started again if it dies
 // (docs/security.md, "AWS").
 //
+// The child has no network of its own: it is started through the seccomp launcher
+// (launcher/launcher.c), under which it can make no socket but AF_UNIX, so the Lambda runtime API
+// on loopback is out of its reach at any moment. Its component code's connections go through an
+// egress proxy in this process (lambda-egress.mjs: the local runner's protocol, the URL policy,
+// loopback always refused), reached through a control socket outside /tmp/runner. Without the
+// launcher, or when it cannot install its filter, no component code runs: the call fails.
+//
 // Between invocations the child is stopped (SIGSTOP, which it cannot catch or ignore): from the
 // moment its answer is read until the next call of its account is written to it (SIGCONT), none of
-// its code runs. That is the window in which the Lambda runtime API (on loopback, reachable from
-// the child: Lambda has no network namespaces and Node 22's permission model no network rule)
-// would hand the environment's next invocation, perhaps another account's, to whoever asks for it
-// (docs/security.md, "The Lambda runtime API"). The handler returns only once every thread of the
-// child is stopped. A child still holding a connection to the runtime API then is killed and its
-// call fails closed. A call unanswered past its limit (plus a grace) kills the child: `TIMEOUT`.
+// its code runs. That is the window in which the Lambda runtime API would hand the environment's
+// next invocation, perhaps another account's, to whoever asks for it (docs/security.md, "The
+// Lambda runtime API"): closed by the filter too, kept as a second line. The handler returns only
+// once every thread of the child is stopped. A child still holding a connection to the runtime API
+// then (possible only without the filter) is killed and its call fails closed. A call unanswered past its limit (plus a grace) kills the child: `TIMEOUT`.
 //
 // Bundling happens here too (op `bundle`, docs/aws.md "Bundles"): bundle.mjs in a child process
 // with no credentials in its environment, its npm store and cache under /tmp; the bundle is kept
@@ -33,10 +39,12 @@ import fs from 'node:fs'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
+import { egressProxy } from './lambda-egress.mjs'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const TMP = process.env.HEADWATER_RUNNER_TMP || '/tmp' // set by tests only
 const CHILD_TMP = path.join(TMP, 'runner')
+const EGRESS = path.join(TMP, 'egress') // the children's egress directories (lambda-egress.mjs)
 const BUNDLES = path.join(TMP, 'bundles')
 const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
@@ -44,6 +52,16 @@ const GRACE_MS = Number(process.env.HEADWATER_RUNNER_GRACE_MS) || 10_000 // past
 const STOP_WAIT_MS = 5_000 // a child whose threads are not all stopped by then is killed
 const NAP_MS = 0.05 // between looks at the stopping child
 const RUNTIME_API = process.env.AWS_LAMBDA_RUNTIME_API || '' // host:port, on loopback
+const LAUNCHER = path.join(RUNNER_DIR, 'launcher', 'launcher') // the seccomp launcher (launcher.c)
+const LAUNCHER_FAILED = 125 // its exit code when the filter could not be installed
+// Test-only: the child without the launcher, with the network Lambda gives (never set in template.yaml).
+const UNCONFINED = process.env.HEADWATER_RUNNER_UNSAFE_NO_LAUNCHER === '1'
+const EGRESS_POLICY = {
+  allowPrivate: ['1', 'true', 'yes', 'on'].includes((process.env.HEADWATER_ALLOW_PRIVATE_URLS || '').toLowerCase()),
+  // Test-only: loopback ports component code may reach (loopback is refused on Lambda; never set in template.yaml).
+  loopbackPorts: new Set((process.env.HEADWATER_RUNNER_EGRESS_ALLOW_LOOPBACK_PORTS || '').split(',').filter(Boolean).map(Number)),
+  runtimeApi: RUNTIME_API,
+}
 
 let child = null
 let childAccount = null // the one account whose calls this child has served
@@ -64,7 +82,16 @@ function start() {
     '--permission', '--allow-worker', `--allow-fs-read=${RUNNER_DIR}`, `--allow-fs-read=${CHILD_TMP}`,
     `--allow-fs-write=${CHILD_TMP}`, '--disable-warning=SecurityWarning', path.join(RUNNER_DIR, 'src', 'stdio.mjs'),
   ]
-  const proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  // Through the seccomp launcher: no socket but AF_UNIX, no io_uring (libuv is told so too); its
+  // connections go through its egress proxy, here, whose directory is outside its /tmp/runner.
+  let proc
+  if (UNCONFINED) proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  else {
+    const egress = egressProxy(EGRESS, EGRESS_POLICY)
+    const env = { UV_USE_IO_URING: '0', HEADWATER_EGRESS_DIR: egress.dir }
+    proc = spawn(LAUNCHER, [process.execPath, ...args], { env, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+    proc.egress = egress
+  }
   proc.stdioLinks = new Set()
   for (const fd of [0, 1, 2]) {
     try {
@@ -96,13 +123,18 @@ function start() {
   })
   proc.on('exit', (code, signal) => {
     if (child === proc) child = null
+    proc.egress?.close()
+    const message = code === LAUNCHER_FAILED
+      ? `the runner's seccomp launcher could not confine the runner process (see the function's log): component code is not run without it`
+      : `runner process exited with ${signal || code}`
     for (const [id, call] of pending) {
       if (call.proc !== proc) continue // a call of the child that replaced this one
       pending.delete(id)
       clearTimeout(call.timer)
-      call.resolve({ id, ok: false, error: { code: 'RUNNER_CRASHED', message: `runner process exited with ${signal || code}` } })
+      call.resolve({ id, ok: false, error: { code: 'RUNNER_CRASHED', message } })
     }
   })
+  proc.on('error', () => {}) // not started (the launcher went missing): its exit answers the calls
   proc.stdin.on('error', () => {}) // a dead child: its exit answers the calls
   return proc
 }
@@ -204,6 +236,15 @@ function resume(proc) {
   return true
 }
 
+function launcherReady() {
+  try {
+    fs.accessSync(LAUNCHER, fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
 function limitMs(event) {
   const own = Number.isFinite(event.timeout_ms) && event.timeout_ms > 0 ? event.timeout_ms : 30_000
   return own * Math.max(1, Array.isArray(event.events) ? event.events.length : 1) + GRACE_MS
@@ -215,6 +256,9 @@ async function ask(event, partials) {
   const account = typeof event.account === 'string' ? event.account : ''
   if (child && (childAccount !== account || !resume(child))) kill(child)
   if (!child) {
+    if (!UNCONFINED && !launcherReady()) {
+      return { id: null, ok: false, error: { code: 'RUNNER_CRASHED', message: `the runner's seccomp launcher ${LAUNCHER} is missing: component code is not run without it` } }
+    }
     // /tmp/runner is emptied for a new account whether its last child is alive or was killed.
     if (childAccount !== account) fs.rmSync(CHILD_TMP, { recursive: true, force: true })
     child = start()
@@ -222,6 +266,7 @@ async function ask(event, partials) {
   }
   const id = nextId++
   const proc = child
+  await proc.egress?.ready
   return new Promise((resolve) => {
     const timer = setTimeout(() => {
       if (!pending.delete(id)) return

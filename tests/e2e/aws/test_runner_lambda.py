@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import signal
 import socketserver
 import subprocess
@@ -224,11 +225,14 @@ class Listener:
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []
+        self.accepted = 0
         self.lock = threading.Lock()
         listener = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
+                with listener.lock:
+                    listener.accepted += 1
                 data = b""
                 while chunk := self.request.recv(65536):
                     data += chunk
@@ -328,24 +332,29 @@ def ran(step: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_warm_child_is_stopped_between_invocations_and_resumed_for_its_account(
-        container: Container, listener: Listener) -> None:
+        tmp_path: Path, listener: Listener) -> None:
     """A component that leaves an interval running: once its invocation returns, the child is
     stopped (SIGSTOP), so nothing of it runs while the container waits for its next invocation (the
     window in which the runtime API would hand that invocation to whoever asks); the next call of
     the same account resumes it, one of another account kills it. (Before: the child ran on.)"""
-    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(container, TICKER),
-           "event": {"port": listener.port}}
-    first = container.invoke({**run, "id": 1, "account": "account:a"})
-    pid = ran(first)["pid"]
-    assert state(pid) == "T"
-    # An invocation that does not use the child, and takes a while (esbuild): the child's idle window.
-    bundled(container, CODE + "\n// another bundle")
-    again = container.invoke({**run, "id": 2, "account": "account:a"})
-    assert ran(again)["pid"] == pid and state(pid) == "T"
-    idle = [t for t in listener.ticks() if int(first["end"]) < t < int(again["start"])]
-    assert idle == [], f"{len(idle)} connections from the child while it waited for its next call"
-    other = container.invoke({**run, "id": 3, "account": "account:b"})
-    assert ran(other)["pid"] != pid and ended(pid)  # killed, stopped as it was
+    # The listener's port is one the child may reach (through lambda.mjs's egress proxy).
+    container = Container(tmp_path, {"HEADWATER_RUNNER_EGRESS_ALLOW_LOOPBACK_PORTS": str(listener.port)})
+    try:
+        run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000,
+               "bundle": bundled(container, TICKER), "event": {"port": listener.port}}
+        first = container.invoke({**run, "id": 1, "account": "account:a"})
+        pid = ran(first)["pid"]
+        assert state(pid) == "T"
+        # An invocation that does not use the child, and takes a while (esbuild): the child's idle window.
+        bundled(container, CODE + "\n// another bundle")
+        again = container.invoke({**run, "id": 2, "account": "account:a"})
+        assert ran(again)["pid"] == pid and state(pid) == "T"
+        idle = [t for t in listener.ticks() if int(first["end"]) < t < int(again["start"])]
+        assert idle == [], f"{len(idle)} connections from the child while it waited for its next call"
+        other = container.invoke({**run, "id": 3, "account": "account:b"})
+        assert ran(other)["pid"] != pid and ended(pid)  # killed, stopped as it was
+    finally:
+        container.close()
 
 
 PID = """export default { key: 'pid', name: 'Pid', version: '0.0.1', type: 'source', props: {},
@@ -400,8 +409,11 @@ def test_a_child_holding_a_connection_to_the_runtime_api_is_killed_and_its_call_
         tmp_path: Path, listener: Listener) -> None:
     """A request to the runtime API still open when the child has answered could be answered with
     the environment's next invocation: the child is killed (its socket with it) and the call fails
-    closed (before: the answer went back and the request stayed open)."""
-    c = Container(tmp_path, {"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{listener.port}"})
+    closed (before: the answer went back and the request stayed open). The second line, behind the
+    seccomp filter (which keeps the child from opening that connection at all): shown on a child
+    started without the launcher, the test-only way."""
+    c = Container(tmp_path, {"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{listener.port}",
+                             "HEADWATER_RUNNER_UNSAFE_NO_LAUNCHER": "1"})
     try:
         run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(c, PID),
                "account": "account:a"}
@@ -427,3 +439,126 @@ def test_a_new_accounts_child_gets_an_empty_tmp_after_the_last_child_was_killed(
     bundled(container, CODE)  # an invocation without the child: lambda.mjs has seen it end
     other = container.invoke({**run, "id": 2, "account": "account:b", "event": {"mark": "b1"}})
     assert other["answer"]["result"]["emits"][0]["event"] == ["mark-b1"], other
+
+
+# ---- the child has no network of its own (docs/security.md, "The Lambda runtime API") -----------
+
+REACH = """export default { key: 'reach', name: 'Reach', version: '0.0.1', type: 'source', props: {},
+  async run(event) {
+    const net = await import('node:net')
+    const out = {}
+    out.direct = await new Promise((r) => {
+      const s = net.connect(event.api, '127.0.0.1', () => {
+        s.end('GET /2018-06-01/runtime/invocation/next')
+        r('connected')
+      })
+      s.on('error', (e) => r(String(e.message)))
+    })
+    const get = async (url) => {
+      try {
+        const res = await fetch(url, { signal: AbortSignal.timeout(5000) })
+        return `${res.status} ${await res.text()}`
+      }
+      catch (e) { return String(e.cause ? e.cause.message : e.message) }
+    }
+    out.fetch = await get(`http://127.0.0.1:${event.api}/2018-06-01/runtime/invocation/next`)
+    try { // below the net patch: the binding itself
+      const { TCP, TCPConnectWrap, constants } = process.binding('tcp_wrap')
+      const req = new TCPConnectWrap()
+      out.raw = String(new TCP(constants.SOCKET).connect(req, '127.0.0.1', event.api))
+    } catch (e) { out.raw = String(e.message) }
+    out.allowed = await get(`http://localhost:${event.web}/hello`)
+    this.$emit(out)
+  } }"""
+
+
+@pytest.fixture
+def web() -> Iterator[int]:
+    """A loopback HTTP server answering `hello`: an address component code may reach in these tests."""
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def reach(tmp_path: Path, listener: Listener, web: int, allowed: list[int]) -> dict[str, str]:
+    c = Container(tmp_path, {"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{listener.port}",
+                             "HEADWATER_RUNNER_EGRESS_ALLOW_LOOPBACK_PORTS": ",".join(map(str, allowed))})
+    try:
+        run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 20000, "bundle": bundled(c, REACH),
+               "account": "account:a", "event": {"api": listener.port, "web": web}}
+        return ran(c.invoke({**run, "id": 1}))
+    finally:
+        c.close()
+
+
+def test_component_code_cannot_reach_the_runtime_api_and_reaches_allowed_addresses_through_the_proxy(
+        tmp_path: Path, listener: Listener, web: int) -> None:
+    """The child runs under the seccomp launcher (no socket but AF_UNIX): a connection to the
+    runtime API's address, through net, fetch or the TCP binding below net's patch, never arrives;
+    its net and fetch are refused by lambda.mjs's egress proxy with the URL policy's sentence (loopback), while
+    an address the proxy allows (a loopback port, test-only) answers. (Before: the connections arrived.)"""
+    seen = reach(tmp_path, listener, web, [web])
+    assert listener.accepted == 0, f"{listener.accepted} connections arrived at the runtime API: {seen}"
+    assert seen["allowed"] == "200 hello", seen
+    for how in ("direct", "fetch"):
+        assert "refused by policy: 127.0.0.1 is a loopback address" in seen[how], seen
+    assert seen["raw"] != "0", seen  # 0: the binding's connect started
+
+
+def test_the_runtime_api_is_refused_even_on_a_port_the_proxy_would_allow(
+        tmp_path: Path, listener: Listener, web: int) -> None:
+    seen = reach(tmp_path, listener, web, [web, listener.port])
+    assert listener.accepted == 0, f"{listener.accepted} connections arrived at the runtime API: {seen}"
+    assert seen["allowed"] == "200 hello", seen
+    assert f"refused by policy: 127.0.0.1 port {listener.port} is the Lambda runtime API" in seen["direct"], seen
+
+
+def test_without_its_launcher_the_runner_runs_no_component_code(tmp_path: Path) -> None:
+    """Fail closed: a layer whose launcher is missing, or whose launcher cannot install its filter
+    (exit 125), answers a clear error and runs nothing."""
+    layer = tmp_path / "layer"  # the runner layer without its launcher
+    shutil.copytree(LAMBDA.parent, layer / "src")
+    (layer / "node_modules").symlink_to(LAMBDA.parent.parent / "node_modules")  # the bundler's
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "account": "account:a",
+           "bundle": {"hash": digest(CODE)}, "event": {"n": 1}}
+    (tmp_path / "driver.mjs").write_text(DRIVER)
+    (tmp_path / "c").mkdir()
+
+    def answer() -> dict[str, Any]:
+        env = {"PATH": "/usr/bin:/bin", "HEADWATER_RUNNER_TMP": str(tmp_path / "c"),
+               "LAMBDA_MJS": str(layer / "src" / "lambda.mjs")}
+        events = [{"id": 0, "op": "bundle", "code": CODE, "lock": {}}, {**run, "id": 1}]
+        proc = subprocess.run([str(Settings().node), str(tmp_path / "driver.mjs"), json.dumps(events)],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        made, ran = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert made["ok"], made
+        return dict(ran)
+
+    missing = answer()
+    assert not missing["ok"] and missing["error"]["code"] == "RUNNER_CRASHED", missing
+    assert "seccomp launcher" in missing["error"]["message"] and "missing" in missing["error"]["message"]
+    (layer / "launcher").mkdir()
+    (layer / "launcher" / "launcher").write_text("#!/bin/sh\necho 'launcher: seccomp filter: EINVAL' >&2\nexit 125\n")
+    (layer / "launcher" / "launcher").chmod(0o755)
+    failed = answer()
+    assert not failed["ok"] and failed["error"]["code"] == "RUNNER_CRASHED", failed
+    assert "could not confine" in failed["error"]["message"], failed
+
+
+def test_the_test_only_switches_are_not_in_the_template() -> None:
+    template = (LAMBDA.parents[3] / "template.yaml").read_text()
+    for name in ("HEADWATER_RUNNER_UNSAFE_NO_LAUNCHER", "HEADWATER_RUNNER_EGRESS_ALLOW_LOOPBACK_PORTS"):
+        assert name in LAMBDA.read_text() and name not in template, name

@@ -1,0 +1,72 @@
+"""The AWS runner child's seccomp launcher (layers/runner/launcher/launcher.c): a C program run
+under it can make Unix sockets and no other, and has no io_uring and no ptrace; run without it,
+the same program can (so the checks can fail)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "layers" / "runner" / "launcher" / "launcher"
+
+PROBE = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static void report(const char *what, long r) { printf("%s %s\n", what, r < 0 ? strerrorname_np(errno) : "ok"); }
+int main(void) {
+  int pair[2];
+  struct { unsigned char bytes[120]; } params = {0};
+  report("inet", socket(AF_INET, SOCK_STREAM, 0));
+  report("inet6", socket(AF_INET6, SOCK_STREAM, 0));
+  report("udp", socket(AF_INET, SOCK_DGRAM, 0));
+  report("netlink", socket(AF_NETLINK, SOCK_RAW, 0));
+  report("inet-high-bits", syscall(SYS_socket, 0x100000000L | AF_INET, SOCK_STREAM, 0));
+  report("inet-pair", socketpair(AF_INET, SOCK_STREAM, 0, pair));
+  report("unix", socket(AF_UNIX, SOCK_STREAM, 0));
+  report("unix-pair", socketpair(AF_UNIX, SOCK_STREAM, 0, pair));
+  report("io_uring", syscall(SYS_io_uring_setup, 1, &params));
+  report("ptrace", ptrace(PTRACE_TRACEME, 0, 0, 0));
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    assert LAUNCHER.is_file(), "the launcher is missing: `make setup` builds it"
+    tmp = tmp_path_factory.mktemp("probe")
+    (tmp / "probe.c").write_text(PROBE)
+    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-o", str(tmp / "probe"), str(tmp / "probe.c")],
+                   check=True, timeout=120)
+    return tmp / "probe"
+
+
+def results(*argv: str) -> dict[str, str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return dict(line.split() for line in proc.stdout.splitlines())
+
+
+def test_under_the_launcher_only_unix_sockets_can_be_made(probe: Path) -> None:
+    assert results(str(LAUNCHER), str(probe)) == {
+        "inet": "EACCES", "inet6": "EACCES", "udp": "EACCES", "netlink": "EACCES", "inet-high-bits": "EACCES",
+        "inet-pair": "EACCES", "unix": "ok", "unix-pair": "ok", "io_uring": "ENOSYS", "ptrace": "EPERM"}
+
+
+def test_without_the_launcher_the_probe_makes_network_sockets(probe: Path) -> None:
+    seen = results(str(probe))
+    assert seen["inet"] == seen["inet6"] == seen["udp"] == seen["inet-high-bits"] == "ok", seen
+    assert seen["io_uring"] != "ENOSYS" and seen["ptrace"] != "EPERM", seen
+
+
+def test_the_launcher_says_why_it_cannot_exec() -> None:
+    proc = subprocess.run([str(LAUNCHER), "/nonexistent"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 127 and "exec /nonexistent" in proc.stderr
