@@ -60,7 +60,7 @@ def _patient_long_polls() -> None:
         with self._messages_lock:
             self._messages_lock.wait(timeout=min(timeout, 0.05))
 
-    Queue.wait_for_messages = wait_for_messages
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
 
 
 def start_moto() -> Any:
