@@ -1,6 +1,6 @@
 """The SQS consumers' idempotency records (Powertools, on moto): a standard queue's message is
-handled once per message id through one; a FIFO queue's goes without, and so does a webhook
-attempt that carries its number (docs/aws.md, Cost)."""
+handled once per message id through one; a FIFO queue's batch goes whole to the task queue without
+one, and so does a webhook attempt that carries its number (docs/aws.md, Cost)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from headwater.entrypoints.aws import runtime
 class Queue:
     def __init__(self) -> None:
         self.handled: list[str] = []
+        self.calls: list[list[str]] = []
 
     def handle_records(self, records: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
         self.handled += [r["messageId"] for r in records]
+        self.calls.append([r["messageId"] for r in records])
         return {"batchItemFailures": []}
 
 
@@ -53,12 +55,32 @@ def test_standard_messages_are_recorded_once_and_fifo_ones_go_without(monkeypatc
         manual = '{"type": "deliver_webhook", "delivery_id": "msg_1", "manual": true, "attempt": null}'
         for _ in range(2):  # SQS delivering each twice
             answer = handler({"Records": [record("m-std", "headwater-RunQueue"),
-                                          record("m-fifo", "headwater-RunOrderQueue.fifo"),
                                           record("m-attempt", "headwater-WebhookDeliveryQueue", attempt),
                                           record("m-manual", "headwater-WebhookDeliveryQueue", manual)]}, context())
             assert answer == {"batchItemFailures": []}
+            fifo = [record(i, "headwater-RunOrderQueue.fifo") for i in ("m-fifo", "m-fifo-2")]
+            assert handler({"Records": fifo}, context()) == {"batchItemFailures": []}
 
         # the repeats left to the lane's applied task ids, and to the attempts the delivery records
-        assert queue.handled == ["m-std", "m-fifo", "m-attempt", "m-manual", "m-fifo", "m-attempt"]
+        assert queue.handled == ["m-std", "m-attempt", "m-manual", "m-fifo", "m-fifo-2",
+                                 "m-attempt", "m-fifo", "m-fifo-2"]
+        # a FIFO batch goes to the queue whole (a source's runs in it: one runner call, one commit)
+        assert [c for c in queue.calls if len(c) > 1] == [["m-fifo", "m-fifo-2"]] * 2
         items = dynamodb.scan(TableName="idempotency")["Items"]
         assert len(items) == 2  # the standard message's and the manual retry's
+
+
+def test_a_fifo_batch_reports_the_failures_the_queue_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Failing(Queue):
+        def handle_records(self, records: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+            super().handle_records(records)
+            return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records[1:]]}
+
+    queue = Failing()
+    monkeypatch.setattr(runtime, "services", lambda: SimpleNamespace(adapters=SimpleNamespace(queue=queue)))
+    monkeypatch.setattr(runtime, "idempotency", lambda: None)
+    handler = runtime.sqs_handler("Runs")
+    fifo = [record(f"m-{i}", "headwater-RunOrderQueue.fifo") for i in range(3)]
+    assert handler({"Records": fifo}, context()) == {"batchItemFailures": [{"itemIdentifier": "m-1"},
+                                                                           {"itemIdentifier": "m-2"}]}
+    assert queue.calls == [["m-0", "m-1", "m-2"]]

@@ -122,13 +122,15 @@ def sqs_handler(name: str) -> LambdaHandler:
     with each message handled once per message id (SQS delivers at least once), by the task queue,
     which holds the message's lane and sends early or blocked messages back with a delay.
 
-    A FIFO queue's message goes without an idempotency record (a put and an update, two write
-    units a message): SQS hands out none of its group's later messages until the batch it came in
-    is settled, so a repeat comes back with at most its batch's ten applied after it, while the
-    lane's state still lists its task id among the newest applied ones (a run, a tick, a workflow
-    step); its other commands (a schedule sync, a fan-out) are idempotent. Nor does a webhook
-    attempt that carries its number: the delivery records its attempts, and a repeat finds its own
-    there (services/webhooks.py says what that leaves: two copies at the same instant both send)."""
+    A FIFO queue's batch (a mapping reads one queue: a batch is all FIFO or none) is handled whole,
+    not a record at a time, so a source's runs in it share one runner call and one commit; and
+    without an idempotency record (a put and an update, two write units a message): SQS hands out
+    none of its group's later messages until the batch it came in is settled, so a repeat comes
+    back with at most its batch's ten applied after it, while the lane's state still lists its task
+    id among the newest applied ones (a run, a tick, a workflow step); its other commands (a
+    schedule sync, a fan-out) are idempotent. Nor does a webhook attempt that carries its number:
+    the delivery records its attempts, and a repeat finds its own there (services/webhooks.py says
+    what that leaves: two copies at the same instant both send)."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.idempotency import idempotent_function
@@ -154,18 +156,33 @@ def sqs_handler(name: str) -> LambdaHandler:
         logger.set_correlation_id(request_id)
         if request_id:
             tracer.put_annotation(key="request_id", value=request_id)
-        if str(record.raw_event.get("eventSourceARN", "")).endswith(".fifo") or _counted_attempt(record.raw_event):
+        if _counted_attempt(record.raw_event):
             return process(message=record.raw_event)
         return bool(handle(message=record.raw_event))
+
+    def ordered(records: list[dict[str, Any]]) -> dict[str, Any]:
+        """A FIFO queue's batch, handled as one: a source's runs in it go to the runner in one call
+        and commit in one unit of work (one lease, one state write, one trim and one usage count
+        for the batch rather than for each message)."""
+        request_id = request_ids.of_message(records[0])
+        logger.set_correlation_id(request_id)
+        if request_id:
+            tracer.put_annotation(key="request_id", value=request_id)
+        return queue.handle_records(records)
 
     @logger.inject_lambda_context
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> Any:
         config.register_lambda_context(context)
-        processor = BatchProcessor(event_type=EventType.SQS)  # per invocation: it keeps the batch's outcome
-        response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                            context=context)
-        count(f"{name}Messages", len(event.get("Records", [])))
+        records = event.get("Records", [])
+        response: Any
+        if records and all(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records):
+            response = ordered(records)
+        else:
+            processor = BatchProcessor(event_type=EventType.SQS)  # per invocation: it keeps the batch's outcome
+            response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
+                                                context=context)
+        count(f"{name}Messages", len(records))
         return response
 
     return handler
