@@ -340,7 +340,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     a.queue.handle(DeleteEvents, events.delete)
     a.queue.handle(PurgeSource, events.purge)
     a.queue.handle(FanOut, routing.fan_out)
-    a.queue.handle(DeliverWebhook, metered_deliveries(webhooks.deliver))
+    a.queue.handle(DeliverWebhook, metered_deliveries(webhooks.deliver), now=metered_deliveries(webhooks.deliver_now))
     a.queue.handle(RunWorkflow, workflows.run)
     a.queue.handle(Send, destinations.send)
     return Services(

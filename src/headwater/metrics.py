@@ -63,15 +63,18 @@ def metered_runs(handler: _Handler) -> _Handler:
     return handle  # type: ignore[return-value]
 
 
-def metered_deliveries(handler: TaskHandler) -> TaskHandler:
-    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> list[Any]:
-        results = results_of(handler(tasks, on_partial))
+def metered_deliveries(handler: _Handler) -> _Handler:
+    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> list[Any] | None:
+        answered = handler(tasks, on_partial)
+        if answered is None:  # the `now` form left them to the queue
+            return None
+        results = results_of(answered)
         for result in results:
             if result is not None:
                 DELIVERIES.labels(str(result)).inc()
         return results
 
-    return handle
+    return handle  # type: ignore[return-value]
 
 
 class GaugesFrom(Collector):

@@ -308,8 +308,11 @@ class TaskQueue(Protocol):
     """Delivers committed commands to their handlers, one at a time per lane, at least once."""
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
-        """`now`: the handler's form that never blocks, which a queue may call on the event loop
-        to start a waiting request's run at once; it returns None when it would have to block."""
+        """`now`: the handler's form for a task handled the moment it is committed, by the process
+        that committed it; it returns None to leave the task to the queue. The local queue calls
+        it on the event loop to start a waiting request's run (there it must not block: None when
+        it would have to); the SQS queue, for the types it handles after their commit (a webhook's
+        first attempt, when the webhook has not been slow here lately)."""
 
     async def ingest(self, command: RunSource, respond: bool = False) -> str:
         """Queues one run durably (group commit) and returns its task id once it is. With `respond`,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import (
     Command,
     DeleteEvents,
+    DeliverWebhook,
     FanOut,
     RunSource,
     SyncSchedule,
@@ -240,6 +242,40 @@ def test_a_fan_out_that_fails_at_once_goes_to_its_queue(setup: Setup) -> None:
     assert len(setup.seen) == 1
     messages = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
     assert [json.loads(m["Body"])["type"] for m in messages] == ["fan_out"]
+    assert setup.store.pending_outbox(older_than_s=-60) == []
+
+
+def test_a_committed_attempt_goes_through_its_now_form_and_none_leaves_it_to_its_queue(setup: Setup) -> None:
+    """A webhook's first attempt after the run's commit (`Webhooks.deliver_now`): the `now` form is
+    called, not the queue's handler; its None (the webhook was slow lately) sends it to its queue."""
+    setup.queue.after_commit = frozenset({"deliver_webhook"})
+    left = {"msg_slow"}
+
+    def now(tasks: list[Task], _: Any) -> list[Any] | None:
+        setup.seen.append(("now", tasks))
+        return None if tasks[0].command.delivery_id in left else ["succeeded"]  # type: ignore[attr-defined]
+
+    setup.queue.handle(DeliverWebhook, setup.record("deliver"), now=now)
+    setup.commit(DeliverWebhook("msg_fast", attempt=0))
+    setup.commit(DeliverWebhook("msg_slow", attempt=0))
+    assert [name for name, _ in setup.seen] == ["now", "now"]
+    messages = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
+    assert [command_of(m) for m in messages] == [DeliverWebhook("msg_slow", attempt=0)]
+    assert setup.store.pending_outbox(older_than_s=-60) == []
+
+
+def test_a_commits_attempts_at_once_are_made_side_by_side(setup: Setup) -> None:
+    """Each attempt waits at a barrier for the others: made one after another, none would pass it."""
+    setup.queue.after_commit = frozenset({"deliver_webhook"})
+    barrier = threading.Barrier(3, timeout=10)
+
+    def now(tasks: list[Task], _: Any) -> list[Any]:
+        barrier.wait()
+        return ["succeeded"]
+
+    setup.queue.handle(DeliverWebhook, now, now=now)
+    setup.commit(*(DeliverWebhook(f"msg_{i}", attempt=0) for i in range(3)))
+    assert setup.counts()[0] == 0  # all three handled here, none sent
     assert setup.store.pending_outbox(older_than_s=-60) == []
 
 

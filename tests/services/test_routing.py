@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -237,3 +238,40 @@ def test_two_copies_of_one_attempt_at_the_same_instant_both_send_and_one_is_reco
     assert answers == [None, ["succeeded"]] and len(w.sender.sent) == 2
     [delivery] = w.store.data.deliveries.values()
     assert len(delivery.attempts) == 1 and delivery.version == 2
+
+
+def test_attempts_made_at_once_leave_a_webhook_to_the_queue_after_it_failed_or_was_slow() -> None:
+    """`deliver_now` (the AWS run consumer's first attempts right after its commit): a webhook that
+    failed or answered slowly here has its next attempts left to the queue for SLOW_FOR_S, so one
+    slow receiver does not hold up its source's runs; the queue's handler still sends them."""
+    from headwater.services import webhooks
+
+    w = world(webhook_retry_schedule="0,0,0")
+    source, _ = hooked(w)
+    first, _ = w.queue.pending.pop(0)
+    assert w.services.webhooks.deliver_now([first]) == ["succeeded"]  # fast and fine: made here
+    w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
+    second, _ = w.queue.pending.pop(0)
+    post = w.sender.post
+    w.sender.post = lambda url, body, headers: replace(post(url, body, headers),  # type: ignore[method-assign]
+                                                       duration_ms=webhooks.SLOW_MS + 1)
+    assert w.services.webhooks.deliver_now([second]) == ["succeeded"]  # made, but slowly
+    w.services.runs.run_batch([run_task(source.id, {"n": 3}, "t3")], lambda t, r: None)
+    third, _ = w.queue.pending.pop(0)
+    assert w.services.webhooks.deliver_now([third]) is None  # left to the queue: nothing sent here
+    assert len(w.sender.sent) == 2
+    assert w.services.webhooks.deliver([third]) == ["succeeded"] and len(w.sender.sent) == 3
+
+
+def test_a_failed_attempt_made_at_once_is_retried_through_the_queue() -> None:
+    w = world(webhook_retry_schedule="0,0")
+    hooked(w)
+    first, _ = w.queue.pending.pop(0)
+    w.sender.statuses = [500]
+    assert w.services.webhooks.deliver_now([first]) == ["failed"]
+    [(retry, _)] = w.queue.pending
+    assert retry.command.attempt == 1
+    assert w.services.webhooks.deliver_now([retry]) is None  # the webhook failed here just now
+    assert w.services.webhooks.deliver([retry]) == ["succeeded"]
+    [delivery] = w.store.data.deliveries.values()
+    assert [a.status for a in delivery.attempts] == [500, 200]

@@ -5,6 +5,10 @@ task queue. An attempt that fails queues the next one with the schedule's delay 
 delay: no thread sleeps), so pending retries survive a restart; the delivery record, its
 attempts and the next command commit together, conditionally on the delivery's version.
 
+Where the queue handles a commit's tasks at once (the AWS run consumer), a delivery's first
+attempt is made right after the run's commit by `deliver_now`, unless the webhook was slow or
+failing in this process lately; its retries go through the queue as ever.
+
 Each DeliverWebhook carries the number of its attempt, so a message delivered twice finds its
 attempt recorded on the delivery and does nothing (no idempotency record needed on AWS). Two
 copies handled at the same instant can both send (both read the delivery before either recorded
@@ -40,12 +44,16 @@ from headwater.domain.routing import (
 from headwater.domain.urls import check_http_url
 from headwater.ports import Secrets, Task, UnitOfWorkFactory, WebhookSender
 from headwater.services.accounts import Accounts
+from headwater.services.cache import TtlCache
 from headwater.services.clock import now_ms, now_s
 from headwater.services.contention import back_off
 from headwater.services.subscriptions import Subscriptions
 from headwater.settings import Settings
 
 _MAX_ATTEMPTS = 20
+SLOW_MS = 1000  # an attempt slower than this (or failed) leaves the webhook's next ones to the queue...
+SLOW_FOR_S = 300.0  # ...for this long, in this process
+_LEFT = "left to the queue"
 
 
 class Webhooks:
@@ -57,6 +65,7 @@ class Webhooks:
         self.sender = sender
         self.secrets = secrets
         self.schedule = parse_schedule(settings.webhook_retry_schedule)
+        self._slow: TtlCache[str, bool] = TtlCache(SLOW_FOR_S)
 
     # the resource
 
@@ -119,12 +128,28 @@ class Webhooks:
         """DeliverWebhook handler: the delivery's status after each attempt (None: nothing to do)."""
         return [self._attempt(task.command) for task in tasks]  # type: ignore[arg-type]
 
-    def _attempt(self, command: DeliverWebhook) -> str | None:
+    def deliver_now(self, tasks: list[Task], _: object = None) -> list[str | None] | None:
+        """The handler's `now` form, for attempts made by the process that committed them (on AWS,
+        the run consumer right after a run's commit: no queue round trip, no other invocation).
+        None leaves them to the queue when a webhook was slow or failing here lately, so that one
+        slow receiver does not hold up its source's runs. A task attempted before another is
+        left then is a repeat for the queue, which finds its attempt recorded."""
+        statuses = []
+        for task in tasks:
+            status = self._attempt(task.command, at_once=True)  # type: ignore[arg-type]
+            if status is _LEFT:
+                return None
+            statuses.append(status)
+        return statuses
+
+    def _attempt(self, command: DeliverWebhook, at_once: bool = False) -> str | None:
         with self.uow(readonly=True) as uow:
             delivery = uow.deliveries.get(command.delivery_id)
             webhook = uow.webhooks.get(delivery.webhook_id) if delivery else None
         if delivery is None or webhook is None:
             return None
+        if at_once and self._slow.get(webhook.id)[0]:
+            return _LEFT
         if not command.manual and (delivery.status in ("succeeded", "dead") or not webhook.active):
             return None
         if not command.manual and command.attempt is not None and len(delivery.attempts) > command.attempt:
@@ -139,6 +164,8 @@ class Webhooks:
                    "user-agent": "Headwater-Webhooks"}
         result = self.sender.post(webhook.url, body.encode(), headers)
         attempt = Attempt(now_ms(), result.status, result.error, result.duration_ms)
+        if outcome_of(result.status) != "succeeded" or result.duration_ms > SLOW_MS:
+            self._slow.put(webhook.id, True)
         return self._record(delivery, webhook, attempt, parse_retry_after(result.retry_after, time.time()),
                             None if command.manual else command.attempt)
 

@@ -39,9 +39,10 @@ class AwsConfig:
     # serves the runner while the tables and queues are on a moto server (docs/aws.md, sam local).
     lambda_endpoint_url: str | None = field(default_factory=lambda: _env("LAMBDA_ENDPOINT_URL") or None)
     # Committed commands this function handles at once rather than through their queue (its role
-    # may write what they write): `fan_out` on the run consumer.
+    # may write what they write): `fan_out` and `deliver_webhook` on the run consumer.
     at_once: frozenset[str] = field(default_factory=lambda: frozenset(
-        {"fan_out"} if _env("FAN_OUT_AT_ONCE") == "true" else ()))
+        ({"fan_out"} if _env("FAN_OUT_AT_ONCE") == "true" else set())
+        | ({"deliver_webhook"} if _env("DELIVER_AT_ONCE") == "true" else set())))
 
     def endpoint_for(self, service: str) -> str | None:
         """The endpoint a client of `service` talks to (None: AWS itself)."""

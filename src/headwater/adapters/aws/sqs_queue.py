@@ -50,6 +50,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -62,6 +63,7 @@ log = logging.getLogger("headwater.sqs")
 
 MAX_DELAY_S = 900  # SQS's DelaySeconds limit
 MAX_MESSAGE_BYTES = 250 * 1024  # SQS takes 256 KB a message; a larger body goes to the payload store
+AT_ONCE_THREADS = 8  # a commit's lane-less tasks handled side by side after it
 BATCH = 10  # SendMessageBatch / DeleteMessageBatch / ReceiveMessage limit
 BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
@@ -157,13 +159,18 @@ class SqsTaskQueue:
         self.payloads = payloads
         self.clock = clock
         self.handlers: dict[str, TaskHandler] = {}
+        self.now_handlers: dict[str, NowHandler] = {}
         self.after_commit = after_commit
         self.ordered_url = ordered_url
         self.ordered_wait_s = ordered_wait_s
         self._inline: set[asyncio.Future[None]] = set()
 
     def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
-        self.handlers[command.name] = handler  # a waiting request's run goes inline here: no `now`
+        """`now` is used for the types handled after their commit (`after_commit`) only: a waiting
+        request's run goes inline here (`ingest`) by its handler."""
+        self.handlers[command.name] = handler
+        if now is not None:
+            self.now_handlers[command.name] = now
 
     # sending
 
@@ -189,19 +196,36 @@ class SqsTaskQueue:
             self.store.outbox_done(sent)
 
     def _handle_now(self, tasks: list[Task]) -> set[str]:
-        """The tasks handled here and now (their outbox items deleted); the rest go to their queue."""
-        handled: list[str] = []
-        for task in tasks:
-            try:
-                with self._holding(task, 0):
-                    results_of(self.handlers[task.command.name]([task], lambda _task, _response: None))
-            except Exception:  # noqa: BLE001 - Busy or a failure: its queue's consumer retries it
-                log.info("task %s (%s) goes to its queue", task.id, task.command.name, exc_info=True)
-                continue
-            handled.append(task.id)
+        """The tasks handled here and now (their outbox items deleted); the rest go to their queue.
+        Tasks without a lane (a webhook's attempts) are handled side by side: a commit's deliveries
+        wait for the slowest receiver, not for all of them in turn."""
+        apart = [t for t in tasks if t.command.lane is None]
+        handled = [t.id for t in tasks if t.command.lane is not None and self._handled_now(t)]
+        if len(apart) == 1:
+            handled += [apart[0].id] if self._handled_now(apart[0]) else []
+        elif apart:
+            calls = [(contextvars.copy_context(), t) for t in apart]  # each in the committer's context (its request id)
+            with ThreadPoolExecutor(min(len(apart), AT_ONCE_THREADS), thread_name_prefix="at-once") as pool:
+                done = list(pool.map(lambda call: call[0].run(self._handled_now, call[1]), calls))
+            handled += [t.id for t, ok in zip(apart, done, strict=True) if ok]
         if handled:
             self.store.outbox_done(handled)
         return set(handled)
+
+    def _handled_now(self, task: Task) -> bool:
+        """Its type's `now` form if it has one (None: leave it to the queue), else its handler."""
+        name = task.command.name
+        try:
+            with self._holding(task, 0):
+                answered = self.now_handlers.get(name, self.handlers[name])([task], lambda _task, _response: None)
+                if answered is None:
+                    log.debug("task %s (%s) left to its queue", task.id, name)
+                    return False
+                results_of(answered)
+        except Exception:  # noqa: BLE001 - Busy or a failure: its queue's consumer retries it
+            log.info("task %s (%s) goes to its queue", task.id, name, exc_info=True)
+            return False
+        return True
 
     def recover(self, older_than_s: float = 60.0) -> int:
         """Sends the outbox items a crash left behind (run it now and then); how many it found."""
