@@ -8,8 +8,9 @@ the source to its steady state (a full channel, a full dedupe window).
 Scenarios:
 - `http_default`: an HTTP source answering the default response, a 1 KB JSON body, one webhook
   subscribed (its delivery included; the receiver answers after `--receiver-ms`);
-- `webhook_delivery`: the part of `http_default` in the delivery function (and in the fan-out
-  function, for a fan-out that went through its queue: the run's process handles it at once);
+- `webhook_retry`: `http_default` with a receiver that fails each event's first attempt (503) and
+  takes the second: the failed attempt, the retry through the delivery queue and function, and
+  (since a webhook that failed lately is left to the queue) every later first attempt there too;
 - `custom_response`: an HTTP source with `customResponse` (the run inline in the ingest function),
   1 KB body, no subscriber;
 - `timer_tick`: a timer source's tick as EventBridge Scheduler fires it (the run emits a small event).
@@ -47,7 +48,7 @@ from tests.conftest import Server, client_for, free_port, new_user  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "aws.md"
-SCENARIOS = ("http_default", "webhook_delivery", "custom_response", "timer_tick")
+SCENARIOS = ("http_default", "webhook_retry", "custom_response", "timer_tick")
 WORDS = ("blue", "cotton", "shirt", "large", "slim", "fit", "organic", "wool", "socks", "pack", "leather", "belt",
          "brown", "classic", "canvas", "sneakers", "white", "running", "shoes", "trail", "waterproof", "jacket",
          "hooded", "fleece", "scarf", "knit", "gift", "wrap")
@@ -253,22 +254,28 @@ def settle(stack: Stack, quiet_s: float = 1.5, timeout_s: float = 120) -> None:
 
 
 class Receiver:
-    """A webhook endpoint on loopback that answers 200 after `delay_s` (a receiver's round trip)."""
+    """A webhook endpoint on loopback that answers 200 after `delay_s` (a receiver's round trip);
+    with `fail_first`, 503 to the first attempt of each delivery (by its `webhook-id`). `count`:
+    the deliveries it took."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, fail_first: bool = False) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.count = 0
         self.lock = threading.Lock()
+        self.seen: set[str] = set()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 time.sleep(delay_s)
+                delivery = self.headers.get("webhook-id", "")
                 with receiver.lock:
-                    receiver.count += 1
-                self.send_response(200)
+                    taken = not fail_first or delivery in receiver.seen
+                    receiver.seen.add(delivery)
+                    receiver.count += taken
+                self.send_response(200 if taken else 503)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -296,14 +303,14 @@ def _post_events(url: str, n: int) -> None:
 
 
 def http_source(stack: Stack, api: httpx.Client, code: str, events: int, warmup: int,
-                receiver_ms: float | None) -> dict[str, Tally]:
+                receiver_ms: float | None, fail_first: bool = False) -> dict[str, Tally]:
     created = api.post("/sources", json={"component_code": code})
     assert created.status_code == 200, created.text
     source = created.json()["data"]
     url = source["configured_props"]["http"]["endpoint_url"]
     receiver = None
     if receiver_ms is not None:
-        receiver = Receiver(receiver_ms / 1000)
+        receiver = Receiver(receiver_ms / 1000, fail_first)
         hook = api.post("/webhooks", params={"url": receiver.url, "name": "bench"})
         assert hook.status_code == 200, hook.text
         subscribed = api.post("/subscriptions", params={"emitter_id": source["id"],
@@ -359,13 +366,10 @@ def run_scenarios(names: list[str], events: int, warmup: int,
     with emulated_stack(Path(tempfile.mkdtemp(prefix="aws-cost-"))) as stack:
         user = new_user(stack.server, tier="paid")
         with client_for(stack.server, user.api_key) as api:
-            if "http_default" in names or "webhook_delivery" in names:
-                tallies = http_source(stack, api, PLAIN, events, warmup, receiver_ms)
-                if "http_default" in names:
-                    yield "http_default", tallies
-                if "webhook_delivery" in names:
-                    yield "webhook_delivery", {k: v for k, v in tallies.items() if k.endswith(
-                        ("FanOutFunction", "WebhookDeliveryFunction"))}
+            if "http_default" in names:
+                yield "http_default", http_source(stack, api, PLAIN, events, warmup, receiver_ms)
+            if "webhook_retry" in names:
+                yield "webhook_retry", http_source(stack, api, PLAIN, events, warmup, receiver_ms, fail_first=True)
             if "custom_response" in names:
                 yield "custom_response", http_source(stack, api, ECHO, events, warmup, None)
             if "timer_tick" in names:
