@@ -10,6 +10,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,24 +49,49 @@ class _OneDynamoDBRequestAtATime:
             return list(self.app(environ, start_response))
 
 
-def _patient_long_polls() -> None:
-    """moto's SQS long poll checks its queue again as soon as any message is visible. A FIFO queue
-    whose visible messages all wait behind their group's batch in flight is never empty, so the
-    poll spins for its whole wait, holding the server's interpreter: two such polls slowed every
-    other call of the emulated stack about threefold (a source's backlog of 100 runs took over 5
-    minutes). Here a poll with nothing to take waits for a message added, or 50 ms."""
-    from moto.sqs.models import Queue
+def _wait_for_change(queue: Any, timeout_s: float) -> None:
+    """Until a message is added to `queue`, or `timeout_s`."""
+    with queue._messages_lock:
+        queue._messages_lock.wait(timeout=timeout_s)
 
-    def wait_for_messages(self: Any, timeout: int) -> None:
-        with self._messages_lock:
-            self._messages_lock.wait(timeout=min(timeout, 0.05))
 
-    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+def _fifo_safe_long_polls() -> None:
+    """Two faults of moto's SQS long poll, which the emulated stack's pollers (two per queue, as
+    Lambda's) ran into on the run queue's FIFO side:
+    - it takes the set of message groups in flight once, when the poll starts, so a poll that began
+      before a group's batch was received hands out that group's next messages while the batch is
+      still in flight (two batches of one source at once: the second waited for the lease);
+    - it checks the queue again as soon as any message is visible, so a poll whose visible messages
+      all wait behind their group spins for its whole wait, holding the server's interpreter (two
+      such polls slowed every other call of the stack about threefold).
+    Here a long poll is a series of immediate receives, each seeing the groups in flight as they
+    are (one at a time, as SQS hands a group to one receiver), waiting between them for a message
+    added, or 50 ms."""
+    from moto.sqs.models import SQSBackend
+
+    receive = SQSBackend.receive_message
+    if getattr(receive, "fifo_safe", False):
+        return
+    one_at_a_time = threading.Lock()
+
+    def receive_message(self: Any, queue_name: str, count: int, wait_seconds_timeout: int,
+                        visibility_timeout: int, message_attribute_names: list[str] | None = None) -> Any:
+        deadline = time.monotonic() + (wait_seconds_timeout or 0)
+        while True:
+            with one_at_a_time:
+                received = receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            left = deadline - time.monotonic()
+            if received or left <= 0:
+                return received
+            _wait_for_change(self.get_queue(queue_name), min(left, 0.05))
+
+    receive_message.fifo_safe = True  # type: ignore[attr-defined]
+    SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
 
 
 def start_moto() -> Any:
     """moto's threaded server on a free loopback port."""
-    _patient_long_polls()
+    _fifo_safe_long_polls()
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
