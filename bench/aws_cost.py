@@ -161,7 +161,7 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
         try:
             return send(self, *args, **kwargs)
         finally:
-            meter.waited((time.perf_counter() - started) * 1000)
+            meter.waited(started, time.perf_counter())
 
     httpx.Client.send = metered_send  # type: ignore[method-assign]
     asend = httpx.AsyncClient.send
@@ -171,7 +171,7 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
         try:
             return await asend(self, *args, **kwargs)
         finally:
-            meter.waited((time.perf_counter() - started) * 1000)
+            meter.waited(started, time.perf_counter())
 
     httpx.AsyncClient.send = metered_asend  # type: ignore[method-assign]
 

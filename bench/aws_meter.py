@@ -15,9 +15,12 @@ touched), priced by the units AWS bills:
 - Lambda: each invocation (the emulator's `Functions.invoke`, the runner's invoke), and its billed
   duration times the function's memory. The duration is the CPU time of the invoking thread (wall
   time on a shared, loaded machine says more about the machine than the code), plus `LATENCY_MS`
-  per AWS call (what the call takes in-region), plus the wall time it waited on what it calls
-  synchronously (the runner's invocations; outbound HTTP: webhook POSTs). The runner's own
-  duration is its wall time.
+  per AWS call (what the call takes in-region, from the moment it was made), plus the wall time
+  it waited on what it calls synchronously (the runner's invocations; outbound HTTP: webhook
+  POSTs). Waits and calls that overlap (a commit's webhook attempts, made side by side) count
+  once, as their union on the clock: Lambda bills the wall time, not the sum. The meter's own
+  work (the before-images it reads to size a write) is not the function's and is taken off its
+  CPU time. The runner's own duration is its wall time.
 
 Each call is put to the invocation it was made in (a context variable, which threads started by
 anyio and asyncio inherit), else, for the pollers' receives and deletes, to the queue's consumer.
@@ -46,9 +49,25 @@ _TRANSACTIONAL = ("TransactWriteItems", "TransactGetItems")
 class Invocation:
     function: str
     memory_mb: int
-    waited_ms: float = 0.0  # on the runner, on outbound HTTP
+    waits: list[tuple[float, float]] = field(default_factory=list)  # (start, end), perf_counter s: the runner,
+    # outbound HTTP, and each AWS call's modelled latency
     cpu_ms_elsewhere: float = 0.0  # in pool threads it handed work to
+    meter_cpu_ms: float = 0.0  # the meter's own, in its hooks
+    # per thread, how far its modelled clock runs ahead of the real one: a call that returned here
+    # sooner than its modelled latency pushes that thread's later waits back by the difference, so
+    # one thread's consecutive calls never overlap on the modelled clock
+    ahead_s: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # by service
+
+    @property
+    def waited_ms(self) -> float:
+        """The union of the waits on the clock (overlapping ones count once)."""
+        total, reach = 0.0, float("-inf")
+        for start, end in sorted(self.waits):
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total * 1000
 
 
 _current: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("metered_invocation", default=None)
@@ -235,14 +254,15 @@ class Meter:
             yield record
         finally:
             _current.reset(token)
-            wall_ms = (time.perf_counter() - started) * 1000
+            ended = time.perf_counter()
+            wall_ms = (ended - started) * 1000
             if parent is not None:  # the caller waited on this one (the runner)
-                parent.waited_ms += wall_ms
+                ahead = parent.ahead_s[threading.get_ident()]
+                parent.waits.append((started + ahead, ended + ahead))
                 billed = max(1.0, math.ceil(wall_ms))
             else:
-                own_cpu_ms = (time.thread_time() - cpu) * 1000 + record.cpu_ms_elsewhere
-                billed = max(1.0, math.ceil(own_cpu_ms + record.waited_ms + sum(
-                    LATENCY_MS.get(s, 10.0) * n for s, n in record.calls.items())))
+                own_cpu_ms = (time.thread_time() - cpu) * 1000 + record.cpu_ms_elsewhere - record.meter_cpu_ms
+                billed = max(1.0, math.ceil(max(0.0, own_cpu_ms) + record.waited_ms))
             with self.lock:
                 tally = self.tallies[function]
                 tally.invocations += 1
@@ -275,15 +295,18 @@ class Meter:
 
         ThreadPoolExecutor.submit = submit_in_context  # type: ignore[method-assign]
 
-    def waited(self, wall_ms: float) -> None:
-        """Time the current invocation spent waiting on something outside (an HTTP request)."""
+    def waited(self, started: float, ended: float) -> None:
+        """The current invocation waited on something outside (an HTTP request) from `started` to
+        `ended` (perf_counter seconds)."""
         record = _current.get()
         if record is not None:
-            record.waited_ms += wall_ms
+            ahead = record.ahead_s[threading.get_ident()]
+            record.waits.append((started + ahead, ended + ahead))
 
     # ---- the hooks
 
     def _params(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        cpu = time.thread_time()
         context["metered_params"] = dict(params)
         service = model.service_model.service_name
         if service == "dynamodb" and model.name in ("UpdateItem", "DeleteItem", "PutItem"):
@@ -291,6 +314,10 @@ class Meter:
                                                         self.tables.key_of(params["TableName"], params["Item"]))
         elif service == "dynamodb" and model.name == "TransactWriteItems":
             context["metered_before"] = [self._transact_before(i) for i in params.get("TransactItems", [])]
+        record = _current.get()
+        if record is not None:
+            record.meter_cpu_ms += (time.thread_time() - cpu) * 1000
+        context["metered_at"] = time.perf_counter()
 
     def _transact_before(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         (kind, action), = entry.items()
@@ -298,6 +325,15 @@ class Meter:
         return self.tables.get(action["TableName"], key)
 
     def _after(self, model: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        cpu = time.thread_time()
+        try:
+            self._count(model, parsed, context)
+        finally:
+            record = _current.get()
+            if record is not None:
+                record.meter_cpu_ms += (time.thread_time() - cpu) * 1000
+
+    def _count(self, model: Any, parsed: dict[str, Any], context: dict[str, Any]) -> None:
         service, operation = model.service_model.service_name, model.name
         params = context.get("metered_params", {})
         failed = "Error" in parsed and bool(parsed["Error"].get("Code"))
@@ -324,6 +360,11 @@ class Meter:
             self.tallies[owner].add(tally)
             if record is not None:
                 record.calls[service] += 1
+                now = time.perf_counter()
+                thread, latency = threading.get_ident(), LATENCY_MS.get(service, 10.0) / 1000
+                at = context.get("metered_at", now) + record.ahead_s[thread]
+                record.waits.append((at, at + latency))
+                record.ahead_s[thread] += max(0.0, latency - (now - context.get("metered_at", now)))
         if tally.sqs_empty_receives == 0:
             self.last_call = time.monotonic()
 

@@ -104,3 +104,12 @@ def test_an_invocation_is_billed_by_its_memory_and_an_index_write_is_counted(
     assert (tally.invocations, tally.wru) == (1, 1 + 1)  # the item, its keys-only index entry
     assert tally.gb_s == pytest.approx(tally.billed_ms / 1000)  # 1024 MB
     assert tally.calls == {"dynamodb.PutItem": 1}
+
+
+def test_waits_that_overlap_are_billed_once() -> None:
+    """A commit's webhook attempts are made side by side: Lambda bills their wall time, not the sum."""
+    from bench.aws_meter import Invocation
+
+    record = Invocation("F", 512)
+    record.waits += [(10.0, 10.1), (10.02, 10.1), (10.05, 10.12), (11.0, 11.005)]
+    assert record.waited_ms == pytest.approx(125.0)
