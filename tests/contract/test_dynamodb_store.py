@@ -308,3 +308,25 @@ def test_usage_is_added_by_one_update_after_the_commit_not_in_its_transaction(dy
              if name == "update_item" and kwargs["Key"]["sk"]["S"] == "usage#2025-01-01"]
     assert len(added) == 1
     assert dynamo.usage.totals("u_1", "2025-01-01", "2025-01-01") == (3, 10)
+
+
+def test_a_commits_deliveries_take_their_list_places_by_one_counter_add_per_webhook(dynamo: DynamoStore) -> None:
+    from headwater.domain.pagination import PageRequest
+    from headwater.domain.routing import Delivery
+
+    start = len(client(dynamo).calls)
+    with dynamo.uow() as uow:
+        for i in range(3):
+            uow.deliveries.add(Delivery(f"msg_a{i}", "wh_a", "dc_a", f"1-{i}", {"event": i}, created_at_ms=i))
+        uow.deliveries.add(Delivery("msg_b0", "wh_b", "dc_a", "1-0", {"event": 0}, created_at_ms=0))
+        uow.commit()
+    with dynamo.uow() as uow:  # a later commit's goes after them
+        uow.deliveries.add(Delivery("msg_a3", "wh_a", "dc_a", "1-3", {"event": 3}, created_at_ms=3))
+        uow.commit()
+    counted = [kwargs["Key"]["pk"]["S"] for name, kwargs in client(dynamo).calls[start:]
+               if name == "update_item" and kwargs["Key"]["sk"]["S"] == "counter#deliveries"]
+    assert counted == ["wh_a", "wh_b", "wh_a"]
+    with dynamo.uow(readonly=True) as uow:
+        page = uow.deliveries.for_webhook("wh_a", PageRequest(limit=10))
+        assert [d.id for d in page.items] == ["msg_a3", "msg_a2", "msg_a1", "msg_a0"] and page.seqs == [4, 3, 2, 1]
+        assert [d.id for d in uow.deliveries.for_webhook("wh_b", PageRequest(limit=10)).items] == ["msg_b0"]

@@ -420,10 +420,21 @@ class DynamoDeliveries(_Repository):
 
     def add(self, delivery: Delivery) -> None:
         self.uow.writable()
-        seq = self.tables.next_seq(delivery.webhook_id, "deliveries")
-        self.uow.write(put(self.table, {"pk": s(delivery.id), "sk": s("#delivery"), "version": n(1),
-                                        **delivery_listed(delivery.webhook_id, seq), **_delivery_body(delivery)},
-                           NEW_ITEM, "delivery", exclusive=True))
+        if not self.uow.will_run_before_commit(self._number):
+            self._unnumbered: dict[str, list[Item]] = {}
+        item = {"pk": s(delivery.id), "sk": s("#delivery"), "version": n(1), **_delivery_body(delivery)}
+        self.uow.write(put(self.table, item, NEW_ITEM, "delivery", exclusive=True))
+        self._unnumbered.setdefault(delivery.webhook_id, []).append(item)
+        self.uow.before_commit(self._number)
+
+    def _number(self) -> None:
+        """The commit's deliveries get their places in their webhooks' lists: one counter add per
+        webhook for all of its deliveries, not one each (a run's commit makes several)."""
+        for webhook_id, items in self._unnumbered.items():
+            last = self.tables.next_seq(webhook_id, "deliveries", len(items))
+            for seq, item in zip(range(last - len(items) + 1, last + 1), items, strict=True):
+                item.update(delivery_listed(webhook_id, seq))
+        self._unnumbered = {}
 
     def get(self, delivery_id: str) -> Delivery | None:
         item = self._get(delivery_id, "#delivery")

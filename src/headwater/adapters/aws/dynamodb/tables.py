@@ -163,15 +163,16 @@ class Tables:
     def delete_keys(self, table: str, keys: list[tuple[str, str]]) -> None:
         self.write_batch(table, [{"DeleteRequest": {"Key": key(pk, sk)}} for pk, sk in dict.fromkeys(keys)])
 
-    def next_seq(self, scope: str, kind: str) -> int:
-        """The next list position of `kind` in `scope` (a namespace, a webhook): an atomic add on a
-        counter item, outside any transaction, so positions only ever grow (gaps are harmless)."""
+    def next_seq(self, scope: str, kind: str, count: int = 1) -> int:
+        """The next list position of `kind` in `scope` (a namespace, a webhook), or the last of the
+        next `count`: an atomic add on a counter item, outside any transaction, so positions only
+        ever grow (gaps are harmless)."""
         response = self.client.update_item(
             TableName=self.resources,
             Key=key(scope, f"counter#{kind}"),
             UpdateExpression="ADD #n :one",
             ExpressionAttributeNames={"#n": "n"},
-            ExpressionAttributeValues={":one": n(1)},
+            ExpressionAttributeValues={":one": n(count)},
             ReturnValues="UPDATED_NEW",
         )
         return number(response["Attributes"], "n")

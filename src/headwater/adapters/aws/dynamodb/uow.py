@@ -123,6 +123,9 @@ class DynamoUnitOfWork:
         if action not in self._after:
             self._after.append(action)
 
+    def will_run_before_commit(self, action: Callable[[], None]) -> bool:
+        return action in self._before
+
     def will_run_after_commit(self, action: Callable[[], None]) -> bool:
         return action in self._after
 
