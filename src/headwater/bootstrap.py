@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.adapters.oauth_client import HttpOAuthClient
 from headwater.domain.commands import (
     DeleteEvents,
+    DeliverFirstAttempts,
     DeliverWebhook,
     FanOut,
     PurgeSource,
@@ -341,6 +342,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     a.queue.handle(PurgeSource, events.purge)
     a.queue.handle(FanOut, routing.fan_out)
     a.queue.handle(DeliverWebhook, metered_deliveries(webhooks.deliver), now=metered_deliveries(webhooks.deliver_now))
+    a.queue.handle(DeliverFirstAttempts, metered_deliveries(webhooks.deliver_first),
+                   now=metered_deliveries(webhooks.deliver_first_now))
     a.queue.handle(RunWorkflow, workflows.run)
     a.queue.handle(Send, destinations.send)
     return Services(

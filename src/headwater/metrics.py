@@ -69,9 +69,10 @@ def metered_deliveries(handler: _Handler) -> _Handler:
         if answered is None:  # the `now` form left them to the queue
             return None
         results = results_of(answered)
-        for result in results:
-            if result is not None:
-                DELIVERIES.labels(str(result)).inc()
+        for result in results:  # a status, or a list of them (a commit's first attempts)
+            for status in result if isinstance(result, list) else [result]:
+                if status is not None:
+                    DELIVERIES.labels(str(status)).inc()
         return results
 
     return handle  # type: ignore[return-value]

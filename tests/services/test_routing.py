@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, SyncSchedule
+from headwater.domain.commands import DeliverFirstAttempts, DeliverWebhook, FanOut, RunSource, SyncSchedule
 from headwater.domain.events import Emit
 from headwater.domain.models import Principal
 from headwater.domain.routing import FAN_OUT_BYTES, INLINE_DELIVERIES, MAX_HOPS, carried
@@ -40,7 +40,8 @@ def test_a_fan_out_delivered_twice_makes_one_delivery() -> None:
     assert w.queue.redeliver(Task("again", fan_out)) == 0
     assert w.queue.redeliver(Task("again", fan_out)) == 0
     assert len(w.store.data.deliveries) == 1
-    assert len(w.queue.of(DeliverWebhook)) == 1
+    [first] = w.queue.of(DeliverFirstAttempts)
+    assert first.delivery_ids == tuple(w.store.data.deliveries)
 
 
 def test_a_run_whose_only_listeners_are_webhooks_commits_their_deliveries_itself() -> None:
@@ -58,7 +59,8 @@ def test_a_run_whose_only_listeners_are_webhooks_commits_their_deliveries_itself
     deliveries = sorted(w.store.data.deliveries.values(), key=lambda d: d.webhook_id)
     assert [d.webhook_id for d in deliveries] == sorted(h.id for h in hooks)
     assert all(d.payload["event"] == {"n": 1} and d.status == "pending" for d in deliveries)
-    assert sorted(c.delivery_id for c in w.queue.of(DeliverWebhook)) == sorted(d.id for d in deliveries)
+    [first] = w.queue.of(DeliverFirstAttempts)  # one command for the commit's first attempts
+    assert sorted(first.delivery_ids) == sorted(d.id for d in deliveries)
     w.queue.drain()
     assert sorted(url for _, url, *_ in w.sender.sent) == sorted(h.url for h in hooks)
     assert {d.status for d in w.store.data.deliveries.values()} == {"succeeded"}
@@ -115,8 +117,9 @@ def test_failures_are_retried_until_the_schedule_is_used_up() -> None:
     w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
     w.queue.drain(FanOut)
     w.sender.statuses = [500, 500, 500]
+    assert [result for _, result in w.queue.drain(DeliverFirstAttempts)] == [["failed"]]
     statuses = [result for _, result in w.queue.drain(DeliverWebhook)]
-    assert statuses == ["failed", "failed", "dead"]
+    assert statuses == ["failed", "dead"]
     assert w.queue.pending == []
     [delivery] = w.store.data.deliveries.values()
     assert [a.status for a in delivery.attempts] == [500, 500, 500]
@@ -131,8 +134,7 @@ def test_retry_delays_come_from_the_schedule() -> None:
     w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
     w.queue.drain(FanOut)
     w.sender.statuses = [503]
-    task, _ = w.queue.pending.pop(0)
-    w.services.webhooks.deliver([task])
+    w.services.webhooks.deliver([first_attempt(w)])
     [(retry, delay)] = w.queue.pending
     assert isinstance(retry.command, DeliverWebhook) and 10 <= delay <= 11
 
@@ -184,8 +186,16 @@ def test_events_trimmed_before_their_fan_out_ran_are_still_delivered() -> None:
     assert len(w.queue.of(FanOut)) == 150
     w.queue.drain(FanOut)
     w.queue.drain(DeliverWebhook)
+    assert w.queue.of(DeliverFirstAttempts) == []  # a fan-out's deliveries each have their own command
     delivered = sorted(json.loads(body)["event"]["n"] for _, _, body, _ in w.sender.sent)
     assert delivered == list(range(150))
+
+
+def first_attempt(w: World) -> Task:
+    """The pending DeliverFirstAttempts of a run's commit with one delivery, as its DeliverWebhook."""
+    task, _ = w.queue.pending.pop(0)
+    [delivery_id] = task.command.delivery_ids  # type: ignore[attr-defined]
+    return Task(task.id, DeliverWebhook(delivery_id, attempt=0))
 
 
 def hooked(w: World) -> tuple[Any, Any]:
@@ -205,7 +215,7 @@ def test_an_attempt_delivered_twice_is_sent_once_and_saved_without_reading_the_d
     get = FakeDeliveries.get
     monkeypatch.setattr(FakeDeliveries, "get", lambda self, i: reads.append(i) or get(self, i))
     w.sender.statuses = [503]
-    first, _ = w.queue.pending.pop(0)
+    first = first_attempt(w)
     assert first.command.attempt == 0
     assert w.services.webhooks.deliver([first]) == ["failed"]
     assert len(reads) == 1  # read once, before sending; saved on its version
@@ -223,7 +233,7 @@ def test_two_copies_of_one_attempt_at_the_same_instant_both_send_and_one_is_reco
     """The trade-off of going without an idempotency record (services/webhooks.py)."""
     w = world()
     hooked(w)
-    task, _ = w.queue.pending.pop(0)
+    task = first_attempt(w)
     post = w.sender.post
     answers: list[Any] = []
 
@@ -248,16 +258,16 @@ def test_attempts_made_at_once_leave_a_webhook_to_the_queue_after_it_failed_or_w
 
     w = world(webhook_retry_schedule="0,0,0")
     source, _ = hooked(w)
-    first, _ = w.queue.pending.pop(0)
+    first = first_attempt(w)
     assert w.services.webhooks.deliver_now([first]) == ["succeeded"]  # fast and fine: made here
     w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
-    second, _ = w.queue.pending.pop(0)
+    second = first_attempt(w)
     post = w.sender.post
     w.sender.post = lambda url, body, headers: replace(post(url, body, headers),  # type: ignore[method-assign]
                                                        duration_ms=webhooks.SLOW_MS + 1)
     assert w.services.webhooks.deliver_now([second]) == ["succeeded"]  # made, but slowly
     w.services.runs.run_batch([run_task(source.id, {"n": 3}, "t3")], lambda t, r: None)
-    third, _ = w.queue.pending.pop(0)
+    third = first_attempt(w)
     assert w.services.webhooks.deliver_now([third]) is None  # left to the queue: nothing sent here
     assert len(w.sender.sent) == 2
     assert w.services.webhooks.deliver([third]) == ["succeeded"] and len(w.sender.sent) == 3
@@ -266,7 +276,7 @@ def test_attempts_made_at_once_leave_a_webhook_to_the_queue_after_it_failed_or_w
 def test_a_failed_attempt_made_at_once_is_retried_through_the_queue() -> None:
     w = world(webhook_retry_schedule="0,0")
     hooked(w)
-    first, _ = w.queue.pending.pop(0)
+    first = first_attempt(w)
     w.sender.statuses = [500]
     assert w.services.webhooks.deliver_now([first]) == ["failed"]
     [(retry, _)] = w.queue.pending
@@ -275,3 +285,33 @@ def test_a_failed_attempt_made_at_once_is_retried_through_the_queue() -> None:
     assert w.services.webhooks.deliver([retry]) == ["succeeded"]
     [delivery] = w.store.data.deliveries.values()
     assert [a.status for a in delivery.attempts] == [500, 200]
+
+
+def test_a_commits_first_attempts_are_one_command_and_a_slow_webhook_leaves_only_its_own_to_the_queue() -> None:
+    from headwater.services import webhooks
+
+    w = world(webhook_retry_schedule="0,0")
+    ada, source = emitter(w)
+    fast, slow = (w.services.webhooks.create(ada, f"https://example.com/{name}", None, None, None)[0]
+                  for name in ("fast", "slow"))
+    for hook in (fast, slow):
+        w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    post = w.sender.post
+    w.sender.post = lambda url, body, headers: replace(  # type: ignore[method-assign]
+        post(url, body, headers), duration_ms=webhooks.SLOW_MS + 1 if url.endswith("slow") else 5)
+
+    w.services.runs.run_batch([run_task(source.id, {"n": 1}, "t1")], lambda t, r: None)
+    [(task, _)] = w.queue.pending
+    assert len(task.command.delivery_ids) == 2  # type: ignore[attr-defined]
+    assert w.services.webhooks.deliver_first_now([task]) == [["succeeded", "succeeded"]]  # both, side by side
+    w.queue.pending.clear()
+
+    w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
+    [(task, _)] = w.queue.pending
+    assert w.services.webhooks.deliver_first_now([task]) is None  # the slow webhook's attempt is left
+    assert sorted(url for _, url, *_ in w.sender.sent[2:]) == ["https://example.com/fast"]
+    statuses = w.services.webhooks.deliver_first([task])  # the queue's handler: only the one left is sent
+    assert sorted(str(status) for status in statuses[0]) == ["None", "succeeded"]
+    assert sorted(url for _, url, *_ in w.sender.sent[2:]) == ["https://example.com/fast", "https://example.com/slow"]
+    assert {d.status for d in w.store.data.deliveries.values()} == {"succeeded"}

@@ -15,7 +15,7 @@ import logging
 import secrets
 from collections import defaultdict
 
-from headwater.domain.commands import DeliverWebhook, FanOut, RunSource, RunWorkflow
+from headwater.domain.commands import DeliverFirstAttempts, DeliverWebhook, FanOut, RunSource, RunWorkflow
 from headwater.domain.errors import Conflict, NotFound
 from headwater.domain.models import Principal, Source, StoredEvent
 from headwater.domain.routing import (
@@ -54,14 +54,16 @@ class Routing:
     def for_commit(self, uow: UnitOfWork, emitter_id: str, namespace: str, created_at: int,
                    events: list[StoredEvent], hops: int) -> Routed:
         """What a run's commit writes for its events (`uow`: the run's own unit of work, for
-        reading subscriptions). A channel only webhooks listen on gets its deliveries and their
-        DeliverWebhook commands right there, while the commit's deliveries stay within
-        INLINE_DELIVERIES and FAN_OUT_BYTES; any other channel with a subscriber a FanOut per part."""
+        reading subscriptions). A channel only webhooks listen on gets its deliveries right there
+        (their first attempts: one DeliverFirstAttempts for the commit), while the commit's
+        deliveries stay within INLINE_DELIVERIES and FAN_OUT_BYTES; any other channel with a
+        subscriber a FanOut per part."""
         by_channel: dict[str, list[StoredEvent]] = defaultdict(list)
         for event in events:
             by_channel[event.channel].append(event)
         routed = Routed()
         room, size = INLINE_DELIVERIES, FAN_OUT_BYTES
+        first: list[str] = []
         for channel, listened in by_channel.items():
             subs = self.subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
             if not subs:
@@ -75,12 +77,14 @@ class Routing:
                                  summary(event, expand=True), created_at_ms=at)
                         for webhook_id in webhooks for event in listened]
                 routed.deliveries += made
-                routed.commands += [DeliverWebhook(d.id, attempt=0) for d in made]
+                first += [d.id for d in made]
                 room, size = room - len(made), size - weight
                 continue
             routed.commands += [FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
                                        events=tuple(carried(e) for e in part))
                                 for part in fan_out_parts(listened)]
+        if first:
+            routed.commands.append(DeliverFirstAttempts(tuple(first)))
         return routed
 
     def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:

@@ -22,13 +22,14 @@ import base64
 import json
 import secrets as random_secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from standardwebhooks.webhooks import Webhook as Signer
 
 from headwater.domain import ids
-from headwater.domain.commands import DeliverWebhook
+from headwater.domain.commands import DeliverFirstAttempts, DeliverWebhook
 from headwater.domain.errors import BadRequest, Conflict, NotFound
 from headwater.domain.models import Principal
 from headwater.domain.pagination import Page, PageRequest
@@ -54,6 +55,7 @@ _MAX_ATTEMPTS = 20
 SLOW_MS = 1000  # an attempt slower than this (or failed) leaves the webhook's next ones to the queue...
 SLOW_FOR_S = 300.0  # ...for this long, in this process
 _LEFT = "left to the queue"
+SIDE_BY_SIDE = 8  # a commit's first attempts made at once
 
 
 class Webhooks:
@@ -66,6 +68,7 @@ class Webhooks:
         self.secrets = secrets
         self.schedule = parse_schedule(settings.webhook_retry_schedule)
         self._slow: TtlCache[str, bool] = TtlCache(SLOW_FOR_S)
+        self._side_by_side = ThreadPoolExecutor(SIDE_BY_SIDE, thread_name_prefix="webhook-attempt")
 
     # the resource
 
@@ -127,6 +130,24 @@ class Webhooks:
     def deliver(self, tasks: list[Task], _: object = None) -> list[str | None]:
         """DeliverWebhook handler: the delivery's status after each attempt (None: nothing to do)."""
         return [self._attempt(task.command) for task in tasks]  # type: ignore[arg-type]
+
+    def deliver_first(self, tasks: list[Task], _: object = None) -> list[list[str | None]]:
+        """DeliverFirstAttempts handler: each commit's first attempts, side by side (one slow
+        receiver does not hold up the others); their statuses."""
+        return [self._first_attempts(task.command) for task in tasks]  # type: ignore[arg-type]
+
+    def deliver_first_now(self, tasks: list[Task], _: object = None) -> list[list[str | None]] | None:
+        """Its `now` form (see `deliver_now`): the attempts whose webhooks were not slow or failing
+        here lately are made; if any was left, the command goes to the queue, whose handler finds
+        the attempts made here recorded and makes the rest."""
+        done = [self._first_attempts(task.command, at_once=True) for task in tasks]  # type: ignore[arg-type]
+        return None if any(status is _LEFT for statuses in done for status in statuses) else done
+
+    def _first_attempts(self, command: DeliverFirstAttempts, at_once: bool = False) -> list[str | None]:
+        attempts = [DeliverWebhook(delivery_id, attempt=0) for delivery_id in command.delivery_ids]
+        if len(attempts) == 1:
+            return [self._attempt(attempts[0], at_once)]
+        return list(self._side_by_side.map(lambda attempt: self._attempt(attempt, at_once), attempts))
 
     def deliver_now(self, tasks: list[Task], _: object = None) -> list[str | None] | None:
         """The handler's `now` form, for attempts made by the process that committed them (on AWS,

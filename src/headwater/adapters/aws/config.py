@@ -39,10 +39,10 @@ class AwsConfig:
     # serves the runner while the tables and queues are on a moto server (docs/aws.md, sam local).
     lambda_endpoint_url: str | None = field(default_factory=lambda: _env("LAMBDA_ENDPOINT_URL") or None)
     # Committed commands this function handles at once rather than through their queue (its role
-    # may write what they write): `fan_out` and `deliver_webhook` on the run consumer.
+    # may write what they write): fan-outs and webhook attempts on the run consumer.
     at_once: frozenset[str] = field(default_factory=lambda: frozenset(
         ({"fan_out"} if _env("FAN_OUT_AT_ONCE") == "true" else set())
-        | ({"deliver_webhook"} if _env("DELIVER_AT_ONCE") == "true" else set())))
+        | ({"deliver_webhook", "deliver_first_attempts"} if _env("DELIVER_AT_ONCE") == "true" else set())))
 
     def endpoint_for(self, service: str) -> str | None:
         """The endpoint a client of `service` talks to (None: AWS itself)."""
@@ -55,6 +55,7 @@ class AwsConfig:
         routes = {}
         if self.webhook_queue_url:
             routes["deliver_webhook"] = self.webhook_queue_url
+            routes["deliver_first_attempts"] = self.webhook_queue_url
             routes["send"] = self.webhook_queue_url
         if self.event_deletion_queue_url:
             routes["delete_events"] = self.event_deletion_queue_url

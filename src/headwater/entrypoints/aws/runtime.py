@@ -189,11 +189,14 @@ def sqs_handler(name: str) -> LambdaHandler:
 
 
 def _counted_attempt(message: dict[str, Any]) -> bool:
-    """A `deliver_webhook` message with its attempt number (not a manual retry)."""
+    """A `deliver_webhook` message with its attempt number (not a manual retry), or a commit's
+    `deliver_first_attempts` (each attempt 0)."""
     try:
         body = json.loads(message.get("body") or "")
     except ValueError:
         return False
+    if isinstance(body, dict) and body.get("type") == "deliver_first_attempts":
+        return True
     return (isinstance(body, dict) and body.get("type") == "deliver_webhook" and not body.get("manual")
             and isinstance(body.get("attempt"), int))
 
