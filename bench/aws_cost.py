@@ -17,6 +17,7 @@ Scenarios:
 
     .venv/bin/python bench/aws_cost.py [--scenarios http_default,timer_tick] [--events 20] [--warmup 110]
     .venv/bin/python bench/aws_cost.py --json        # the counts and prices as JSON
+    .venv/bin/python bench/aws_cost.py --one-by-one  # each event after the one before it was delivered
 """
 
 from __future__ import annotations
@@ -295,15 +296,19 @@ class Receiver:
 _SENT = itertools.count()
 
 
-def _post_events(url: str, n: int) -> None:
+def _post_events(url: str, n: int, receiver: Receiver | None = None) -> None:
+    """`n` events; with `receiver`, each once the one before it was delivered."""
     with httpx.Client(timeout=60) as client:
         for _ in range(n):
+            taken = receiver.count if receiver else 0
             response = client.post(url, json=order_event(next(_SENT)))
             assert response.status_code == 200, response.text
+            if receiver is not None:
+                _wait(lambda taken=taken: receiver.count > taken, 60, "the event's delivery")
 
 
 def http_source(stack: Stack, api: httpx.Client, code: str, events: int, warmup: int,
-                receiver_ms: float | None, fail_first: bool = False) -> dict[str, Tally]:
+                receiver_ms: float | None, fail_first: bool = False, one_by_one: bool = False) -> dict[str, Tally]:
     created = api.post("/sources", json={"component_code": code})
     assert created.status_code == 200, created.text
     source = created.json()["data"]
@@ -322,7 +327,7 @@ def http_source(stack: Stack, api: httpx.Client, code: str, events: int, warmup:
             _wait(lambda: receiver.count >= warmup, 300, "the warm-up deliveries")
         settle(stack)
         stack.meter.reset()
-        _post_events(url, events)
+        _post_events(url, events, receiver if one_by_one else None)
         if receiver is not None:
             _wait(lambda: receiver.count >= warmup + events, 300, "the deliveries")
         settle(stack)
@@ -360,16 +365,18 @@ def timer_ticks(stack: Stack, api: httpx.Client, events: int, warmup: int) -> di
     return stack.meter.tally()
 
 
-def run_scenarios(names: list[str], events: int, warmup: int,
-                  receiver_ms: float) -> Iterator[tuple[str, dict[str, Tally]]]:
+def run_scenarios(names: list[str], events: int, warmup: int, receiver_ms: float,
+                  one_by_one: bool = False) -> Iterator[tuple[str, dict[str, Tally]]]:
     """Each scenario's tallies (of `events` events, by function) as soon as it is measured."""
     with emulated_stack(Path(tempfile.mkdtemp(prefix="aws-cost-"))) as stack:
         user = new_user(stack.server, tier="paid")
         with client_for(stack.server, user.api_key) as api:
             if "http_default" in names:
-                yield "http_default", http_source(stack, api, PLAIN, events, warmup, receiver_ms)
+                yield "http_default", http_source(stack, api, PLAIN, events, warmup, receiver_ms,
+                                                  one_by_one=one_by_one)
             if "webhook_retry" in names:
-                yield "webhook_retry", http_source(stack, api, PLAIN, events, warmup, receiver_ms, fail_first=True)
+                yield "webhook_retry", http_source(stack, api, PLAIN, events, warmup, receiver_ms, fail_first=True,
+                                                   one_by_one=one_by_one)
             if "custom_response" in names:
                 yield "custom_response", http_source(stack, api, ECHO, events, warmup, None)
             if "timer_tick" in names:
@@ -447,6 +454,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=110, help="events before the measured ones (steady state)")
     parser.add_argument("--receiver-ms", type=float, default=100.0, help="the webhook receiver's answer time")
+    parser.add_argument("--one-by-one", action="store_true",
+                        help="post each event once the one before it was delivered: a source at low traffic, "
+                             "every run queue batch holding one event (by default events follow each other at "
+                             "once, and a batch holds the ones that came while the one before it ran)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     names = [n for n in args.scenarios.split(",") if n]
@@ -458,9 +469,10 @@ def main() -> None:
     results = {}
     if not args.json:
         print(f"{args.events} events per scenario after {args.warmup} (timer: {min(args.warmup, 5)}) warm-up "
-              f"ones; receiver answers in {args.receiver_ms:.0f} ms\n", flush=True)
+              f"ones; receiver answers in {args.receiver_ms:.0f} ms"
+              f"{'; each event once the one before it was delivered' if args.one_by_one else ''}\n", flush=True)
     with redirect_stdout(sys.stderr):  # the functions' logs (Powertools writes to stdout)
-        for name, measured in run_scenarios(names, args.events, args.warmup, args.receiver_ms):
+        for name, measured in run_scenarios(names, args.events, args.warmup, args.receiver_ms, args.one_by_one):
             results[name] = per_event(measured, args.events)
             if not args.json:
                 print(table(name, results[name], price), file=out, flush=True)
