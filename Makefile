@@ -10,8 +10,9 @@ RUNNER := layers/runner
 WEB := web
 
 LAUNCHER := $(RUNNER)/launcher/launcher
+UNDUMPABLE := $(RUNNER)/launcher/undumpable.node
 
-setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed bubblewrap $(LAUNCHER)
+setup: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(WEB)/node_modules/.installed bubblewrap $(LAUNCHER) $(UNDUMPABLE)
 
 # Users' code runs only inside a bubblewrap sandbox (docs/security.md): installed here as root,
 # else the command to install it is printed (the service refuses to start without it).
@@ -30,6 +31,11 @@ $(LAUNCHER): $(RUNNER)/launcher/launcher.c
 	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -qq gcc libc6-dev || { apt-get update -qq && apt-get install -y -qq gcc libc6-dev; }; \
 	else echo "the AWS runner's launcher is built with gcc: install it with 'sudo apt-get install gcc libc6-dev'" >&2; exit 1; fi
 	gcc -static -O2 -s -Wall -Wextra -Werror -o $@ $<
+
+# The Node-API module that makes the AWS runner's own process non-dumpable (undumpable.c): built
+# after the launcher, whose rule installs gcc.
+$(UNDUMPABLE): $(RUNNER)/launcher/undumpable.c $(LAUNCHER)
+	gcc -shared -fPIC -O2 -s -Wall -Wextra -Werror -o $@ $<
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -132,16 +138,16 @@ SAM := $(SAM_VENV)/bin/sam
 PACKAGE := $(CURDIR)/$(PY) $(CURDIR)/scripts/package_aws.py build
 
 .PHONY: package aws-build
-package: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(LAUNCHER)
+package: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(LAUNCHER) $(UNDUMPABLE)
 	$(PY) scripts/package_aws.py
 
-aws-build: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(SAM_VENV)/.installed $(LAUNCHER)
+aws-build: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(SAM_VENV)/.installed $(LAUNCHER) $(UNDUMPABLE)
 	SAM_CLI_TELEMETRY=0 $(SAM) build
 
 # Called by `sam build` with ARTIFACTS_DIR set (not phony: a pattern rule must not be).
 build-PythonDepsLayer:
 	$(PACKAGE) python-deps "$(ARTIFACTS_DIR)"
-build-RunnerLayer: $(LAUNCHER)
+build-RunnerLayer: $(LAUNCHER) $(UNDUMPABLE)
 	$(PACKAGE) runner-layer "$(ARTIFACTS_DIR)"
 build-RunnerFunction:
 	$(PACKAGE) runner-code "$(ARTIFACTS_DIR)"

@@ -12,8 +12,9 @@ Four artifacts, each a directory laid out as Lambda unpacks it:
   and its npm dependencies (`layers/runner/node_modules`), without the Node binary package (the
   `nodejs22.x` runtime brings Node), without the `.bin` links, and with esbuild's binary once
   (`@esbuild/linux-x64`, what esbuild's API runs; the copy install.js puts in `esbuild/bin` is
-  for the command line, which nothing here uses), and the runner child's seccomp launcher
-  (`launcher/launcher`, a static binary the Makefile builds with gcc; docs/security.md),
+  for the command line, which nothing here uses), the runner child's seccomp launcher
+  (`launcher/launcher`, a static binary the Makefile builds with gcc; docs/security.md) and the
+  module that makes the runner's own process non-dumpable (`launcher/undumpable.node`),
 - `runner-code`: the runner function's own code, `index.mjs`, which re-exports the handler of the
   layer's `src/lambda.mjs`.
 
@@ -70,8 +71,9 @@ def python_deps(target: Path) -> None:
 def runner_layer(target: Path) -> None:
     if not (RUNNER / "node_modules" / "esbuild").is_dir():
         raise SystemExit("layers/runner/node_modules is missing: `make setup` installs it (npm ci)")
-    if not (RUNNER / "launcher" / "launcher").is_file():
-        raise SystemExit("layers/runner/launcher/launcher is missing: `make layers/runner/launcher/launcher` builds it")
+    for built in ("launcher", "undumpable.node"):
+        if not (RUNNER / "launcher" / built).is_file():
+            raise SystemExit(f"layers/runner/launcher/{built} is missing: `make setup` builds it")
     layer = target / "nodejs" / "runner"
     for path in _files(RUNNER, RUNNER_SKIP):
         relative = path.relative_to(RUNNER)

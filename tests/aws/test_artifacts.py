@@ -112,7 +112,8 @@ def test_the_runner_layer_has_no_node_binary_and_esbuild_once(
     runner = build / "RunnerLayer" / "nodejs" / "runner"
     executables = [p for p in runner.rglob("*") if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"]
     names = sorted(p.relative_to(runner).as_posix() for p in executables)
-    assert names == ["launcher/launcher", "node_modules/@esbuild/linux-x64/bin/esbuild"], names
+    assert names == ["launcher/launcher", "launcher/undumpable.node",
+                     "node_modules/@esbuild/linux-x64/bin/esbuild"], names
     assert not any(p.is_symlink() for p in runner.rglob("*"))
     for path in ("src/lambda.mjs", "src/bundle.mjs", "src/stdio.mjs", "platform/index.js",
                  "node_modules/npm/bin/npm-cli.js", "node_modules/axios/package.json"):

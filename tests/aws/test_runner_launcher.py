@@ -1,10 +1,14 @@
 """The AWS runner child's seccomp launcher (layers/runner/launcher/launcher.c): a C program run
 under it can make Unix sockets and no other, and has no io_uring and no ptrace; run without it,
-the same program can (so the checks can fail)."""
+the same program can (so the checks can fail). And the runner's own process, made non-dumpable
+(undumpable.c), keeps its /proc from that child."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -70,3 +74,60 @@ def test_without_the_launcher_the_probe_makes_network_sockets(probe: Path) -> No
 def test_the_launcher_says_why_it_cannot_exec() -> None:
     proc = subprocess.run([str(LAUNCHER), "/nonexistent"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 127 and "exec /nonexistent" in proc.stderr
+
+
+PARENT_PROBE = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(void) {
+  char path[64], buf[8192];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)getppid());
+  int fd = open(path, O_RDONLY);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+  printf("environ %s\n", n < 0 ? strerrorname_np(errno) : memmem(buf, n, "HW_SECRET=", 10) ? "read" : "empty");
+  snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
+  fd = open(path, O_RDONLY);
+  printf("mem %s\n", fd < 0 ? strerrorname_np(errno) : "opened");
+  return 0;
+}
+"""
+PARENT = """import { spawnSync } from 'node:child_process'
+const [launcher, probe, module] = process.argv.slice(2)
+if (module) process.dlopen({ exports: {} }, module)
+const probed = spawnSync(launcher, [probe], { env: {}, encoding: 'utf8' })
+process.stdout.write(probed.stdout + probed.stderr)
+"""
+
+
+def test_the_runner_made_undumpable_keeps_its_proc_from_its_child(tmp_path: Path) -> None:
+    """lambda.mjs loads undumpable.node: its child, component code as the same (unprivileged)
+    user, can read neither its environment nor its memory through /proc; without it, it can."""
+    from headwater.settings import Settings
+
+    module = LAUNCHER.parent / "undumpable.node"
+    assert module.is_file(), "undumpable.node is missing: `make setup` builds it"
+    shared = Path(tempfile.mkdtemp(prefix="undumpable-"))  # readable by the unprivileged user below
+    try:
+        shared.chmod(0o755)
+        (shared / "probe.c").write_text(PARENT_PROBE)
+        subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-o", str(shared / "probe"), str(shared / "probe.c")],
+                       check=True, timeout=120)
+        (shared / "parent.mjs").write_text(PARENT)
+        (shared / "parent.mjs").chmod(0o644)
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+
+        def probed(*load: str) -> dict[str, str]:
+            proc = subprocess.run([*as_nobody, str(Settings().node), str(shared / "parent.mjs"), str(LAUNCHER),
+                                   str(shared / "probe"), *load], env={"HW_SECRET": "s3cret", "PATH": "/usr/bin:/bin"},
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            return dict(line.split() for line in proc.stdout.splitlines())
+
+        assert probed() == {"environ": "read", "mem": "opened"}  # a same-user child, the parent dumpable
+        assert probed(str(module)) == {"environ": "EACCES", "mem": "EACCES"}
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -15,6 +15,11 @@
 // loopback always refused), reached through a control socket outside /tmp/runner. Without the
 // launcher, or when it cannot install its filter, no component code runs: the call fails.
 //
+// This process makes itself non-dumpable at start (launcher/undumpable.c): the child runs as the
+// same user, and a same-user process may open a dumpable one's /proc/<pid>/mem and environ. A
+// non-dumpable one's ask for CAP_SYS_PTRACE, which a Lambda function has not. If that fails, no
+// component code runs either.
+//
 // Between invocations the child is stopped (SIGSTOP, which it cannot catch or ignore): from the
 // moment its answer is read until the next call of its account is written to it (SIGCONT), none of
 // its code runs. That is the window in which the Lambda runtime API would hand the environment's
@@ -54,6 +59,9 @@ const NAP_MS = 0.05 // between looks at the stopping child
 const RUNTIME_API = process.env.AWS_LAMBDA_RUNTIME_API || '' // host:port, on loopback
 const LAUNCHER = path.join(RUNNER_DIR, 'launcher', 'launcher') // the seccomp launcher (launcher.c)
 const LAUNCHER_FAILED = 125 // its exit code when the filter could not be installed
+// This process made non-dumpable (launcher/undumpable.c), so that the child, the same user, cannot
+// read its memory or environment through /proc; null when that worked, else why it did not.
+const UNDUMPABLE = undumpable(path.join(RUNNER_DIR, 'launcher', 'undumpable.node'))
 // Test-only: the child without the launcher, with the network Lambda gives (never set in template.yaml).
 const UNCONFINED = process.env.HEADWATER_RUNNER_UNSAFE_NO_LAUNCHER === '1'
 const EGRESS_POLICY = {
@@ -236,6 +244,15 @@ function resume(proc) {
   return true
 }
 
+function undumpable(module) {
+  try {
+    process.dlopen({ exports: {} }, module)
+    return null
+  } catch (e) {
+    return e.message
+  }
+}
+
 function launcherReady() {
   try {
     fs.accessSync(LAUNCHER, fs.constants.X_OK)
@@ -258,6 +275,9 @@ async function ask(event, partials) {
   if (!child) {
     if (!UNCONFINED && !launcherReady()) {
       return { id: null, ok: false, error: { code: 'RUNNER_CRASHED', message: `the runner's seccomp launcher ${LAUNCHER} is missing: component code is not run without it` } }
+    }
+    if (!UNCONFINED && UNDUMPABLE) {
+      return { id: null, ok: false, error: { code: 'RUNNER_CRASHED', message: `the runner could not make its own process non-dumpable (${UNDUMPABLE}): component code is not run without it` } }
     }
     // /tmp/runner is emptied for a new account whether its last child is alive or was killed.
     if (childAccount !== account) fs.rmSync(CHILD_TMP, { recursive: true, force: true })

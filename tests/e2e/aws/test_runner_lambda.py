@@ -525,9 +525,10 @@ def test_the_runtime_api_is_refused_even_on_a_port_the_proxy_would_allow(
     assert f"refused by policy: 127.0.0.1 port {listener.port} is the Lambda runtime API" in seen["direct"], seen
 
 
-def test_without_its_launcher_the_runner_runs_no_component_code(tmp_path: Path) -> None:
+def test_without_its_launcher_or_undumpable_module_the_runner_runs_no_component_code(tmp_path: Path) -> None:
     """Fail closed: a layer whose launcher is missing, or whose launcher cannot install its filter
-    (exit 125), answers a clear error and runs nothing."""
+    (exit 125), or that cannot make its own process non-dumpable, answers a clear error and runs
+    nothing."""
     layer = tmp_path / "layer"  # the runner layer without its launcher
     shutil.copytree(LAMBDA.parent, layer / "src")
     (layer / "node_modules").symlink_to(LAMBDA.parent.parent / "node_modules")  # the bundler's
@@ -553,9 +554,17 @@ def test_without_its_launcher_the_runner_runs_no_component_code(tmp_path: Path) 
     (layer / "launcher").mkdir()
     (layer / "launcher" / "launcher").write_text("#!/bin/sh\necho 'launcher: seccomp filter: EINVAL' >&2\nexit 125\n")
     (layer / "launcher" / "launcher").chmod(0o755)
+    shutil.copy2(LAMBDA.parents[1] / "launcher" / "undumpable.node", layer / "launcher" / "undumpable.node")
     failed = answer()
     assert not failed["ok"] and failed["error"]["code"] == "RUNNER_CRASHED", failed
     assert "could not confine" in failed["error"]["message"], failed
+    shutil.copy2(LAMBDA.parents[1] / "launcher" / "launcher", layer / "launcher" / "launcher")
+    (layer / "launcher" / "undumpable.node").unlink()
+    dumpable = answer()  # the launcher, but not the module that makes this process non-dumpable
+    assert not dumpable["ok"] and dumpable["error"]["code"] == "RUNNER_CRASHED", dumpable
+    assert "non-dumpable" in dumpable["error"]["message"], dumpable
+    shutil.copy2(LAMBDA.parents[1] / "launcher" / "undumpable.node", layer / "launcher" / "undumpable.node")
+    assert answer()["ok"]  # the whole layer runs it
 
 
 def test_the_test_only_switches_are_not_in_the_template() -> None:
