@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -261,21 +260,6 @@ def test_a_committed_attempt_goes_through_its_now_form_and_none_leaves_it_to_its
     assert [name for name, _ in setup.seen] == ["now", "now"]
     messages = setup.sqs.receive_message(QueueUrl=setup.url, MaxNumberOfMessages=10)["Messages"]
     assert [command_of(m) for m in messages] == [DeliverWebhook("msg_slow", attempt=0)]
-    assert setup.store.pending_outbox(older_than_s=-60) == []
-
-
-def test_a_commits_attempts_at_once_are_made_side_by_side(setup: Setup) -> None:
-    """Each attempt waits at a barrier for the others: made one after another, none would pass it."""
-    setup.queue.after_commit = frozenset({"deliver_webhook"})
-    barrier = threading.Barrier(3, timeout=10)
-
-    def now(tasks: list[Task], _: Any) -> list[Any]:
-        barrier.wait()
-        return ["succeeded"]
-
-    setup.queue.handle(DeliverWebhook, now, now=now)
-    setup.commit(*(DeliverWebhook(f"msg_{i}", attempt=0) for i in range(3)))
-    assert setup.counts()[0] == 0  # all three handled here, none sent
     assert setup.store.pending_outbox(older_than_s=-60) == []
 
 

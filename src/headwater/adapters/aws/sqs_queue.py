@@ -31,13 +31,14 @@ SQS cannot delete a message before receiving it, so after an inline run succeede
 marks the task done and the delayed message is deleted unrun when it arrives (the run handler
 would also recognise its task id among the source's applied ones).
 
-Committed tasks of the types in `after_commit` (`fan_out` on the run consumer, whose role may write
-what a fan-out writes) are handled at once by the process that committed them, instead of going
-through their queue:
-a run's events reach their subscribers without another invocation, three SQS requests and an
+Committed tasks of the types in `after_commit` (fan-outs and webhook attempts on the run consumer,
+whose role may write what they write) are handled at once by the process that committed them,
+by their type's `now` form where it has one, instead of going through their queue: a run's
+events reach their subscribers without another invocation, three SQS requests and an
 idempotency record (docs/aws.md, Cost). The outbox item stays until the handler returned, so a
-process that dies meanwhile leaves the task to `recover`, and one whose handler fails or finds
-the lane busy sends it to its queue as usual; the fan-out is idempotent either way.
+process that dies meanwhile leaves the task to `recover`, and one whose handler fails, finds
+the lane busy or (the `now` form) answers None goes to its queue as usual; those handlers are
+idempotent either way.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -63,7 +63,6 @@ log = logging.getLogger("headwater.sqs")
 
 MAX_DELAY_S = 900  # SQS's DelaySeconds limit
 MAX_MESSAGE_BYTES = 250 * 1024  # SQS takes 256 KB a message; a larger body goes to the payload store
-AT_ONCE_THREADS = 8  # a commit's lane-less tasks handled side by side after it
 BATCH = 10  # SendMessageBatch / DeleteMessageBatch / ReceiveMessage limit
 BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
@@ -196,18 +195,8 @@ class SqsTaskQueue:
             self.store.outbox_done(sent)
 
     def _handle_now(self, tasks: list[Task]) -> set[str]:
-        """The tasks handled here and now (their outbox items deleted); the rest go to their queue.
-        Tasks without a lane (a webhook's attempts) are handled side by side: a commit's deliveries
-        wait for the slowest receiver, not for all of them in turn."""
-        apart = [t for t in tasks if t.command.lane is None]
-        handled = [t.id for t in tasks if t.command.lane is not None and self._handled_now(t)]
-        if len(apart) == 1:
-            handled += [apart[0].id] if self._handled_now(apart[0]) else []
-        elif apart:
-            calls = [(contextvars.copy_context(), t) for t in apart]  # each in the committer's context (its request id)
-            with ThreadPoolExecutor(min(len(apart), AT_ONCE_THREADS), thread_name_prefix="at-once") as pool:
-                done = list(pool.map(lambda call: call[0].run(self._handled_now, call[1]), calls))
-            handled += [t.id for t, ok in zip(apart, done, strict=True) if ok]
+        """The tasks handled here and now (their outbox items deleted); the rest go to their queue."""
+        handled = [task.id for task in tasks if self._handled_now(task)]
         if handled:
             self.store.outbox_done(handled)
         return set(handled)
