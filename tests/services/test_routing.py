@@ -315,3 +315,25 @@ def test_a_commits_first_attempts_are_one_command_and_a_slow_webhook_leaves_only
     assert sorted(str(status) for status in statuses[0]) == ["None", "succeeded"]
     assert sorted(url for _, url, *_ in w.sender.sent[2:]) == ["https://example.com/fast", "https://example.com/slow"]
     assert {d.status for d in w.store.data.deliveries.values()} == {"succeeded"}
+
+
+def test_a_commits_first_attempts_are_made_side_by_side() -> None:
+    """Each POST waits at a barrier for the other: made one after the other, neither would pass it."""
+    import threading
+
+    w = world()
+    ada, source = emitter(w)
+    for name in ("a", "b"):
+        hook, _ = w.services.webhooks.create(ada, f"https://example.com/{name}", None, None, None)
+        w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
+    w.queue.drain()
+    barrier, post = threading.Barrier(2, timeout=10), w.sender.post
+
+    def together(url: str, body: bytes, headers: dict[str, str]) -> Any:
+        barrier.wait()
+        return post(url, body, headers)
+
+    w.sender.post = together  # type: ignore[method-assign]
+    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    [(task, _)] = w.queue.pending
+    assert w.services.webhooks.deliver_first([task]) == [["succeeded", "succeeded"]]
