@@ -5,9 +5,11 @@ task queue. An attempt that fails queues the next one with the schedule's delay 
 delay: no thread sleeps), so pending retries survive a restart; the delivery record, its
 attempts and the next command commit together, conditionally on the delivery's version.
 
-Where the queue handles a commit's tasks at once (the AWS run consumer), a delivery's first
-attempt is made right after the run's commit by `deliver_now`, unless the webhook was slow or
-failing in this process lately; its retries go through the queue as ever.
+A run's commit that makes deliveries makes one DeliverFirstAttempts for all of them (one outbox
+item), whose handler makes their first attempts side by side. Where the queue handles a commit's
+tasks at once (the AWS run consumer), they are made right after the run's commit by the `now`
+forms (`deliver_first_now`, `deliver_now`), unless a webhook was slow or failing in this process
+lately: then the command goes to the queue. Retries always go through the queue.
 
 Each DeliverWebhook carries the number of its attempt, so a message delivered twice finds its
 attempt recorded on the delivery and does nothing (no idempotency record needed on AWS). Two
@@ -169,14 +171,14 @@ class Webhooks:
             webhook = uow.webhooks.get(delivery.webhook_id) if delivery else None
         if delivery is None or webhook is None:
             return None
-        if at_once and self._slow.get(webhook.id)[0]:
-            return _LEFT
         if not command.manual and (delivery.status in ("succeeded", "dead") or not webhook.active):
             return None
         if not command.manual and command.attempt is not None and len(delivery.attempts) > command.attempt:
             return None  # a repeat of a message whose attempt the delivery records already
         if not command.manual and delivery.next_at and delivery.next_at > time.time() + 1:
             return None  # a duplicate of an earlier attempt's command: its own turn comes later
+        if at_once and self._slow.get(webhook.id)[0]:
+            return _LEFT
         body = json.dumps(delivery.payload, separators=(",", ":"))
         stamp = datetime.now(UTC)
         signature = Signer(self.secrets.decrypt(webhook.signing_secret)).sign(delivery.id, stamp, body)
