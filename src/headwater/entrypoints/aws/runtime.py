@@ -149,13 +149,16 @@ def sqs_handler(name: str) -> LambdaHandler:
     once = idempotent_function(data_keyword_argument="message", persistence_store=idempotency(), config=config)
     handle = once(process)
 
-    def record_handler(record: SQSRecord) -> bool:
+    def traced(message: dict[str, Any]) -> None:
         """The request the message came from, if any, as the log lines' correlation id and a trace
         annotation; the queue binds it again for the messages this one's work sends."""
-        request_id = request_ids.of_message(record.raw_event)
+        request_id = request_ids.of_message(message)
         logger.set_correlation_id(request_id)
         if request_id:
             tracer.put_annotation(key="request_id", value=request_id)
+
+    def record_handler(record: SQSRecord) -> bool:
+        traced(record.raw_event)
         if _counted_attempt(record.raw_event):
             return process(message=record.raw_event)
         return bool(handle(message=record.raw_event))
@@ -164,10 +167,7 @@ def sqs_handler(name: str) -> LambdaHandler:
         """A FIFO queue's batch, handled as one: a source's runs in it go to the runner in one call
         and commit in one unit of work (one lease, one state write, one trim and one usage count
         for the batch rather than for each message)."""
-        request_id = request_ids.of_message(records[0])
-        logger.set_correlation_id(request_id)
-        if request_id:
-            tracer.put_annotation(key="request_id", value=request_id)
+        traced(records[0])
         return queue.handle_records(records)
 
     @logger.inject_lambda_context
