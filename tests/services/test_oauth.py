@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from headwater.adapters.local.lease import LocalLease
-from headwater.domain.connected_accounts import ACTIVE, NEEDS_RECONNECT
+from headwater.domain.connected_accounts import ACTIVE, NEEDS_RECONNECT, AccountUse
 from headwater.domain.errors import BadRequest, Invalid
 from headwater.domain.models import Principal
 from headwater.domain.oauth import OPERATOR
@@ -79,7 +79,7 @@ def test_connect_creates_an_oauth_account_and_its_state_is_single_use() -> None:
     account = connect(w, provider, ada)
     assert (account.kind, account.status, account.owner, account.name) == ("oauth", ACTIVE, ada.user.id, "my github")
     assert account.fields == ("oauth_access_token", "oauth_refresh_token", "oauth_uid")
-    assert w.services.connected_accounts.credentials_for(account.id) == {
+    assert w.services.connected_accounts.credentials_for(account.id, own(account)) == {
         "oauth_access_token": "access-1", "oauth_refresh_token": "refresh-1", "oauth_uid": "uid-1"}
     assert set(w.store.data.connected_accounts[account.id][1].credentials) == {"$secret"}
     assert "access-1" not in json.dumps(account.to_api())
@@ -121,7 +121,7 @@ def test_many_callers_at_once_cause_one_refresh() -> None:
 
     def use() -> None:
         start.wait()
-        got.append(w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"])
+        got.append(w.services.connected_accounts.credentials_for(account.id, own(account))["oauth_access_token"])
     threads = [threading.Thread(target=use) for _ in range(20)]
     for t in threads:
         t.start()
@@ -164,14 +164,14 @@ def test_a_transient_failure_keeps_a_valid_token_and_otherwise_fails_the_call_wi
     account = connect(w, provider, principal(w))
     clock.now += 3600 - 30  # due, but still valid
     provider.fail_next = [OAuthUnavailable("the token endpoint answered 503")]
-    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-1"
+    assert w.services.connected_accounts.credentials_for(account.id, own(account))["oauth_access_token"] == "access-1"
     clock.now += 60  # expired
     provider.fail_next = [OAuthUnavailable("the token endpoint answered 503")]
     with pytest.raises(AccountUnusable) as failed:
-        w.services.connected_accounts.credentials_for(account.id)
+        w.services.connected_accounts.credentials_for(account.id, own(account))
     assert failed.value.code == "ACCOUNT_REFRESH_FAILED"
     assert w.store.data.connected_accounts[account.id][1].status == ACTIVE
-    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"
+    assert w.services.connected_accounts.credentials_for(account.id, own(account))["oauth_access_token"] == "access-2"
 
 
 def test_a_refresh_lease_held_elsewhere_keeps_a_valid_token_and_otherwise_fails_for_now() -> None:
@@ -180,12 +180,13 @@ def test_a_refresh_lease_held_elsewhere_keeps_a_valid_token_and_otherwise_fails_
     account = connect(w, provider, principal(w))
     clock.now += 3600 - 30
     with w.services.oauth.lease.hold(account.id, 90):
-        assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-1"
+        credentials = w.services.connected_accounts.credentials_for(account.id, own(account))
+        assert credentials["oauth_access_token"] == "access-1"
         clock.now += 60
         with pytest.raises(AccountUnusable) as failed:
-            w.services.connected_accounts.credentials_for(account.id)
+            w.services.connected_accounts.credentials_for(account.id, own(account))
     assert failed.value.code == "ACCOUNT_REFRESH_FAILED" and provider.refreshes == 0
-    assert w.services.connected_accounts.credentials_for(account.id)["oauth_access_token"] == "access-2"
+    assert w.services.connected_accounts.credentials_for(account.id, own(account))["oauth_access_token"] == "access-2"
 
 
 def test_a_hook_gets_a_refreshed_token_too() -> None:
@@ -199,3 +200,8 @@ def test_a_hook_gets_a_refreshed_token_too() -> None:
            props={"github": {"authProvisionId": account.id}})
     assert [p["github"]["$auth"]["oauth_access_token"] for p in hooked] == ["access-2"]
     assert provider.refreshes == 1
+
+
+def own(account: Any) -> AccountUse:
+    """The account used by what runs in its owner's namespace."""
+    return AccountUse(account.owner, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
@@ -23,13 +24,17 @@ class OptionsRequest(BaseModel):
     page: StrictInt = 0
     prev_context: Any = None
     query: StrictStr | None = None
+    org_id: StrictStr | None = None
 
 
 @router.post("/components/{key_or_id}/props/{prop}/options", response_model=None,
              responses={**answers(Data[PropOptions]), **error_responses(422, 503)})
 async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: ServicesDep,
-                       caller: PrincipalDep) -> dict[str, Any]:
-    """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component."""
+                       caller: PrincipalDep, org_id: str | None = Query(None)) -> dict[str, Any]:
+    """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component.
+    The code runs in the runner of the namespace the form deploys into: `org_id` when given, else
+    the org whose component it is, else the caller's own; the connected accounts named in
+    `configured_props` must be ones the caller may use there."""
     result = await run_in_threadpool(svc.components.options, caller, key_or_id, prop, body.configured_props,
-                                     body.page, body.prev_context, body.query)
+                                     body.page, body.prev_context, body.query, org_id or body.org_id)
     return {"data": result}

@@ -72,9 +72,11 @@ def create_source(
 
 
 @router.put("/sources/{source_id}", response_model=None,
-            responses={**answers(Data[Source]), **error_responses(409, 422, 503)})
+            responses={**answers(Data[Source]), **error_responses(403, 409, 422, 503)})
 def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: PrincipalDep,
                   shape: ShapeDep) -> dict[str, Any]:
+    """403 when the caller changes the code or props of a source that uses a connected account the
+    caller may not use (another org member's personal account): `details` names those props."""
     source = svc.sources.update(caller, source_id, body.request())
     return shape.with_body(body).data(svc.sources.to_api(source))
 

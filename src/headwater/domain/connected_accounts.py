@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -82,6 +83,64 @@ class ConnectedAccount:
         return {"id": self.id, "app": self.app, "name": self.name, "kind": self.kind, "status": self.status,
                 "fields": list(self.fields), "expires_at": self.expires_at, "owner_id": self.owner,
                 "created_at": self.created_at, "updated_at": self.updated_at}
+
+
+@dataclass(frozen=True)
+class AccountUse:
+    """Who would receive an account's credentials: code that runs in `namespace` (a source's or
+    workflow's, or the one a caller acts in), through a reference `configured_by` put there (None:
+    nobody answers for it, such as a value an expression gave at run time)."""
+
+    namespace: str
+    configured_by: str | None
+
+
+@dataclass(frozen=True)
+class AccountUses:
+    """The uses of every reference among one call's props. `granted`: prop -> (account id, user)
+    for the references a user configured and was checked for (a source's stored grants); any
+    other reference is `default_by`'s (the caller's own, for what a caller gives in a request; None
+    for references nobody configured). A grant counts only for the account it was given for."""
+
+    namespace: str
+    default_by: str | None = None
+    granted: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def of(self, prop: str, account_id: str) -> AccountUse:
+        grant = self.granted.get(prop)
+        by = grant[1] if grant is not None and grant[0] == account_id else self.default_by
+        return AccountUse(self.namespace, by)
+
+
+def grants_of(stored: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, str]]:
+    """A source's stored `account_grants` as AccountUses takes them (malformed entries count for nothing)."""
+    return {prop: (g["account"], g["by"]) for prop, g in stored.items()
+            if isinstance(g, Mapping) and isinstance(g.get("account"), str) and isinstance(g.get("by"), str)}
+
+
+def may_use(account: ConnectedAccount, use: AccountUse, owner_orgs: frozenset[str]) -> bool:
+    """DECISIONS (Accounts): an org's account by what runs in that org; a personal account by what
+    runs in its owner's namespace, or in one of the owner's orgs through a reference the owner
+    configured. `owner_orgs`: the orgs the account's owner belongs to (read only for that case)."""
+    if account.owner == use.namespace:
+        return True
+    return (ids.has_prefix(account.owner, "user") and use.configured_by == account.owner
+            and use.namespace in owner_orgs)
+
+
+def needs_owner_orgs(account: ConnectedAccount, use: AccountUse) -> bool:
+    """Whether `may_use` needs the owner's orgs: a personal account its owner configured elsewhere."""
+    return (account.owner != use.namespace and ids.has_prefix(account.owner, "user")
+            and use.configured_by == account.owner)
+
+
+def unusable_here(account: ConnectedAccount) -> str:
+    """Why an account the caller can see may not be used where it was given (its owner is the
+    caller or one of the caller's orgs, so naming it reveals nothing)."""
+    if ids.has_prefix(account.owner, "org"):
+        return f"{account.id} is an account of {account.owner}: only what runs in {account.owner} may use it"
+    return f"{account.id} is a personal account: only its owner's sources and workflows, and what its owner " \
+           "configures in an org of theirs, may use it"
 
 
 def reference(value: Any) -> str | None:

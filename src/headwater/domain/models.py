@@ -129,6 +129,9 @@ class Source:
     created_at: int
     updated_at: int
     seq: int = 0
+    # prop -> {"account": "apn_...", "by": "u_..."}: the user who configured each account reference
+    # and was checked for it (domain.connected_accounts.may_use reads it when credentials are handed over)
+    account_grants: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from headwater.domain import file_names, ids
+from headwater.domain.connected_accounts import AccountUses
 from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
 from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Bundle, Bundler, Runner, RunnerError, UnitOfWorkFactory, UrlFetcher
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
-from headwater.services.connected_accounts import ConnectedAccounts
+from headwater.services.connected_accounts import ConnectedAccounts, app_prop_names
 from headwater.settings import Settings
 
 _USER_FAULTS = {"LOAD_ERROR", "CONFIGURATION_ERROR", "TIMEOUT", "OUT_OF_MEMORY"}
@@ -126,23 +127,46 @@ class Components:
         raise NotFound(f"No component {key_or_id!r} in your namespace.")
 
     def options(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any], page: int,
-                prev_context: Any, query: str | None) -> dict[str, Any]:
-        """A prop's async `options()` (one page of them), run in the runner for a deploy form."""
+                prev_context: Any, query: str | None, org_id: str | None = None) -> dict[str, Any]:
+        """A prop's async `options()` (one page of them), run in the runner for a deploy form: in
+        the runner of the namespace the form deploys into (`org_id`, else an org's component's own
+        org, else the caller's), with the accounts the caller may use there."""
         component = self.get(principal, key_or_id) if not key_or_id.startswith("registry:") else \
             self.get_registry(key_or_id.removeprefix("registry:"))
         if not any(p.get("name") == prop for p in component.definition.configurable_props):
             raise NotFound(f"Component {component.id} has no prop {prop!r}.")
-        self.connected.check(principal, configured, component.definition.configurable_props)
-        configured = self.connected.resolve(configured)
+        namespace = self.target_namespace(principal, component, org_id)
+        prop_defs = component.definition.configurable_props
+        self.connected.check(principal, configured, prop_defs, namespace)
+        configured = self.connected.resolve(configured, app_prop_names(prop_defs),
+                                            AccountUses(namespace, principal.user.id))
         bundle = self.bundler.bundle(component.code, component.packages)
         try:
             return self.runner.options(bundle, f"options:{principal.user.id}", prop, configured, page, prev_context,
-                                       query, self.settings.describe_timeout_ms,
-                                       self.accounts.namespace(principal, None))
+                                       query, self.settings.describe_timeout_ms, namespace)
         except RunnerError as e:
             if e.code in _USER_FAULTS:
                 raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None
             raise Unavailable(f"The runner failed: {e.message}") from None
+
+    def target_namespace(self, principal: Principal, component: Component, org_id: str | None) -> str:
+        """Where a component's code runs for the caller: `org_id` when given, else the org whose
+        component it is, else the caller's own namespace; checked by `check_usable_in`."""
+        if org_id is None and component.namespace != principal.user.id and principal.can_see(component.namespace):
+            return component.namespace
+        namespace = self.accounts.namespace(principal, org_id)
+        self.check_usable_in(principal, component, namespace)
+        return namespace
+
+    def check_usable_in(self, principal: Principal, component: Component, namespace: str) -> None:
+        """A component's code runs only in its own namespace's runner, or a published one anywhere,
+        or the caller's own in an org of theirs: never an org's code in a member's personal runner,
+        where it would read and leave the member's files (nothing in a runner serves two namespaces)."""
+        if component.namespace in (namespace, REGISTRY_NAMESPACE, principal.user.id):
+            return
+        raise Invalid(f"Component {component.id} belongs to {component.namespace}: deploy it there "
+                      f"(org_id={component.namespace}), or save its code as a component of your own.",
+                      {"component_id": [f"a component of {component.namespace}"]})
 
     def by_id(self, component_id: str) -> Component:
         """For services that already checked access to what refers to the component."""

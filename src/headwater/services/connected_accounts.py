@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from headwater.domain import connected_accounts as model
 from headwater.domain import ids
-from headwater.domain.connected_accounts import ConnectedAccount
+from headwater.domain.connected_accounts import AccountUse, AccountUses, ConnectedAccount
 from headwater.domain.errors import Conflict, HeadwaterError, Invalid, NotFound
-from headwater.domain.models import Principal
+from headwater.domain.models import Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Secrets, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
@@ -160,32 +160,56 @@ class ConnectedAccounts:
     # app props
 
     def check(self, principal: Principal, configured: dict[str, Any], prop_defs: builtins.list[dict[str, Any]],
-              kept: Collection[str] = ()) -> None:
+              namespace: str, kept: Mapping[str, tuple[str, str]] | None = None) -> dict[str, dict[str, str]]:
         """Every `{"authProvisionId": ...}` among the configured props names an account the caller
-        may use (the caller's or one of the caller's orgs': else 404), of the prop's app (else
-        422). `kept`: ids the source had already, which a later editor (another member of the org)
-        may keep without seeing them."""
+        may see (else 404: whether it exists is not revealed), may use in `namespace` (else 422
+        naming the prop) and of the prop's app (else 422). `kept`: the grants of references the
+        source had already (prop -> (account id, user)), which an editor may keep without seeing
+        them. Answers the grants of every reference: kept ones as they were, the others the caller's."""
         apps = {p["name"]: p.get("app") for p in prop_defs if p.get("type") == "app"}
+        kept = kept or {}
+        grants: dict[str, dict[str, str]] = {}
         wrong: dict[str, list[str]] = {}
         for name, value in configured.items():
             account_id = model.reference(value)
-            if account_id is None or account_id in kept:
+            if account_id is None:
+                continue
+            app = apps.get(name)
+            grant = kept.get(name)
+            if grant is not None and grant[0] == account_id:
+                known = self._read(account_id)
+                if known is not None and app and known.app != app:
+                    wrong[name] = [f"{account_id} is an account of app {known.app!r}, not {app!r}"]
+                grants[name] = {"account": account_id, "by": grant[1]}
                 continue
             account = self.get(principal, account_id)
-            app = apps.get(name)
-            if app and account.app != app:
+            if not self._may_use(account, AccountUse(namespace, principal.user.id)):
+                wrong[name] = [model.unusable_here(account)]
+            elif app and account.app != app:
                 wrong[name] = [f"{account_id} is an account of app {account.app!r}, not {app!r}"]
+            else:
+                grants[name] = {"account": account_id, "by": principal.user.id}
         if wrong:
-            raise Invalid(f"Some props name an account of another app: {', '.join(wrong)}.", wrong)
+            raise Invalid(f"Some props name an account they may not use here: {', '.join(wrong)}.", wrong)
+        return grants
 
-    def credentials_for(self, account_id: str, for_run: str | None = None) -> dict[str, Any]:
-        """The account's current `$auth`, read now. AccountUnusable when it cannot give one.
-        `for_run`: the source whose run this is (its run's failure is its `$errors` event)."""
+    def may_use(self, user_id: str, account_id: str, namespace: str) -> bool:
+        """Whether `user_id` may put the account into code that runs in `namespace` (an account that
+        is gone gives no credentials to anybody: nothing to refuse)."""
         account = self._read(account_id)
-        if account is None:
+        return account is None or self._may_use(account, AccountUse(namespace, user_id))
+
+    def credentials_for(self, account_id: str, use: AccountUse, for_run: str | None = None) -> dict[str, Any]:
+        """The account's current `$auth`, read now, for code that runs as `use` says: the one place
+        credentials are handed over, so the one place who may use them is checked (DECISIONS,
+        Accounts), whatever path put the reference there. AccountUnusable when it cannot give them;
+        a refused account and a deleted one are told apart by nothing. `for_run`: the source whose
+        run this is (its run's failure is its `$errors` event)."""
+        account = self._read(account_id)
+        if account is None or not self._may_use(account, use):
             raise AccountUnusable(model.ACCOUNT_NOT_FOUND,
-                                  f"The connected account {account_id} was deleted: connect an account and "
-                                  "update the source's app prop.")
+                                  f"The connected account {account_id} cannot be used here: it was deleted, or it is "
+                                  "not an account this may use. Connect an account and give it to the app prop.")
         if account.kind == model.OAUTH:
             account = self.fresh(account, for_run)
         if account.status == model.NEEDS_RECONNECT:
@@ -195,6 +219,13 @@ class ConnectedAccounts:
                                   + (f": refreshing its token failed ({reason})." if reason else "."))
         return self.open(account)
 
+    def _may_use(self, account: ConnectedAccount, use: AccountUse) -> bool:
+        owner_orgs: frozenset[str] = frozenset()
+        if model.needs_owner_orgs(account, use):
+            with self.uow(readonly=True) as uow:
+                owner_orgs = uow.users.org_ids(account.owner)
+        return model.may_use(account, use, owner_orgs)
+
     def _read(self, account_id: str) -> ConnectedAccount | None:
         """None for what cannot be an account id (a store key has bounds: DynamoDB's 2 KB)."""
         if not model.is_account_id(account_id):
@@ -202,14 +233,14 @@ class ConnectedAccounts:
         with self.uow(readonly=True) as uow:
             return uow.connected_accounts.get(account_id)
 
-    def resolve(self, props: dict[str, Any], app_props: Collection[str] | None = None,
+    def resolve(self, props: dict[str, Any], app_props: Collection[str], uses: AccountUses,
                 for_run: str | None = None) -> dict[str, Any]:
-        """`props` as the runner takes them: each account reference (of the `app_props`, or any
-        prop when they are not known yet) becomes `{"$auth": ...}`."""
+        """`props` as the runner takes them: each account reference of an app prop becomes
+        `{"$auth": ...}`, for the use `uses` says of it (references elsewhere stay as they are)."""
         if not references(props):
             return props
-        return {name: {"$auth": self.credentials_for(account_id, for_run)}
-                if (account_id := model.reference(value)) is not None and (app_props is None or name in app_props)
+        return {name: {"$auth": self.credentials_for(account_id, uses.of(name, account_id), for_run)}
+                if (account_id := model.reference(value)) is not None and name in app_props
                 else value
                 for name, value in props.items()}
 
@@ -217,3 +248,22 @@ class ConnectedAccounts:
 def references(props: dict[str, Any]) -> bool:
     """Whether any prop value is an account reference (resolving it needs the store)."""
     return any(model.reference(value) is not None for value in props.values())
+
+
+def app_prop_names(prop_defs: list[dict[str, Any]]) -> list[str]:
+    return [p["name"] for p in prop_defs if p.get("type") == "app"]
+
+
+def source_grants(source: Source) -> dict[str, tuple[str, str]]:
+    """Who configured each of the source's account references. A source saved before grants were
+    kept has none: its references count as its creator's, as they were checked then."""
+    if source.account_grants:
+        return model.grants_of(source.account_grants)
+    return {name: (account_id, source.user_id) for name, value in source.configured_props.items()
+            if (account_id := model.reference(value)) is not None}
+
+
+def source_uses(source: Source) -> AccountUses:
+    """A source's references are used by what runs in its namespace, as their grants say; one
+    with no grant (a path that put it there unchecked) by nobody: only the namespace's own accounts."""
+    return AccountUses(source.namespace, None, source_grants(source))

@@ -40,7 +40,13 @@ from headwater.ports import (
 from headwater.services import props as prop_forms
 from headwater.services.cache import BoundedDict, TtlCache
 from headwater.services.clock import now_ms, utc_day
-from headwater.services.connected_accounts import AccountUnusable, ConnectedAccounts, references
+from headwater.services.connected_accounts import (
+    AccountUnusable,
+    ConnectedAccounts,
+    app_prop_names,
+    references,
+    source_uses,
+)
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.settings import Settings
 
@@ -123,7 +129,7 @@ class Runs:
     def credentials(self, source: Source, props: dict[str, Any], run: bool = False) -> dict[str, Any]:
         """`props` with each app prop's connected account turned into its current `$auth`. `run`:
         for the source's runs, whose failure is the source's `$errors` event."""
-        return self.connected.resolve(props, [p["name"] for p in source.prop_defs if p.get("type") == "app"],
+        return self.connected.resolve(props, app_prop_names(source.prop_defs), source_uses(source),
                                       source.id if run else None)
 
     def _instance(self, source: Source, props: dict[str, Any], db: dict[str, Any],

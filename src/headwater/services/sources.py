@@ -9,14 +9,14 @@ claimed by conditional insert: a taken one raises Conflict and the next one is t
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from headwater.domain import ids
 from headwater.domain.commands import PurgeSource, RunSource, SyncSchedule
-from headwater.domain.connected_accounts import reference
-from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
+from headwater.domain.connected_accounts import AccountUses, reference
+from headwater.domain.errors import BadRequest, Conflict, Forbidden, Invalid, NotFound
 from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
@@ -29,6 +29,7 @@ from headwater.services.accounts import Accounts
 from headwater.services.cache import TtlCache
 from headwater.services.clock import now_ms, now_s
 from headwater.services.components import Components
+from headwater.services.connected_accounts import app_prop_names, source_grants
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.services.runs import Runs
 from headwater.settings import Settings
@@ -111,7 +112,9 @@ class Sources:
             raise BadRequest("`component_file` names the file of `component_code`: give the code too.",
                              {"component_file": ["goes with component_code"]})
         if req.component_id:
-            return self.components.get(principal, req.component_id)
+            component = self.components.get(principal, req.component_id)
+            self.components.check_usable_in(principal, component, namespace)
+            return component
         if req.component_code is not None or req.component_url:
             code = self.components.resolve_code(req.component_code, req.component_url)
             return self.components.save(namespace, principal.user.id, code, req.component_url, req.component_file)
@@ -124,26 +127,31 @@ class Sources:
 
     def _props(self, principal: Principal, component: Component, namespace: str, source_id: str,
                configured: dict[str, Any], stored_secrets: builtins.set[str] | None = None,
-               carried: builtins.set[str] | None = None, kept: builtins.set[str] | None = None) -> tuple[
-        ValidatedProps, builtins.list[dict[str, Any]]
+               carried: builtins.set[str] | None = None,
+               kept: Mapping[str, tuple[str, str]] | None = None) -> tuple[
+        ValidatedProps, builtins.list[dict[str, Any]], dict[str, dict[str, str]]
     ]:
-        """`kept`: the connected accounts the source used already (see ConnectedAccounts.check)."""
+        """The props validated, the final prop set, and the grants of their account references.
+        `kept`: the grants of the references the source had already (see ConnectedAccounts.check)."""
         definition = component.definition
         if definition.type != "source":
             raise Invalid(f"Component {component.id} is an {definition.type}, not a source.",
                           {"component_id": ["is not a source"]})
         prop_list = definition.configurable_props
-        # before additionalProps runs: no credentials but the caller's reach the component's code
-        self.runs.connected.check(principal, configured, prop_list, kept or ())
+        connected = self.runs.connected
+        # before additionalProps runs: no credentials but those this caller may use here reach its code
+        connected.check(principal, configured, prop_list, namespace, kept)
         if definition.has_additional_props:
+            uses = AccountUses(namespace, principal.user.id, kept or {})
             prop_list = self.runs.additional_props(component, namespace, source_id,
-                                                   self.runs.connected.resolve(configured))
-            self.runs.connected.check(principal, configured, prop_list, kept or ())
+                                                   connected.resolve(configured, app_prop_names(prop_list), uses))
         validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
-        return validated, prop_list
+        # what is kept, defaults included: a reference in a default is checked like one given
+        grants = connected.check(principal, validated.values, prop_list, namespace, kept)
+        return validated, prop_list, grants
 
     def _hooks(self, source: Source, component: Component, names: builtins.list[str],
                db: dict[str, Any]) -> builtins.list[RunResult]:
@@ -175,7 +183,7 @@ class Sources:
         component = self._component_for(principal, namespace, req)
         source_id = ids.new_id("source")
         configured = dict(req.configured_props or {})
-        validated, prop_defs = self._props(principal, component, namespace, source_id, configured)
+        validated, prop_defs, grants = self._props(principal, component, namespace, source_id, configured)
         ts = now_s()
         source = Source(
             id=source_id,
@@ -190,6 +198,7 @@ class Sources:
             active=req.active is not False,
             created_at=ts,
             updated_at=ts,
+            account_grants=grants,
         )
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             outcomes = self._outcomes(source, component, self._hooks(source, component, ["deploy", "activate"], {}))
@@ -217,9 +226,12 @@ class Sources:
         )
         secret = prop_forms.stored_secrets(old.configured_props)
         carried = prop_forms.carried_secrets(req.configured_props, old.configured_props)
-        kept = {a for a in map(reference, old.configured_props.values()) if a is not None}
-        validated, prop_defs = self._props(principal, component, old.namespace, source_id, configured, secret, carried,
-                                           kept)
+        kept = source_grants(old)
+        validated, prop_defs, grants = self._props(principal, component, old.namespace, source_id, configured, secret,
+                                                   carried, kept)
+        if component.code_hash != old_component.code_hash or _plain(validated.values) != _plain(
+                prop_forms.for_runner(old.configured_props, self.secrets)):
+            self._may_change(principal, old.namespace, kept, grants)
         active = req.active is not False
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:
@@ -233,7 +245,8 @@ class Sources:
                    "prop_defs": prop_defs,
                    "endpoint_id": (old.endpoint_id or ids.new_id("endpoint")) if validated.http_props else None,
                    "active": active,
-                   "updated_at": now_s()},
+                   "updated_at": now_s(),
+                   "account_grants": grants},
             )
             if active:
                 for result in results:
@@ -252,6 +265,20 @@ class Sources:
         self._changed(old, set())
         self._changed(source, channels)
         return source
+
+    def _may_change(self, principal: Principal, namespace: str, kept: Mapping[str, tuple[str, str]],
+                    grants: dict[str, dict[str, str]]) -> None:
+        """Changing the code or props of a source requires being allowed to use each account it
+        keeps (DECISIONS, Accounts): new code, or a prop that steers it (a URL), would hand the
+        editor credentials they may not use. Pausing, resuming and renaming do not."""
+        refused = {name: [f"uses the connected account {grant['account']}, which you may not use"]
+                   for name, grant in grants.items()
+                   if kept.get(name) == (grant["account"], grant["by"])
+                   and not self.runs.connected.may_use(principal.user.id, grant["account"], namespace)}
+        if refused:
+            raise Forbidden(f"The source uses an account you may not use ({', '.join(refused)}): only its owner may "
+                            "change the source's code or props; give those props an account of yours to change them.",
+                            refused)
 
     def delete(self, principal: Principal, source_id: str) -> None:
         source = self.get(principal, source_id)
@@ -316,3 +343,8 @@ class Sources:
             uow.outbox.add(RunSource(source_id, event, timeout_ms, "manual"))
             uow.commit()
 
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """Prop values but account references: what steers the code beside the accounts it uses."""
+    return {name: value for name, value in values.items() if reference(value) is None}

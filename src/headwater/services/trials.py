@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.domain.connected_accounts import AccountUses
 from headwater.domain.errors import HeadwaterError, Invalid
 from headwater.domain.models import ComponentDefinition, Principal
 from headwater.domain.props import validate
@@ -19,6 +20,7 @@ from headwater.domain.runs import RunResult, apply_db
 from headwater.ports import Bundle, Instance, Runner, RunnerError, UnitOfWorkFactory
 from headwater.services.clock import now_s, utc_day
 from headwater.services.components import Components, check_file_name
+from headwater.services.connected_accounts import app_prop_names
 from headwater.services.runs import Runs
 from headwater.settings import Settings
 
@@ -85,8 +87,9 @@ class Trials:
         if validated.errors:
             raise Invalid(f"Some props are not valid: {', '.join(validated.errors)}.", validated.errors)
         connected = self.components.connected
-        connected.check(principal, req.configured_props, prop_list)
-        values = connected.resolve(validated.values, [p["name"] for p in prop_list if p.get("type") == "app"])
+        connected.check(principal, validated.values, prop_list, namespace)
+        values = connected.resolve(validated.values, app_prop_names(prop_list),
+                                   AccountUses(namespace, principal.user.id))
         event, timeout_ms = req.event, self.settings.http_timeout_ms
         if event is None and validated.timers and definition.type != "action":
             event = next(iter(validated.timers.values())).event(now_s())

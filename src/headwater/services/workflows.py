@@ -22,6 +22,7 @@ import yaml
 from headwater import __version__
 from headwater.domain import ids
 from headwater.domain.commands import Command, PurgeSource, RunWorkflow, Send
+from headwater.domain.connected_accounts import AccountUses, reference
 from headwater.domain.errors import Invalid, NotFound
 from headwater.domain.events import Emit
 from headwater.domain.models import Component, Principal
@@ -40,7 +41,7 @@ from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOf
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s, utc_day
 from headwater.services.components import Components
-from headwater.services.connected_accounts import AccountUnusable
+from headwater.services.connected_accounts import AccountUnusable, app_prop_names
 from headwater.services.destinations import Destinations
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.services.runs import Runs
@@ -138,6 +139,7 @@ class Workflows:
         ref = step.component
         if ref.startswith("sc_"):
             component = self.components.get(principal, ref)
+            self.components.check_usable_in(principal, component, namespace)
         elif ref.endswith(COMPONENT_FILES):
             if base is None:  # over HTTP: the file is on the caller's machine
                 raise Invalid(f"Step {step.name}: the server cannot read the file {ref}: send its code as "
@@ -158,7 +160,7 @@ class Workflows:
         if problems:
             raise Invalid(f"Step {step.name}: props that do not fit the action: {', '.join(problems)}.",
                           {f"steps.{step.name}.props.{name}": p for name, p in problems.items()})
-        self.runs.connected.check(principal, step.props, component.definition.configurable_props)
+        self.runs.connected.check(principal, step.props, component.definition.configurable_props, namespace)
         return component
 
     def get(self, principal: Principal, workflow_id: str) -> Workflow:
@@ -249,8 +251,8 @@ class Workflows:
             problems = step_problems(component.definition.configurable_props, props, undefined)
             if problems:
                 return RunResult.failed("CONFIGURATION_ERROR", props_message(step, problems))
-            props = self.runs.connected.resolve(props, [p["name"] for p in component.definition.configurable_props
-                                                        if p.get("type") == "app"])
+            props = self.runs.connected.resolve(props, app_prop_names(component.definition.configurable_props),
+                                                step_uses(workflow, step))
             bundle = self.bundler.bundle(component.code, component.packages)
             return self.runner.run_step(bundle, self._instance(workflow, step, props), steps, timeout)
         except RunnerError as e:
@@ -314,3 +316,12 @@ def props_message(step: Step, problems: dict[str, list[str]]) -> str:
         expression = f" ({step.props[name]})" if expression_of(step.props.get(name)) is not None else ""
         parts.append(f"prop {name} {' and '.join(found)}{expression}")
     return "; ".join(parts)
+
+
+def step_uses(workflow: Workflow, step: Step) -> AccountUses:
+    """A step's references written in the workflow file were checked for its deployer, who answers
+    for them; a reference an expression gave at run time (from the triggering event, say) nobody
+    configured: it may name only an account of the workflow's own namespace."""
+    granted = {name: (account_id, workflow.user_id) for name, value in step.props.items()
+               if (account_id := reference(value)) is not None}
+    return AccountUses(workflow.namespace, None, granted)

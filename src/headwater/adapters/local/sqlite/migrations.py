@@ -209,6 +209,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, win)
     );
     """,
+    # who configured each of a source's account references (issue 31: checked where credentials are used)
+    """
+    ALTER TABLE sources ADD COLUMN account_grants TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 
 

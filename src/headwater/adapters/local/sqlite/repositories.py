@@ -303,6 +303,7 @@ def _source(row: sqlite3.Row) -> Source:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         seq=row["seq"],
+        account_grants=json.loads(row["account_grants"]),
     )
 
 
@@ -316,9 +317,11 @@ class SqliteSources:
         cur = claimed(
             self.conn,
             "INSERT INTO sources (id, namespace, user_id, component_id, name, name_slug, configured_props, "
-            "prop_defs, endpoint_id, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "prop_defs, endpoint_id, active, created_at, updated_at, account_grants) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.id, s.namespace, s.user_id, s.component_id, s.name, s.name_slug, json.dumps(s.configured_props),
-             json.dumps(s.prop_defs), s.endpoint_id, int(s.active), s.created_at, s.updated_at),
+             json.dumps(s.prop_defs), s.endpoint_id, int(s.active), s.created_at, s.updated_at,
+             json.dumps(s.account_grants)),
             self._CLAIMS,
         )
         s.seq = cur.lastrowid or 0
@@ -327,9 +330,9 @@ class SqliteSources:
         claimed(
             self.conn,
             "UPDATE sources SET component_id = ?, name = ?, name_slug = ?, configured_props = ?, prop_defs = ?, "
-            "endpoint_id = ?, active = ?, updated_at = ? WHERE id = ?",
+            "endpoint_id = ?, active = ?, updated_at = ?, account_grants = ? WHERE id = ?",
             (s.component_id, s.name, s.name_slug, json.dumps(s.configured_props), json.dumps(s.prop_defs),
-             s.endpoint_id, int(s.active), s.updated_at, s.id),
+             s.endpoint_id, int(s.active), s.updated_at, json.dumps(s.account_grants), s.id),
             self._CLAIMS,
         )
 
