@@ -273,3 +273,27 @@ def test_instances_never_carry_another_namespaces_credentials_to_a_hook() -> Non
     plant(w, source.id, namespace=eve.user.id)  # the source moved to eve's namespace by no service
     w.services.sources.delete(eve, source.id)  # its deactivate hook runs
     assert hooked == []  # refused before the hook's code was called
+
+
+def test_a_refused_change_runs_none_of_the_new_codes_additional_props_with_the_account(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    w = world()
+    given: list[dict[str, Any]] = []
+    real = w.runner.additional_props
+
+    def additional_props(bundle: Any, instance_id: str, props: dict[str, Any], timeout_ms: int,
+                         account: str) -> list[dict[str, Any]]:
+        given.append(props)
+        return real(bundle, instance_id, props, timeout_ms, account)
+
+    monkeypatch.setattr(w.runner, "additional_props", additional_props)
+    ada, bob = person(w, "ada"), person(w, "bob")
+    org, (ada, bob) = with_org(w, ada, bob)
+    adas = connect(w, ada)
+    source = w.services.sources.create(ada, SourceRequest(
+        component_code=component_code(configurable_props=[*HTTP, SLACK]),
+        configured_props={"slack": {"authProvisionId": adas.id}}), org)
+    with pytest.raises(Forbidden):
+        w.services.sources.update(bob, source.id, SourceRequest(component_code=component_code(
+            configurable_props=[*HTTP, SLACK], has_additional_props=True, name="Mine")))
+    assert given == []

@@ -227,11 +227,13 @@ class Sources:
         secret = prop_forms.stored_secrets(old.configured_props)
         carried = prop_forms.carried_secrets(req.configured_props, old.configured_props)
         kept = source_grants(old)
+        if req.names_component or req.configured_props is not None:
+            unchanged = component.code_hash == old_component.code_hash and _plain(configured) == _plain(
+                prop_forms.for_runner(old.configured_props, self.secrets))
+            if not unchanged:  # checked before any code of it runs (additionalProps would get the accounts)
+                self._may_change(principal, old.namespace, kept, configured)
         validated, prop_defs, grants = self._props(principal, component, old.namespace, source_id, configured, secret,
                                                    carried, kept)
-        if component.code_hash != old_component.code_hash or _plain(validated.values) != _plain(
-                prop_forms.for_runner(old.configured_props, self.secrets)):
-            self._may_change(principal, old.namespace, kept, grants)
         active = req.active is not False
         with self.runs.lease.hold(source_id, self.runs.lease_s):
             with self.uow(readonly=True) as uow:
@@ -267,14 +269,15 @@ class Sources:
         return source
 
     def _may_change(self, principal: Principal, namespace: str, kept: Mapping[str, tuple[str, str]],
-                    grants: dict[str, dict[str, str]]) -> None:
+                    configured: dict[str, Any]) -> None:
         """Changing the code or props of a source requires being allowed to use each account it
         keeps (DECISIONS, Accounts): new code, or a prop that steers it (a URL), would hand the
-        editor credentials they may not use. Pausing, resuming and renaming do not."""
-        refused = {name: [f"uses the connected account {grant['account']}, which you may not use"]
-                   for name, grant in grants.items()
-                   if kept.get(name) == (grant["account"], grant["by"])
-                   and not self.runs.connected.may_use(principal.user.id, grant["account"], namespace)}
+        editor credentials they may not use. Pausing, resuming and renaming do not; giving such a
+        prop an account the editor may use does."""
+        refused = {name: [f"uses the connected account {account_id}, which you may not use"]
+                   for name, (account_id, _) in kept.items()
+                   if reference(configured.get(name)) == account_id
+                   and not self.runs.connected.may_use(principal.user.id, account_id, namespace)}
         if refused:
             raise Forbidden(f"The source uses an account you may not use ({', '.join(refused)}): only its owner may "
                             "change the source's code or props; give those props an account of yours to change them.",
