@@ -43,12 +43,12 @@ _Handler = TypeVar("_Handler", TaskHandler, NowHandler)
 def metered_runs(handler: _Handler) -> _Handler:
     """Counts each run's outcome and duration as the RunSource handler returns them, in all and
     per source (source_metrics.py)."""
-    from headwater.source_metrics import SOURCES
+    from headwater.source_metrics import SOURCES, outcome_of
 
     def count(tasks: list[Task], results: list[Any]) -> None:
         for result in results:
             if isinstance(result, RunResult):
-                RUNS.labels(result.error_code or "ok").inc()
+                RUNS.labels(outcome_of(result)).inc()
                 RUN_SECONDS.observe(result.duration_ms / 1000)
         SOURCES.count(tasks, results)
 
@@ -144,14 +144,16 @@ class _Answered:
             self.ingest.inc()
 
 
+# A client may send any method token: others count as "other", so the label set stays bounded.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _ANSWERED: dict[tuple[str, str, int], _Answered] = {}
 
 
 def _answered(route: str, method: str, status: int) -> _Answered:
-    key = (route, method, status)
+    key = (route, method if method in METHODS else "other", status)
     found = _ANSWERED.get(key)
     if found is None:  # bounded: routes are templates, methods and statuses few
-        found = _ANSWERED[key] = _Answered(route, method, status)
+        found = _ANSWERED[key] = _Answered(*key)
     return found
 
 

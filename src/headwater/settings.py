@@ -42,6 +42,15 @@ def _count(name: str, default: int) -> int:
     return int(value)
 
 
+def _token(name: str) -> str:
+    """A bearer secret, or "" (none): at least 16 printable ASCII characters without spaces."""
+    value = _env(name, "")
+    if value and (len(value) < 16 or not all("!" <= c <= "~" for c in value)):
+        raise SettingError(f"HEADWATER_{name} must be at least 16 printable ASCII characters without spaces "
+                           "(e.g. the output of `openssl rand -hex 32`), or unset.")
+    return value
+
+
 def _bool(name: str, default: bool) -> bool:
     return _env(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
 
@@ -115,8 +124,11 @@ class Settings:
     # most `ingest_burst` at once; past it, 429 with Retry-After. 0: no budget.
     ingest_rate: int = field(default_factory=lambda: _count("INGEST_RATE", 100))
     ingest_burst: int = field(default_factory=lambda: _count("INGEST_BURST", 200))
-    # Sources with their own `source` label in /metrics (source_metrics.py); later ones count as `other`.
-    metrics_sources: int = field(default_factory=lambda: _int("METRICS_SOURCES", 50))
+    # Sources with their own `source` label in /metrics (source_metrics.py); later ones count as
+    # `other`. 0 (the default): none, so the page names no tenant's source.
+    metrics_sources: int = field(default_factory=lambda: _count("METRICS_SOURCES", 0))
+    # When set, /metrics answers only `Authorization: Bearer <this>` (401 otherwise).
+    metrics_token: str = field(default_factory=lambda: _token("METRICS_TOKEN"), repr=False)
 
     def __post_init__(self) -> None:
         problem = budget_problem(self.ingest_rate, self.ingest_burst)

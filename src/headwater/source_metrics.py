@@ -2,10 +2,12 @@
 emitted, labelled `source`, with a bounded label set.
 
 A source id is its own label value for the first `limit` sources this process finishes a run of
-(HEADWATER_METRICS_SOURCES, 50 by default; 0 puts every source under `other`); any source after
-those is counted under `source="other"`. A source keeps its label for the life of the process,
-so a series never moves from one label to another and counters stay monotonic; each metric has
-at most `limit + 1` `source` values per process (times the few outcomes of `runs`).
+(HEADWATER_METRICS_SOURCES); any source after those is counted under `source="other"`. The
+default is 0, every source under `other`: /metrics then names no tenant's source (issue 31); an
+operator who wants per-source series turns them on, best with HEADWATER_METRICS_TOKEN set. A
+source keeps its label for the life of the process, so a series never moves from one label to
+another and counters stay monotonic; each metric has at most `limit + 1` `source` values per
+process (times the few outcomes of `runs`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from headwater.metrics import REGISTRY
 from headwater.ports import Task
 
 OTHER = "other"
-DEFAULT_LIMIT = 50
+DEFAULT_LIMIT = 0
 # The error codes the platform gives a run (the runner's own, the supervisor's, the service's). A
 # runner's pipe may say anything (trust ends at the process): any other code counts as RUNTIME_ERROR,
 # so the outcomes stay a fixed set.
@@ -40,6 +42,12 @@ SOURCE_ERRORS = Counter("headwater_source_errors", "Runs of a source that ended 
                         registry=REGISTRY)
 SOURCE_EMITTED = Counter("headwater_source_events_emitted", "Events a source's runs emitted", ["source"],
                          registry=REGISTRY)
+
+
+def outcome_of(result: RunResult) -> str:
+    """`ok`, or the run's error code if it is one of the platform's, else RUNTIME_ERROR."""
+    outcome = result.error_code or "ok"
+    return outcome if outcome in OUTCOMES else "RUNTIME_ERROR"
 
 
 class SourceLabels:
@@ -90,9 +98,7 @@ class SourceMeters:
     def count(self, tasks: Sequence[Task], results: Sequence[Any]) -> None:
         for task, result in zip(tasks, results, strict=False):
             if isinstance(result, RunResult) and isinstance(task.command, RunSource):
-                outcome = result.error_code or "ok"
-                outcome = outcome if outcome in OUTCOMES else "RUNTIME_ERROR"
-                self._meters_of(self.labels.of(task.command.source_id), outcome).count(result)
+                self._meters_of(self.labels.of(task.command.source_id), outcome_of(result)).count(result)
 
     def _meters_of(self, label: str, outcome: str) -> _Meters:
         key = (label, outcome)

@@ -125,6 +125,7 @@ def test_version() -> None:
      "error: HEADWATER_INGEST_RATE must be a whole number of 0 or more, not 'fast'."),
     ({"HEADWATER_INGEST_RATE": "300"},
      "error: HEADWATER_INGEST_BURST (200) must be at least HEADWATER_INGEST_RATE (300)"),
+    ({"HEADWATER_METRICS_TOKEN": "secret"}, "error: HEADWATER_METRICS_TOKEN must be at least 16 printable"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(env: dict[str, str], tmp_path: Path, setting: dict[str, str],
                                                        message: str) -> None:

@@ -42,11 +42,11 @@ def test_metrics_count_requests_ingest_runs_and_show_the_queue_and_runners(serve
     assert "headwater_queue_depth" in after and "headwater_queue_oldest_seconds" in after
     assert value(after, "headwater_runner_processes") >= 1
     assert value(after, "headwater_runner_memory_bytes") > 10_000_000
-    # per source (source_metrics.py): its own label while there is room (the session's server has
-    # run many sources before this one), `other` after; never more than 50 + 1 labels
-    own_or_other = [source_id, "other"]
-    assert sum(value(after, "headwater_source_runs_total", source=s, outcome="ok") for s in own_or_other) >= 1
-    assert sum(value(after, "headwater_source_events_emitted_total", source=s) for s in own_or_other) >= 1
-    assert sum(value(after, "headwater_source_run_seconds_count", source=s) for s in own_or_other) >= 1
+    # per source (source_metrics.py): by default (HEADWATER_METRICS_SOURCES=0) every source counts
+    # under `other`, so the page names none (tests/security/test_metrics.py sets it to get labels)
+    assert value(after, "headwater_source_runs_total", source="other", outcome="ok") > \
+        value(before, "headwater_source_runs_total", source="other", outcome="ok")
+    assert value(after, "headwater_source_events_emitted_total", source="other") >= 1
+    assert value(after, "headwater_source_run_seconds_count", source="other") >= 1
     labels = {got["source"] for got, _ in after.get("headwater_source_runs_total", [])}
-    assert 1 <= len(labels) <= 51, labels
+    assert labels == {"other"}, labels

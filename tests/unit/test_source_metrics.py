@@ -10,7 +10,7 @@ from headwater.domain.events import Emit
 from headwater.domain.runs import RunResult
 from headwater.metrics import REGISTRY, metered_runs
 from headwater.ports import Task
-from headwater.source_metrics import OTHER, SourceLabels, limit_source_labels
+from headwater.source_metrics import DEFAULT_LIMIT, OTHER, SourceLabels, limit_source_labels
 
 
 def task(source_id: str) -> Task:
@@ -51,17 +51,34 @@ def test_runs_durations_errors_and_emits_are_counted_per_source_through_the_run_
         assert sample("headwater_source_runs_total", source=OTHER, outcome="ok") == other_runs + 1
         assert sample("headwater_source_runs_total", source="dc_unlabelled", outcome="ok") == 0
     finally:
-        limit_source_labels(50)
+        limit_source_labels(DEFAULT_LIMIT)
 
 
 def test_an_error_code_a_runner_forges_adds_no_label_value() -> None:
     """Trust ends at the runner process: the code of a run's error is whatever its pipe says, so
     only the codes the platform gives are label values, and any other counts as RUNTIME_ERROR."""
-    from headwater.source_metrics import SOURCES
-
     forged = [RunResult(error={"code": f"FORGED_{i}"}) for i in range(20)]
-    SOURCES.count([task("dc_forger")] * len(forged), forged)
+    metered_runs(lambda tasks, on_partial: forged)([task("dc_forger")] * len(forged), lambda t, p: None)
     outcomes = {s.labels["outcome"] for metric in REGISTRY.collect() if metric.name == "headwater_source_runs"
                 for s in metric.samples if s.labels.get("source") in ("dc_forger", OTHER)}
     assert not any(o.startswith("FORGED_") for o in outcomes), outcomes
     assert "RUNTIME_ERROR" in outcomes
+    # the runs of all sources alike
+    all_outcomes = {s.labels["outcome"] for metric in REGISTRY.collect() if metric.name == "headwater_runs"
+                    for s in metric.samples}
+    assert not any(o.startswith("FORGED_") for o in all_outcomes), all_outcomes
+    assert sample("headwater_runs_total", outcome="RUNTIME_ERROR") >= len(forged)
+
+
+def test_by_default_no_source_has_a_label_of_its_own() -> None:
+    """HEADWATER_METRICS_SOURCES is 0 unless the operator sets it: /metrics names no source."""
+    assert DEFAULT_LIMIT == 0 and SourceLabels(DEFAULT_LIMIT).of("dc_someone") == OTHER
+
+
+def test_a_made_up_http_method_adds_no_label_value() -> None:
+    from headwater.metrics import _answered
+
+    _answered("unmatched", "DC_MADEUP", 404).count(0.001)
+    methods = {s.labels["method"] for metric in REGISTRY.collect() if metric.name == "headwater_http_requests"
+               for s in metric.samples}
+    assert "DC_MADEUP" not in methods and "other" in methods

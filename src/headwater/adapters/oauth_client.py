@@ -1,5 +1,6 @@
 """The OAuth 2.0 client side (ports.OAuthClientPort) on httpx-oauth: the authorize URL with PKCE
-(S256) and `state`, the code exchange, refresh.
+(S256) and `state` (Headwater's parameters only Headwater's: domain/oauth.py), the code exchange,
+refresh.
 
 A refresh the provider refuses for good (a 4xx such as `invalid_grant`) raises OAuthGrantError;
 one that could not be made or failed on the provider's side (network, timeout, 5xx, 429) is
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from httpx_oauth.oauth2 import BaseOAuth2, OAuth2RequestError, OAuth2Token
 
-from headwater.domain.oauth import TokenSet
+from headwater.domain.oauth import HEADWATER_PARAMS, TokenSet, param_name, without_params
 from headwater.domain.urls import Refused, allowed_addresses
 from headwater.ports import OAuthEndpoints, OAuthGrantError, OAuthUnavailable
 from headwater.settings import Settings
@@ -70,12 +71,18 @@ class HttpOAuthClient:
         self.sleep = sleep
 
     def authorization_url(self, endpoints: OAuthEndpoints, redirect_uri: str, state: str, verifier: str) -> str:
-        client = BaseOAuth2[dict[str, str]](endpoints.client_id, "", endpoints.authorize_url, endpoints.token_url,
+        """Headwater's parameters, each once, with Headwater's values: any a stored configuration
+        still sets (saved before `client_problems` refused them) is dropped, as is a fragment."""
+        ours = HEADWATER_PARAMS | ({"scope"} if endpoints.scopes else frozenset())
+        parts = urlsplit(endpoints.authorize_url)
+        endpoint = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        extras = {k: v for k, v in endpoints.extra_params.items() if param_name(k) not in ours}
+        client = BaseOAuth2[dict[str, str]](endpoints.client_id, "", endpoint, endpoints.token_url,
                                             base_scopes=list(endpoints.scopes) or None)
         url = _run(client.get_authorization_url(redirect_uri, state, code_challenge=code_challenge(verifier),
-                                                code_challenge_method="S256",
-                                                extras_params=dict(endpoints.extra_params) or None))
-        return url if "?" not in endpoints.authorize_url else _join_query(endpoints.authorize_url, url)
+                                                code_challenge_method="S256", extras_params=extras or None))
+        own = without_params(parts.query, ours)  # the provider's own parameters (e.g. `audience`)
+        return url if not own else f"{endpoint}?{own}&{url[len(endpoint) + 1:]}"
 
     def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
         return self._call(endpoints, lambda c: c.get_access_token(code, redirect_uri, verifier))
@@ -159,11 +166,6 @@ def _uid(token: dict[str, Any]) -> str | None:
         sub = claims.get("sub") if isinstance(claims, dict) else None
         return str(sub) if isinstance(sub, str | int) else None
     return None
-
-
-def _join_query(authorize_url: str, built: str) -> str:
-    """httpx-oauth appends `?...`: an authorize URL with a query of its own keeps it, joined by `&`."""
-    return authorize_url + "&" + built[len(authorize_url) + 1:]
 
 
 def _resolve(host: str) -> list[str]:

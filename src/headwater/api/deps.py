@@ -24,13 +24,17 @@ BEARER = HTTPBearer(scheme_name="bearer", auto_error=False,
                     description="An API key (`hw_...`): `Authorization: Bearer <key>`.")
 
 
+def bearer_key(request: Request) -> str | None:
+    """The API key of `Authorization: Bearer <key>`, if the request has one."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else None
+
+
 def principal(request: Request, svc: Annotated[Services, Depends(services)],
               bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]) -> Principal:
     """The caller. The key is read here, not by BEARER (which only declares the scheme in OpenAPI),
     so that a missing or malformed header is the same 401 with `WWW-Authenticate: Bearer`."""
-    header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
-    caller = svc.accounts.authenticate(key.strip() if scheme.lower() == "bearer" else None)
+    caller = svc.accounts.authenticate(bearer_key(request))
     request.state.principal = caller
     return caller
 

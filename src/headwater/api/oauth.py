@@ -31,13 +31,17 @@ class OAuthClientBody(BaseModel):
     client_id: StrictStr = Field(description="The client id the provider gave you.")
     client_secret: StrictStr | None = Field(None, description="Stored encrypted, never answered; null for a public "
                                             "client (PKCE alone).")
-    authorize_url: StrictStr = Field(description="The provider's authorization endpoint.",
+    authorize_url: StrictStr = Field(description="The provider's authorization endpoint. Its query may carry "
+                                     "the provider's own parameters (e.g. `audience`) but none of Headwater's "
+                                     "(`response_type`, `client_id`, `redirect_uri`, `state`, `code_challenge`, "
+                                     "`code_challenge_method`, `scope`: 422 naming them), and no fragment.",
                                      examples=["https://github.com/login/oauth/authorize"])
     token_url: StrictStr = Field(description="The provider's token endpoint (the URL policy applies to it, as to "
                                  "webhooks).", examples=["https://github.com/login/oauth/access_token"])
     scopes: list[StrictStr] = Field(default_factory=list, examples=[["repo", "read:user"]])
     extra_params: dict[str, StrictStr] = Field(
-        default_factory=dict, description="More parameters of the authorize URL (e.g. `prompt`, `access_type`).",
+        default_factory=dict, description="More parameters of the authorize URL (e.g. `prompt`, `access_type`); "
+                                          "none of Headwater's (see `authorize_url`).",
         examples=[{"prompt": "consent"}])
 
 

@@ -8,6 +8,13 @@ A bounded stream (`HEADWATER_SSE_MAX_S` > 0, the AWS deployment: API Gateway buf
 answer whole) ends as soon as it has sent events, else after the bound with none; EventSource
 clients reconnect with `Last-Event-ID`, so an event reaches them about a second after it is stored,
 not at the bound.
+
+A stream lasts no longer than its caller's right to it (issue 31): every `RECHECK_S` (2 s), and
+before it sends any event it has read, it looks its API key up again and checks that the caller
+may still see the emitter (off the event loop, like its reads). A key revoked, or a source or
+workflow deleted or out of the caller's reach, ends the stream within about 2 s, and no event
+committed after a revocation the check has seen is sent; the client's reconnect is then a 401
+(or 404). A bounded stream checks the same way within its life.
 """
 
 from __future__ import annotations
@@ -15,22 +22,29 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.deps import PrincipalDep, ServicesDep, bearer_key
 from headwater.api.routing import Router
 from headwater.bootstrap import Services
+from headwater.domain.errors import Forbidden, NotFound, Unauthorized
 from headwater.domain.events import EventId
 from headwater.domain.models import Principal
 from headwater.services.events import parse_event_id
 
 router = Router(tags=["events"])
 HEARTBEAT_S = 15.0
+# How often an open stream asks again whether its caller may read it (docs/security.md): a revoked
+# key, or an emitter the caller can no longer see, ends the stream within this (plus one lookup).
+RECHECK_S = 2.0
+ACCESS_ENDED = b": the stream's key or access ended\n\n"
+
+Check = Callable[[], None]
 
 
 def frame(item: dict, channel: str) -> bytes:
@@ -38,33 +52,72 @@ def frame(item: dict, channel: str) -> bytes:
     return f"id: {item['id']}\nevent: {channel or 'emit'}\ndata: {data}\n\n".encode()
 
 
+def access_check(svc: Services, key: str | None, emitter_id: str) -> Check:
+    """Raises as the request would now be refused: the key is gone (401) or the caller may no longer
+    see the emitter (404). A hash lookup of the key, its user's orgs, and the emitter's namespace."""
+    def check() -> None:
+        svc.events.check(svc.accounts.authenticate(key), emitter_id)
+    return check
+
+
+def read_allowed(svc: Services, emitter_id: str, channel: str, last: EventId | None, read: bool, check: Check,
+                 check_due: bool) -> list[dict[str, Any]] | None:
+    """The events after `last` (when `read`), or None when the caller may no longer have them. The
+    access is checked after the read whenever there is something to send: if it still holds, every
+    event read was committed before any revocation that the check did not see."""
+    items = svc.events.newer_than(emitter_id, channel, last) if read else []
+    if items or check_due:
+        try:
+            check()
+        except (Unauthorized, NotFound, Forbidden):
+            return None
+    return items
+
+
 async def stream(svc: Services, request: Request, source_id: str, channel: str,
-                 last: EventId | None) -> AsyncIterator[bytes]:
+                 last: EventId | None, check: Check) -> AsyncIterator[bytes]:
     bus = svc.adapters.bus
     signal = bus.listen(source_id, channel)
     limit = svc.settings.sse_max_s
-    ends = time.monotonic() + limit if limit > 0 else float("inf")
+    now = time.monotonic()
+    ends = now + limit if limit > 0 else float("inf")
     # A bounded stream (one Lambda invocation) hears no other process's events: it looks each second.
-    wait_s = 1.0 if limit > 0 else HEARTBEAT_S
+    poll_s = 1.0 if limit > 0 else HEARTBEAT_S
+    next_read, next_check, next_heartbeat = now, now + RECHECK_S, now + HEARTBEAT_S
     try:
-        while time.monotonic() < ends:
-            items = await run_in_threadpool(svc.events.newer_than, source_id, channel, last)
-            for item in items:
-                last = EventId.parse(item["id"])
-                yield frame(item, channel)
-            if items and limit > 0:
-                # Bounded means buffered (API Gateway hands the client a Lambda's answer whole): the
-                # events reach the client only when the answer ends, so it ends once it has some;
-                # the client's next request resumes from their last id (Last-Event-ID).
-                return
+        while now < ends:
+            read, check_due = signal.is_set() or now >= next_read, now >= next_check
+            if read or check_due:
+                if read:
+                    signal.clear()
+                items = await run_in_threadpool(read_allowed, svc, source_id, channel, last, read, check, check_due)
+                if items is None:
+                    yield ACCESS_ENDED
+                    return
+                if read:
+                    next_read = now + poll_s
+                if items or check_due:
+                    next_check = now + RECHECK_S
+                for item in items:
+                    last = EventId.parse(item["id"])
+                    yield frame(item, channel)
+                if items:
+                    if limit > 0:
+                        # Bounded means buffered (API Gateway hands the client a Lambda's answer whole):
+                        # the events reach the client only when the answer ends, so it ends once it has
+                        # some; the client's next request resumes from their last id (Last-Event-ID).
+                        return
+                    next_heartbeat = time.monotonic() + HEARTBEAT_S
+            wake = min(next_read, next_check, ends, next_heartbeat if limit <= 0 else ends)
             try:
-                await asyncio.wait_for(signal.wait(), timeout=min(wait_s, max(0.05, ends - time.monotonic())))
-                signal.clear()
+                await asyncio.wait_for(signal.wait(), timeout=max(0.05, wake - time.monotonic()))
             except TimeoutError:
                 if await request.is_disconnected():
                     return
-                if limit <= 0:
+                if limit <= 0 and time.monotonic() >= next_heartbeat:
+                    next_heartbeat = time.monotonic() + HEARTBEAT_S
                     yield b": heartbeat\n\n"
+            now = time.monotonic()
     finally:
         bus.unlisten(source_id, channel, signal)
 
@@ -74,8 +127,10 @@ class EventStream(StreamingResponse):
 
 
 STREAM_DOC: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Server-sent events, open until the client leaves: `id` the event id, `event` the "
-                         "channel (`emit` for the default one), `data` the event summary as JSON.",
+    200: {"description": "Server-sent events, open until the client leaves or its access ends (the API key "
+                         "revoked, the emitter deleted or out of reach: within about 2 s, nothing after it "
+                         "sent): `id` the event id, `event` the channel (`emit` for the default one), `data` "
+                         "the event summary as JSON.",
           "content": {"text/event-stream": {"schema": {"type": "string"}}}},
 }
 
@@ -88,7 +143,8 @@ def sse_response(svc: Services, request: Request, caller: Principal, emitter_id:
         # A new reader starts from now, not from the retained history.
         newest = svc.events.summaries(caller, emitter_id, 1, False, channel)["data"]
         last = EventId.parse(newest[0]["id"]) if newest else EventId(0, 0)
-    return EventStream(stream(svc, request, emitter_id, channel, last),
+    check = access_check(svc, bearer_key(request), emitter_id)
+    return EventStream(stream(svc, request, emitter_id, channel, last, check),
                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 

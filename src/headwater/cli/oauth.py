@@ -30,7 +30,9 @@ def oauth_clients() -> None:
 @click.option("--client-secret", envvar="HEADWATER_OAUTH_CLIENT_SECRET", default=None,
               help="or the environment variable HEADWATER_OAUTH_CLIENT_SECRET (kept out of the shell history); "
                    "none for a public client")
-@click.option("--authorize-url", required=True)
+@click.option("--authorize-url", required=True,
+              help="the provider's authorization endpoint (its query may not set redirect_uri, state, client_id, "
+                   "response_type, code_challenge[_method] or scope: Headwater sets them)")
 @click.option("--token-url", required=True)
 @click.option("--scope", "scopes", multiple=True, help="a scope (repeatable)")
 @click.option("--param", "params", multiple=True, help="an extra authorize URL parameter, name=value (repeatable)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit
 
 from headwater.domain.urls import check_http_url
 
@@ -19,8 +20,33 @@ CONNECT_TTL_S = 600  # how long an authorize redirect may take to come back
 REFRESH_MARGIN_S = 60  # a token that expires within this is refreshed before it is used
 MAX_SCOPES = 50
 MAX_EXTRA_PARAMS = 20
-_RESERVED_PARAMS = {"response_type", "client_id", "redirect_uri", "state", "code_challenge",
-                    "code_challenge_method", "scope"}
+# The authorize URL's parameters Headwater sets (issue 31): a client's configuration may not, in its
+# `authorize_url` or its `extra_params`, and the URL builder drops any a stored one still has, so a
+# provider that reads the first value of a parameter reads Headwater's. `scope` comes from `scopes`.
+HEADWATER_PARAMS = frozenset({"response_type", "client_id", "redirect_uri", "state", "code_challenge",
+                              "code_challenge_method"})
+_RESERVED_PARAMS = HEADWATER_PARAMS | {"scope"}
+
+
+def param_name(raw: str) -> str:
+    """A query parameter's name as a lenient server may read it: percent-decoded, padding and case
+    ignored."""
+    return unquote_plus(raw).strip().lower()
+
+
+def _segment_names(segment: str) -> list[str]:
+    """The names in one `&`-separated query segment, split at `;` too (some servers do)."""
+    return [param_name(part.partition("=")[0]) for part in segment.split(";")]
+
+
+def reserved_in_query(query: str, reserved: frozenset[str] = _RESERVED_PARAMS) -> list[str]:
+    """The reserved parameters a URL's query sets, sorted."""
+    return sorted({n for segment in query.split("&") for n in _segment_names(segment)} & reserved)
+
+
+def without_params(query: str, names: frozenset[str]) -> str:
+    """The query without any segment that sets one of `names`; the others kept as written."""
+    return "&".join(s for s in query.split("&") if s and not set(_segment_names(s)) & names)
 
 
 @dataclass(frozen=True)
@@ -73,6 +99,14 @@ def client_problems(body: dict[str, Any]) -> dict[str, list[str]]:
         problem = check_http_url(url) if isinstance(url, str) else "is required: an http(s) URL"
         if problem:
             fail(name, problem)
+    authorize = body.get("authorize_url")
+    if isinstance(authorize, str) and "authorize_url" not in problems:
+        parts = urlsplit(authorize)
+        if taken := reserved_in_query(parts.query):
+            fail("authorize_url", f"its query cannot set {', '.join(taken)} (Headwater sets them; scopes go in "
+                                  "`scopes`)")
+        if parts.fragment or authorize.endswith("#"):
+            fail("authorize_url", "cannot have a fragment (`#...`): Headwater's parameters go in the query")
     scopes = body.get("scopes", [])
     if (not isinstance(scopes, list) or len(scopes) > MAX_SCOPES
             or not all(isinstance(s, str) and s and " " not in s for s in scopes)):
@@ -81,8 +115,8 @@ def client_problems(body: dict[str, Any]) -> dict[str, list[str]]:
     if not isinstance(extra, dict) or len(extra) > MAX_EXTRA_PARAMS or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
         fail("extra_params", f"must be an object of at most {MAX_EXTRA_PARAMS} string parameters")
-    elif _RESERVED_PARAMS & set(extra):
-        fail("extra_params", f"cannot set {', '.join(sorted(_RESERVED_PARAMS & set(extra)))} (Headwater sets them)")
+    elif taken := sorted(k for k in extra if param_name(k) in _RESERVED_PARAMS):
+        fail("extra_params", f"cannot set {', '.join(taken)} (Headwater sets them)")
     return problems
 
 
