@@ -16,7 +16,7 @@ from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.task_queue import LocalTaskQueue
 from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import RunSource
-from headwater.ports import Task
+from headwater.ports import Task, TryLater
 
 
 class Recorder:
@@ -119,3 +119,71 @@ def test_a_task_committed_before_a_restart_runs_after_it(database: Database) -> 
     for _ in started(database, recorder):
         recorder.wait_for(1)
         assert [(s, n) for s, n, _ in recorder.ran] == [("dc_a", 1)]
+
+
+def tenant_run(source_id: str, n: int, namespace: str) -> RunSource:
+    return RunSource(source_id, {"n": n}, 1000, "http", namespace=namespace)
+
+
+def test_a_tenant_whose_work_blocks_holds_only_its_share_of_the_workers(database: Database) -> None:
+    """Four workers, a share of one: tenant A's four runs block their worker, and yet tenant B's
+    run goes at once, while A's others wait their turn holding none."""
+    release, blocked = threading.Event(), []
+    recorder = Recorder(start_now=False)
+
+    def handler(batch: list[Task], on_partial: Any) -> list[None]:
+        if batch[0].command.tenant == "u_a":
+            with recorder.changed:
+                blocked.append(batch[0].id)
+            assert release.wait(30)
+        return recorder(batch, on_partial)
+
+    queue = LocalTaskQueue(database, workers=4, responses=InProcessResponses())
+    assert queue.tenant_share == 1
+    queue.handle(RunSource, handler)
+    queue.start()
+    try:
+        async def ingest_all() -> None:
+            for i in range(4):
+                await queue.ingest(tenant_run(f"dc_a{i}", i, "u_a"))
+            await queue.ingest(tenant_run("dc_b", 9, "u_b"))
+
+        asyncio.run(ingest_all())
+        recorder.wait_for(1)
+        assert [(s, n) for s, n, _ in recorder.ran] == [("dc_b", 9)]
+        assert len(blocked) == 1  # A's other three lanes wait, holding no worker
+        release.set()
+        recorder.wait_for(5)
+    finally:
+        release.set()
+        queue.stop()
+
+
+def test_a_batch_given_back_for_later_runs_again_first_in_its_lane_without_counting_an_attempt(
+        database: Database) -> None:
+    recorder = Recorder(start_now=False)
+    tries: list[list[Task]] = []
+
+    def handler(batch: list[Task], on_partial: Any) -> list[None]:
+        tries.append(batch)
+        if len(tries) == 1:
+            raise TryLater("waits on another caller", 0.05)
+        return recorder(batch, on_partial)
+
+    queue = LocalTaskQueue(database, workers=2, responses=InProcessResponses())
+    queue.handle(RunSource, handler)
+    queue.start()
+    try:
+        async def ingest_two() -> None:
+            await queue.ingest(run("dc_a", 1))
+            await queue.ingest(run("dc_a", 2))
+
+        asyncio.run(ingest_two())
+        recorder.wait_for(2)
+        assert [n for _, n, _ in recorder.ran] == [1, 2]
+        first, again = tries[0][0], tries[1][0]  # the lane's next batch starts with the one given back
+        assert first.deferred_since is None and again.id == first.id
+        assert again.deferred_since is not None and again.attempts == 0
+    finally:
+        queue.stop()
+    assert database.connection().execute("SELECT count(*) FROM tasks").fetchone()[0] == 0

@@ -137,7 +137,8 @@ def local_adapters(settings: Settings) -> Adapters:
 
     store = SqliteStore(settings.database_path)
     responses = InProcessResponses()
-    queue = LocalTaskQueue(store.db, settings.task_workers, responses, settings.background_yield_ms / 1000)
+    queue = LocalTaskQueue(store.db, settings.task_workers, responses, settings.background_yield_ms / 1000,
+                           tenant_share=settings.tenant_worker_share)
     usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)

@@ -280,11 +280,13 @@ class Task:
     command: Command
     attempts: int = 0
     not_before: float = 0.0  # Unix time before which it must not run
+    deferred_since: float | None = None  # Unix time its handler first gave it back (TryLater), if it did
 
 
 # Handlers take consecutive tasks of one command type and lane, so they can commit them together,
 # and a callback for partial results (a run's respond()); they return one result a task. A handler
-# that returns has finished its tasks; one that raises has them retried later.
+# that returns has finished its tasks; one that raises has them retried later (TryLater: given back
+# without counting an attempt).
 TaskResults = list[Any] | Future[list[Any]]
 TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], TaskResults]
 """A handler's results come back as a list, or in a Future when it has sent work off (a run) and
@@ -358,6 +360,16 @@ class SourceLease(Protocol):
 
 class Busy(Exception):
     """A lease is held by another worker: try again later."""
+
+
+class TryLater(Busy):
+    """A handler's tasks wait on work another caller is doing (an account's refresh): the queue
+    gives them back for `after_s`, first in their lane, holding no worker and counting no failed
+    attempt, and sets their `deferred_since` (the handler bounds how long it defers in all)."""
+
+    def __init__(self, message: str, after_s: float) -> None:
+        super().__init__(message)
+        self.after_s = after_s
 
 
 # code

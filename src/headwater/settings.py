@@ -114,6 +114,9 @@ class Settings:
     # and its client reconnects with Last-Event-ID.
     sse_max_s: float = field(default_factory=lambda: float(_env("SSE_MAX_S", "0")))
     task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))
+    # The task workers one tenant's work (its sources, workflows, webhooks) may hold at once; its
+    # further work waits, holding none, while other tenants' goes (0: a quarter of them, at least 1).
+    tenant_task_workers: int = field(default_factory=lambda: _count("TENANT_TASK_WORKERS", 0))
     # Background work (runs nobody waits on, fan-out, deliveries) yields to incoming requests for at
     # most this long: a burst is answered at full speed and its runs catch up after (0: never yield).
     background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))
@@ -134,6 +137,10 @@ class Settings:
         problem = budget_problem(self.ingest_rate, self.ingest_burst)
         if problem:
             raise SettingError(problem)
+
+    @property
+    def tenant_worker_share(self) -> int:
+        return self.tenant_task_workers or max(1, self.task_workers // 4)
 
     @property
     def node(self) -> Path:

@@ -29,7 +29,7 @@ from headwater.domain.commands import (
     from_message,
     to_message,
 )
-from headwater.ports import Task
+from headwater.ports import Task, TryLater
 from tests.contract.conftest import EVENTS, RESOURCES
 
 NOW = 1_736_942_400.0
@@ -149,6 +149,44 @@ def test_a_lane_busy_elsewhere_is_sent_back_shortly(setup: Setup) -> None:
     assert setup.seen == []
     assert [(body["type"], delay) for body, delay in setup.sent_back()][-1] == ("run_source", 5)
     assert setup.counts() == (0, 0, 1)
+
+
+def test_a_handler_waiting_on_another_callers_work_is_sent_back_uncounted_marked_when_first(setup: Setup) -> None:
+    """TryLater (a run whose account another caller is refreshing): sent back after its `after_s`,
+    as a lane busy elsewhere is (no receive counted), with when it was first sent back, which a
+    second TryLater keeps and the handler then sees."""
+    setup.queue.clock = lambda: NOW
+    tries: list[Task] = []
+
+    def waiting(tasks: list[Task], on_partial: Any) -> list[Any]:
+        tries.extend(tasks)
+        raise TryLater("another caller is refreshing its account", 0.3)
+    setup.queue.handle(RunSource, waiting)
+    setup.commit(run("dc_a"))
+    assert setup.queue.poll_once() == 0
+    body, delay = setup.sent_back()[-1]
+    assert (body["type"], body["deferred_since"], delay) == ("run_source", NOW, 1)
+    assert setup.counts() == (0, 0, 1)
+    setup.queue.clock = lambda: NOW + 5
+    setup.sqs.send_message(QueueUrl=setup.url, MessageBody=json.dumps(body))  # as SQS gives it back
+    assert setup.queue.poll_once() == 0
+    assert [t.deferred_since for t in tries] == [None, NOW]
+    assert setup.sent_back()[-1][0]["deferred_since"] == NOW  # the first time it was sent back
+
+
+def test_an_inline_run_waiting_on_another_callers_work_tries_again_in_place(setup: Setup) -> None:
+    tries: list[Task] = []
+
+    def waiting_once(tasks: list[Task], on_partial: Any) -> list[Any]:
+        tries.extend(tasks)
+        if len(tries) == 1:
+            raise TryLater("another caller is refreshing its account", 0.01)
+        on_partial(tasks[0], {"status": 200})
+        return ["ran"]
+    setup.queue.handle(RunSource, waiting_once)
+    task_id, outcome = respond_inline(setup, run("dc_a"))
+    assert outcome == ("respond", {"status": 200})
+    assert [t.id for t in tries] == [task_id, task_id] and tries[1].deferred_since is not None
 
 
 def test_a_message_that_is_not_a_command_is_left_for_the_dead_letter_queue(setup: Setup) -> None:

@@ -4,8 +4,13 @@ account however many callers need it, and what a permanent or a transient failur
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any
 
 import pytest
@@ -14,9 +19,10 @@ from headwater.adapters.local.lease import LocalLease
 from headwater.domain.connected_accounts import ACTIVE, NEEDS_RECONNECT, AccountUse
 from headwater.domain.errors import BadRequest, Invalid
 from headwater.domain.models import Principal
-from headwater.domain.oauth import OPERATOR
+from headwater.domain.oauth import OPERATOR, REFRESH_WAIT_S
 from headwater.domain.runs import RunResult
-from headwater.ports import OAuthGrantError, OAuthUnavailable
+from headwater.ports import OAuthGrantError, OAuthUnavailable, TryLater
+from headwater.services.clock import utc_day
 from headwater.services.connected_accounts import AccountUnusable
 from headwater.services.sources import SourceRequest
 from tests.fakes import FakeLease, FakeOAuthClient, World, world
@@ -205,3 +211,99 @@ def test_a_hook_gets_a_refreshed_token_too() -> None:
 def own(account: Any) -> AccountUse:
     """The account used by what runs in its owner's namespace."""
     return AccountUse(account.owner, None)
+
+
+def refreshing_elsewhere(w: World, account_id: str) -> tuple[threading.Event, threading.Thread]:
+    """Another caller (a thread) holding the account's refresh lease until the event is set."""
+    taken, finish = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with w.services.oauth.lease.hold(account_id, 90):
+            taken.set()
+            finish.wait(120)
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert taken.wait(10)
+    return finish, holder
+
+
+def within_5_s(call: Callable[[], Any]) -> Any:
+    """The call's value (or exception) if it comes within 5 s; a call still waiting fails the test."""
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(call)
+        try:
+            return future.result(timeout=5)
+        except FuturesTimeout:
+            raise AssertionError("the run is still waiting for another caller's refresh after 5 s") from None
+
+
+def test_a_run_whose_account_is_being_refreshed_elsewhere_gives_its_batch_back_instead_of_waiting() -> None:
+    """A refresh holds only the worker of the run that makes it: a run finding the refresh lease
+    taken uses the token while it is valid; once expired, its batch goes back to the queue
+    (TryLater, soon) having used no quota and left no error, and runs when the refresh is over."""
+    w, provider, clock = oauth_world()
+    seen = runs_seeing(w)
+    ada = principal(w, "free")
+    account = connect(w, provider, ada)
+    source = deploy(w, ada, configurable_props=[*HTTP, GITHUB], props={"github": {"authProvisionId": account.id}})
+    clock.now += 3600 - 30  # due for a refresh, still valid
+    finish, holder = refreshing_elsewhere(w, account.id)
+    try:
+        within_5_s(lambda: w.services.runs.run_batch([run_task(source.id, {}, "t1", "manual")], lambda t, r: None))
+        assert seen[-1]["github"]["$auth"]["oauth_access_token"] == "access-1"
+        clock.now += 60  # expired
+        admitted = w.usage.days[(ada.user.id, utc_day())]["admitted"]
+        task = run_task(source.id, {}, "t2", "manual")
+        with pytest.raises(TryLater) as later:
+            within_5_s(lambda: w.services.runs.run_batch([task], lambda t, r: None))
+        assert 0 < later.value.after_s <= 1 and "another refresh" in str(later.value)
+        assert w.usage.days[(ada.user.id, utc_day())]["admitted"] == admitted and errors(w, source.id) == []
+        assert len(seen) == 1 and provider.refreshes == 0
+    finally:
+        finish.set()
+        holder.join()
+    again = dataclasses.replace(task, deferred_since=time.time())
+    [result] = w.services.runs.run_batch([again], lambda t, r: None)
+    assert result is not None and result.error_code is None
+    assert seen[-1]["github"]["$auth"]["oauth_access_token"] == "access-2" and provider.refreshes == 1
+
+
+def test_a_run_given_back_for_a_refresh_looks_again_less_often_and_fails_after_the_bound() -> None:
+    w, provider, clock = oauth_world()
+    ada = principal(w)
+    account = connect(w, provider, ada)
+    source = deploy(w, ada, configurable_props=[*HTTP, GITHUB], props={"github": {"authProvisionId": account.id}})
+    clock.now += 3600 + 1
+    finish, holder = refreshing_elsewhere(w, account.id)
+    try:
+        def after_s(waited_s: float) -> float:
+            task = dataclasses.replace(run_task(source.id, {}, "t1"), deferred_since=time.time() - waited_s)
+            with pytest.raises(TryLater) as later:
+                w.services.runs.run_batch([task], lambda t, r: None)
+            return later.value.after_s
+        assert after_s(1) < after_s(20) <= 5
+        gave_up = dataclasses.replace(run_task(source.id, {}, "t2"), deferred_since=time.time() - REFRESH_WAIT_S)
+        [result] = w.services.runs.run_batch([gave_up], lambda t, r: None)
+    finally:
+        finish.set()
+        holder.join()
+    assert result is not None and result.error_code == "ACCOUNT_REFRESH_FAILED"
+    [error] = errors(w, source.id)
+    assert error["code"] == "ACCOUNT_REFRESH_FAILED" and "another refresh" in error["message"]
+    assert provider.refreshes == 0
+
+
+def test_callers_other_than_runs_still_wait_for_the_refresh_under_way() -> None:
+    """A hook, `options()` or a workflow step waits for the refresh's lease (bounded: LEASE_S), and
+    uses the tokens it brought."""
+    w, provider, clock = oauth_world()
+    account = connect(w, provider, principal(w))
+    clock.now += 3600 + 1
+    finish, holder = refreshing_elsewhere(w, account.id)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(w.services.connected_accounts.credentials_for, account.id, own(account))
+        with pytest.raises(FuturesTimeout):  # still waiting, where a run would have given up at once
+            waiting.result(timeout=0.3)
+        finish.set()
+        assert waiting.result(timeout=10)["oauth_access_token"] == "access-2"
+    holder.join()

@@ -70,7 +70,7 @@ def test_hooks_commit_with_the_source_and_the_schedule_follows_by_command() -> N
         emitted = uow.events.newest(source.id, "", 10)
     assert state.db == {"deploy": True, "activate": True, "seen": True}
     assert [e.event for e in emitted] == [{"hook": "activate"}, {"hook": "deploy"}]
-    assert w.queue.of(SyncSchedule) == [SyncSchedule(source.id)]
+    assert w.queue.of(SyncSchedule) == [SyncSchedule(source.id, ada.user.id)]  # its tenant: the source's namespace
     assert source.id not in w.scheduler.timers
     w.queue.drain()
     assert w.scheduler.timers[source.id].interval_seconds == 30
@@ -213,7 +213,7 @@ def test_deleting_a_source_purges_state_events_and_schedule_by_command() -> None
     ada, source = timer_source(w)
     w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
     w.services.sources.delete(ada, source.id)
-    assert w.queue.of(PurgeSource) == [PurgeSource(source.id)]
+    assert w.queue.of(PurgeSource) == [PurgeSource(source.id, ada.user.id)]
     with pytest.raises(NotFound):
         w.services.sources.get(ada, source.id)
     w.queue.drain()
@@ -230,7 +230,7 @@ def test_event_deletion_is_a_command_run_later() -> None:
     w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
     ids = [e["id"] for e in w.services.events.summaries(ada, source.id, 10, False, "")["data"]]
     w.services.events.request_delete(ada, source.id, ids[3], ids[1], "")
-    assert w.queue.of(DeleteEvents) == [DeleteEvents(source.id, "", ids[3], ids[1])]
+    assert w.queue.of(DeleteEvents) == [DeleteEvents(source.id, "", ids[3], ids[1], ada.user.id)]
     assert w.queue.drain(DeleteEvents)[0][1] == 3
     assert [e["id"] for e in w.services.events.summaries(ada, source.id, 10, False, "")["data"]] == [ids[0], ids[4]]
 
@@ -241,7 +241,8 @@ def test_ingest_queues_a_run_and_refuses_unknown_endpoints() -> None:
     source = deploy(w, ada, configurable_props=HTTP)
     answer = asyncio.run(w.services.ingest.receive(source.endpoint_id, {"body": 1}))
     assert answer.status == 200
-    assert w.queue.of(RunSource) == [RunSource(source.id, {"body": 1}, w.services.settings.http_timeout_ms, "http")]
+    assert w.queue.of(RunSource) == [RunSource(source.id, {"body": 1}, w.services.settings.http_timeout_ms, "http",
+                                               namespace=ada.user.id)]
     with pytest.raises(NotFound):
         asyncio.run(w.services.ingest.receive("en_nope", {}))
 

@@ -1,6 +1,7 @@
 """Which queued work goes next (adapters/local/lanes.py), on a fake clock: a lane's batches go one at
 a time and in order; work nobody waits on yields only while the service is saturated, and for a
-bounded time; work somebody waits on never yields."""
+bounded time; work somebody waits on never yields; a tenant holds at most its share of the workers,
+its further lanes waiting while other tenants' go; a batch given back for later holds nothing."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ class Clock:
         return self.now
 
 
-def run(task_id: str, source_id: str = "dc_a") -> Task:
-    return Task(task_id, RunSource(source_id, {}, 1000, "http"))
+def run(task_id: str, source_id: str = "dc_a", namespace: str | None = None) -> Task:
+    return Task(task_id, RunSource(source_id, {}, 1000, "http", namespace=namespace))
 
 
 def delivery(task_id: str) -> Task:
@@ -149,3 +150,83 @@ def test_a_lane_without_more_work_is_forgotten() -> None:
     lane, batch = lanes.next() or ("", [])
     assert not lanes.done(lane, batch)
     assert lanes.next() is None and not lanes.has_ready
+
+
+def taken(lanes: Lanes) -> tuple[str, list[Task]]:
+    found = lanes.next()
+    assert found is not None
+    return found
+
+
+def test_a_tenant_holds_at_most_its_share_of_the_workers_and_other_tenants_go_first() -> None:
+    lanes = Lanes(Clock(), tenant_share=2)
+    for i in range(4):
+        lanes.add(run(f"a{i}", f"dc_a{i}", "user_a"))
+    lanes.add(run("b0", "dc_b0", "user_b"))
+    first, second = taken(lanes), taken(lanes)
+    assert [first[0], second[0]] == ["dc_a0", "dc_a1"]
+    assert taken(lanes)[0] == "dc_b0"  # A's third lane waits: B's goes first
+    assert lanes.next() is None
+    assert lanes.add(run("b1", "dc_b1", "user_b"))
+    assert taken(lanes)[0] == "dc_b1"
+    assert lanes.release(first[1])  # one of A's workers is free: A's next lane is ready again
+    assert taken(lanes)[0] == "dc_a2"
+    assert lanes.next() is None
+
+
+def test_a_worker_kept_after_its_batch_is_still_counted_until_released() -> None:
+    """A batch that finished while its worker goes on with the lane's next one (or one sent off to
+    the runner, its worker free): the tenant's count follows the workers, not the lanes."""
+    lanes = Lanes(Clock(), tenant_share=1)
+    lanes.add(run("1", "dc_a0", "user_a"))
+    lanes.add(run("2", "dc_a1", "user_a"))
+    lane, batch = taken(lanes)
+    lanes.done(lane, batch)
+    assert lanes.next() is None  # the worker has not said it is free yet
+    assert lanes.release(batch)
+    assert taken(lanes)[0] == "dc_a1"
+
+
+def test_a_lane_held_back_for_its_tenant_keeps_its_order_and_takes_new_work_along() -> None:
+    lanes = Lanes(Clock(), tenant_share=1)
+    lanes.add(run("1", "dc_a0", "user_a"))
+    lanes.add(run("2", "dc_a1", "user_a"))
+    _, batch = taken(lanes)
+    assert lanes.next() is None
+    assert not lanes.add(run("3", "dc_a1", "user_a"))  # its lane is queued already
+    assert lanes.claim("dc_a1") is None
+    lanes.release(batch)
+    assert ids(taken(lanes)[1]) == ["2", "3"]
+
+
+def test_a_task_without_a_tenant_is_a_tenant_of_its_own_lane() -> None:
+    """Commands queued by an older version carry no namespace: each lane is then its own tenant."""
+    lanes = Lanes(Clock(), tenant_share=1)
+    for i in range(3):
+        lanes.add(run(str(i), f"dc_{i}"))
+    lanes.add(delivery("d"))
+    assert [taken(lanes)[0] for _ in range(4)] == ["dc_0", "dc_1", "dc_2", "task:d"]
+
+
+def test_a_deferred_batch_waits_first_in_its_lane_holding_nothing_then_goes_again() -> None:
+    clock = Clock()
+    lanes = Lanes(clock, tenant_share=1)
+    lanes.add(run("1", "dc_a0", "user_a"))
+    lanes.add(run("2", "dc_a1", "user_a"))
+    lane, batch = taken(lanes)
+    lanes.defer(lane, batch, 1.0)
+    lanes.release(batch)
+    assert not lanes.add(run("3", "dc_a0", "user_a"))  # behind the deferred batch
+    assert lanes.claim("dc_a0") is None
+    assert lanes.next_wake() == 1.0
+    other, other_batch = taken(lanes)  # the tenant's worker went to its other lane meanwhile
+    assert other == "dc_a1"
+    clock.now += 0.5
+    assert lanes.unpark() == 0 and lanes.next_wake() == 0.5
+    clock.now += 0.5
+    assert lanes.unpark() == 1 and lanes.next_wake() is None
+    assert lanes.next() is None  # ready, but its tenant's one worker is busy
+    lanes.done(other, other_batch)
+    lanes.release(other_batch)
+    lane, batch = taken(lanes)
+    assert (lane, ids(batch)) == ("dc_a0", ["1", "3"])

@@ -6,12 +6,16 @@ import json
 
 import pytest
 
-from headwater.adapters.local.lanes import MAX_RUN_BATCH
+from headwater.adapters.local.lanes import MAX_RUN_BATCH, tenant_of
 from headwater.domain.commands import (
     DeleteEvents,
+    DeliverFirstAttempts,
+    DeliverWebhook,
     FanOut,
     PurgeSource,
     RunSource,
+    RunWorkflow,
+    Send,
     SyncSchedule,
     TimerTick,
     from_message,
@@ -21,6 +25,7 @@ from headwater.domain.events import Emit, EventId
 from headwater.domain.models import SourceState, StoredEvent, applied_key
 from headwater.domain.routing import carried, fan_out_parts
 from headwater.domain.runs import Limits, RunContext, RunResult, record
+from headwater.ports import Task
 
 CTX = RunContext("dc_x", "u_x", "1.0", dedupe="unique")
 
@@ -93,11 +98,28 @@ def test_a_state_keeps_short_keys_of_task_ids_and_still_knows_the_whole_ids_it_k
     SyncSchedule("dc_a"),
     DeleteEvents("dc_a", "", "1-1", None),
     PurgeSource("dc_a"),
+    RunSource("dc_a", {}, 30000, "manual", namespace="o_acme"),
+    TimerTick("dc_a", 1700000000.5, namespace="u_a"),
+    DeliverWebhook("del_1", attempt=0, namespace="u_a"),
+    DeliverFirstAttempts(("del_1", "del_2"), "u_a"),
+    RunWorkflow("p_a", {"n": 1}, "key", 1, "u_a"),
+    Send("p_a", "http", {"url": "https://example.com"}, "k", 2, "u_a"),
     FanOut("dc_a", "u_a", "", ("1-1",), 2, None, ({"id": "1-1", "indexed_at_ms": 1, "event": {"n": [1]},
                                                   "metadata": {}, "channel": ""},)),
 ])
 def test_commands_round_trip_through_their_message(command: object) -> None:
     assert from_message(json.loads(json.dumps(to_message(command)))) == command  # type: ignore[arg-type]
+
+
+def test_a_command_queued_by_an_older_version_has_no_tenant_and_counts_as_one_of_its_own_lane() -> None:
+    """Messages written before commands named their tenant (no `namespace` field) still decode."""
+    old = {"type": "run_source", "source_id": "dc_a", "event": {}, "timeout_ms": 1000, "trigger": "http",
+           "reserved_by": None, "reserved_day": None, "route_key": None, "hops": 0}
+    command = from_message(old)
+    assert command.tenant is None and tenant_of(Task("1", command)) == "lane:dc_a"
+    assert tenant_of(Task("2", from_message({"type": "deliver_webhook", "delivery_id": "del_1"}))) == "lane:task:2"
+    assert tenant_of(Task("3", from_message({**old, "namespace": "u_a"}))) == "u_a"
+    assert tenant_of(Task("4", FanOut("dc_a", "o_acme", "", ("1-1",)))) == "o_acme"
 
 
 def test_a_fan_out_carries_its_events_in_parts_that_fit_a_message() -> None:

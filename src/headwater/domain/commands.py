@@ -3,6 +3,10 @@
 Services write them to the unit of work's outbox; the adapters hand them to the task queue after
 commit (SQLite rows locally, SQS messages on AWS) and the queue delivers each to its handler in
 `services/`. `to_message` / `from_message` are the one wire form every queue uses.
+
+`namespace`: the tenant (a user or org id) that owns the source, workflow or webhook the work is
+for, set by whoever writes the command, so that the local queue can bound each tenant's share of
+its workers; None in a command queued by an older version (its lane is then a tenant of its own).
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ class Command:
     def lane(self) -> str | None:
         return getattr(self, "source_id", None) or getattr(self, "workflow_id", None)
 
+    @property
+    def tenant(self) -> str | None:
+        return getattr(self, "namespace", None)
+
 
 @dataclass(frozen=True)
 class RunSource(Command):
@@ -37,6 +45,7 @@ class RunSource(Command):
     reserved_day: str | None = None  # ... on this UTC day (a dropped run gives its place back there)
     route_key: str | None = None  # an event routed here: remembered instead of the task id, so it runs once
     hops: int = 0  # how many subscriptions the event went through to get here
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class TimerTick(Command):
     source_id: str
     due_at: float
     token: str | None = None  # the schedule it came from, for schedules that renew themselves
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class SyncSchedule(Command):
 
     name: ClassVar[str] = "sync_schedule"
     source_id: str
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class DeleteEvents(Command):
     channel: str | None = None
     start_id: str | None = None
     end_id: str | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,7 @@ class PurgeSource(Command):
 
     name: ClassVar[str] = "purge_source"
     source_id: str
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,7 @@ class DeliverWebhook(Command):
     delivery_id: str
     manual: bool = False  # a retry asked for by the user: sent even when the delivery is dead
     attempt: int | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,7 @@ class DeliverFirstAttempts(Command):
 
     name: ClassVar[str] = "deliver_first_attempts"
     delivery_ids: tuple[str, ...]
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +140,7 @@ class RunWorkflow(Command):
     event: Any
     route_key: str | None = None
     hops: int = 0
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +153,7 @@ class Send(Command):
     config: dict[str, Any]
     key: str  # the same across retries
     attempt: int = 0
+    namespace: str | None = None
 
     @property
     def lane(self) -> str | None:
@@ -165,7 +182,7 @@ def from_message(message: dict[str, Any]) -> Command:
     kind = COMMANDS.get(fields.pop("type", ""))
     if kind is None:
         raise ValueError(f"unknown command {message.get('type')!r}")
-    for name in ("event_ids", "events"):
+    for name in ("event_ids", "events", "delivery_ids"):
         if isinstance(fields.get(name), list):
             fields[name] = tuple(fields[name])
     if isinstance(fields.get("due_at"), str):

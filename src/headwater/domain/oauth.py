@@ -18,6 +18,9 @@ from headwater.domain.urls import check_http_url
 OPERATOR = "*"  # the owner of the operator's clients, which serve every user
 CONNECT_TTL_S = 600  # how long an authorize redirect may take to come back
 REFRESH_MARGIN_S = 60  # a token that expires within this is refreshed before it is used
+# A run whose account another caller is refreshing is given back to its queue (holding no worker)
+# for this long in all, at most: longer than a refresh lasts (services.oauth.LEASE_S); then it fails.
+REFRESH_WAIT_S = 90.0
 MAX_SCOPES = 50
 MAX_EXTRA_PARAMS = 20
 # The authorize URL's parameters Headwater sets (issue 31): a client's configuration may not, in its

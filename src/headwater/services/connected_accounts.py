@@ -40,6 +40,11 @@ class AccountUnusable(HeadwaterError):
         self.code = code
 
 
+class RefreshUnderWay(AccountUnusable):
+    """ACCOUNT_REFRESH_FAILED for a run that does not wait: another caller is refreshing the
+    account's expired token right now (the run gives its batch back to its queue for a moment)."""
+
+
 @dataclass
 class AccountChange:
     """The body of PATCH /accounts/{id}: `credentials` is a merge patch (a null removes a field)."""

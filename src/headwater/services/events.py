@@ -87,12 +87,13 @@ class Events:
     ) -> None:
         """Validates now, deletes later (202): the task queue runs `delete`. Without `channel`, every
         channel of the source (SPEC: "all events of the source")."""
-        self.sources.get(principal, source_id)
+        source = self.sources.get(principal, source_id)
         start, end = parse_event_id(start_id, "start_id"), parse_event_id(end_id, "end_id")
         if start and end and end < start:
             raise BadRequest("`end_id` is before `start_id`.", {"end_id": ["is before start_id"]})
         with self.uow() as uow:
-            uow.outbox.add(DeleteEvents(source_id, channel, str(start) if start else None, str(end) if end else None))
+            uow.outbox.add(DeleteEvents(source_id, channel, str(start) if start else None, str(end) if end else None,
+                                        source.namespace))
             uow.commit()
 
     def delete(self, tasks: list[Task], _: object = None) -> list[int]:

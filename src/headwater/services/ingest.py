@@ -84,7 +84,7 @@ class Ingest:
         timeout_ms = self.settings.http_timeout_ms
         command = RunSource(source.id, event, timeout_ms, "http",
                             reserved_by=source.user_id if admission.reserved_day else None,
-                            reserved_day=admission.reserved_day)
+                            reserved_day=admission.reserved_day, namespace=source.namespace)
         try:
             task_id = await self.queue.ingest(command, respond=custom)
         except BaseException:

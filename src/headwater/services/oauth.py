@@ -9,6 +9,11 @@ and uses the winner's tokens), refreshes, and saves conditionally on the version
 update or a reconnect meanwhile wins; the refresh's tokens are then dropped). The lease matters
 for providers that rotate refresh tokens: a refresh token used twice revokes the whole grant.
 
+A source's run never waits for another caller's refresh (it would hold a task worker for a refresh
+it does not own, as long as a slow token endpoint makes it last): it uses the current token while
+that is valid, and otherwise raises RefreshUnderWay, for which the run gives its batch back to the
+queue (runs.py). Other callers (hooks, `options`, workflow steps) wait for the lease, at most LEASE_S.
+
 A refresh the provider refuses for good marks the account `needs_reconnect` and puts an
 ACCOUNT_NEEDS_RECONNECT `$errors` event on every source using it; one that fails for now is
 retried by the adapter, and then the call goes on with the current token while it is valid, or
@@ -51,7 +56,7 @@ from headwater.ports import (
     SourceLease,
     UnitOfWorkFactory,
 )
-from headwater.services.connected_accounts import AccountUnusable, ConnectedAccounts
+from headwater.services.connected_accounts import AccountUnusable, ConnectedAccounts, RefreshUnderWay
 from headwater.services.runs import Runs
 from headwater.settings import Settings
 
@@ -241,21 +246,27 @@ class OAuthConnections:
         """The account with an access token that does not expire within the margin: refreshed
         first when needed (once, whoever else needs it now). A permanent failure comes back as
         the account marked needs_reconnect; a transient one with a token that has expired raises
-        AccountUnusable(ACCOUNT_REFRESH_FAILED). `for_run`: the source whose run needs it."""
+        AccountUnusable(ACCOUNT_REFRESH_FAILED). `for_run`: the source whose run needs it, which
+        does not wait for another caller's refresh (RefreshUnderWay when its token expired)."""
         if not self._due(account):
             return account
+        lease = self.lease.hold(account.id, LEASE_S, 0.0 if for_run else LEASE_S)
         try:
-            with self.lease.hold(account.id, LEASE_S, LEASE_S):
-                with self.uow(readonly=True) as uow:
-                    current = uow.connected_accounts.get(account.id)
-                if current is None or not self._due(current):
-                    return current or account  # gone (the caller says so), or refreshed by the holder before us
-                return self._refresh(current, for_run)
-        except Busy:  # the holder is stuck (or died holding it): its lease expires; until then, as a failure for now
+            lease.__enter__()
+        except Busy:  # being refreshed (or its holder is stuck, or died holding it: its lease expires)
             if self._usable(account):
                 return account
-            raise AccountUnusable(ACCOUNT_REFRESH_FAILED, f"The access token of connected account {account.id} "
-                                  f"({account.app}) expired and another refresh of it is still under way.") from None
+            message = (f"The access token of connected account {account.id} ({account.app}) expired and "
+                       "another refresh of it is still under way.")
+            raise (RefreshUnderWay if for_run else AccountUnusable)(ACCOUNT_REFRESH_FAILED, message) from None
+        try:
+            with self.uow(readonly=True) as uow:
+                current = uow.connected_accounts.get(account.id)
+            if current is None or not self._due(current):
+                return current or account  # gone (the caller says so), or refreshed by the holder before us
+            return self._refresh(current, for_run)
+        finally:
+            lease.__exit__(None, None, None)
 
     def _due(self, account: ConnectedAccount) -> bool:
         lifetime = account.extra.get("token_lifetime_s")

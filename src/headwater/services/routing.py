@@ -84,7 +84,7 @@ class Routing:
                                        events=tuple(carried(e) for e in part))
                                 for part in fan_out_parts(listened)]
         if first:
-            routed.commands.append(DeliverFirstAttempts(tuple(first)))
+            routed.commands.append(DeliverFirstAttempts(tuple(first), namespace))
         return routed
 
     def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:
@@ -135,15 +135,15 @@ class Routing:
                 if listener_id.startswith("dc_"):
                     uow.outbox.add(RunSource(listener_id, event.event, self.settings.http_timeout_ms, "subscription",
                                              route_key=routed_key(emitter_id, event_key, listener_id),
-                                             hops=command.hops + 1))
+                                             hops=command.hops + 1, namespace=command.namespace))
                 elif listener_id.startswith("wh_"):
                     delivery = Delivery(delivery_key(listener_id, emitter_id, event_key), listener_id, emitter_id,
                                         event.id, summary(event, expand=True), created_at_ms=now_ms())
                     uow.deliveries.add(delivery)
-                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0))
+                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0, namespace=command.namespace))
                 else:
                     uow.outbox.add(RunWorkflow(listener_id, event.event, routed_key(emitter_id, event_key, listener_id),
-                                               command.hops + 1))
+                                               command.hops + 1, command.namespace))
                 uow.commit()
         except Conflict as e:
             if e.field != "delivery":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from headwater import __version__
 from headwater.domain.commands import RunSource
 from headwater.domain.errors import HeadwaterError, Invalid, QuotaExceeded
 from headwater.domain.models import Component, Source, SourceState, StoredEvent
+from headwater.domain.oauth import REFRESH_WAIT_S
 from headwater.domain.routing import Routed
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
@@ -32,6 +34,7 @@ from headwater.ports import (
     Secrets,
     SourceLease,
     Task,
+    TryLater,
     UnitOfWork,
     UnitOfWorkFactory,
     UsageRepository,
@@ -43,6 +46,7 @@ from headwater.services.clock import now_ms, utc_day
 from headwater.services.connected_accounts import (
     AccountUnusable,
     ConnectedAccounts,
+    RefreshUnderWay,
     app_prop_names,
     references,
     source_uses,
@@ -55,6 +59,7 @@ _COMPONENT_CACHE = 10_000
 _HOT_SOURCES = 1024  # sources whose state is kept in memory (the most recently run)
 _NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
             "ACCOUNT_REFRESH_FAILED"}  # refused before any code ran
+_RETRY_FIRST_S, _RETRY_MOST_S = 0.25, 5.0  # a run waiting on its account's refresh looks again after
 
 
 @dataclass(frozen=True)
@@ -258,9 +263,11 @@ class Runs:
         The source's lease is taken here and its state read (or taken from memory: see `_hot`);
         the runs go to the runner, and their outcomes are committed when it answers, on the
         finishing pool: a run that only waits holds no thread (one account's sleeping runs cannot
-        hold every worker). With `wait=False` (the event loop's own start of a run) nothing here
-        may block: when the lease is taken, the source's state is not in memory or a run needs
-        the store to be admitted, it returns None and the caller hands the runs to a worker."""
+        hold every worker), nor does one whose account another caller is refreshing (TryLater: the
+        batch goes back to its queue for a moment, having used no quota). With `wait=False` (the
+        event loop's own start of a run) nothing here may block: when the lease is taken, the
+        source's state is not in memory or a run needs the store to be admitted, it returns None
+        and the caller hands the runs to a worker."""
         commands: list[RunSource] = [task.command for task in tasks]  # type: ignore[misc]
         assert all(isinstance(c, RunSource) for c in commands)
         source_id = tasks[0].command.lane or ""
@@ -288,11 +295,15 @@ class Runs:
                     self.release(command)
                 lease.__exit__(None, None, None)
                 return _done([None] * len(tasks))
+            props = self._props(hot, tasks)  # before runs are admitted: a batch given back used no quota
             refused, runnable = self._admit(hot.source, hot.state, tasks)
-            ran = self._run(hot, [tasks[i] for i in runnable], on_partial, wait) if runnable else _done([])
+            ran = self._run(hot, props, [tasks[i] for i in runnable], on_partial, wait) if runnable else _done([])
         except WouldBlock:  # no runner process ready for it: a worker will start one
             lease.__exit__(None, None, None)
             return None
+        except TryLater:  # the source's state in memory stays good
+            lease.__exit__(None, None, None)
+            raise
         except BaseException:
             self._hot.pop(source_id, None)
             lease.__exit__(None, None, None)
@@ -390,14 +401,29 @@ class Runs:
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
 
-    def _run(self, hot: _Hot, tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None],
-             wait: bool) -> Future[list[RunResult]]:
+    def _props(self, hot: _Hot, tasks: list[Task]) -> dict[str, Any] | AccountUnusable:
+        """The source's props with each connected account's current `$auth`, or why an account
+        cannot give it. When another caller is refreshing an account whose token expired, the
+        batch does not wait holding its thread: TryLater, until it has been deferred for
+        REFRESH_WAIT_S in all (then it fails with ACCOUNT_REFRESH_FAILED)."""
+        if all(hot.state.took(task.command.route_key or task.id) for task in tasks):  # type: ignore[attr-defined]
+            return hot.props  # nothing will run
+        try:
+            return self.credentials(hot.source, hot.props, run=True)
+        except RefreshUnderWay as e:
+            after_s = _retry_after(tasks)
+            if after_s is None:
+                return e
+            raise TryLater(e.message, after_s) from None
+        except AccountUnusable as e:
+            return e
+
+    def _run(self, hot: _Hot, props: dict[str, Any] | AccountUnusable, tasks: list[Task],
+             on_partial: Callable[[Task, dict[str, Any]], None], wait: bool) -> Future[list[RunResult]]:
         """The runs with the source's current credentials; each fails with the account's error
         code (a `$errors` event) when a connected account cannot give them."""
-        try:
-            props = self.credentials(hot.source, hot.props, run=True)
-        except AccountUnusable as e:
-            return _done([RunResult.failed(e.code, e.message)] * len(tasks))
+        if isinstance(props, AccountUnusable):
+            return _done([RunResult.failed(props.code, props.message)] * len(tasks))
         instance = self._instance(hot.source, props, hot.state.db, hot.component.file_name)
         return self._submit(hot.component, instance, tasks, on_partial, wait)
 
@@ -440,6 +466,16 @@ class Runs:
         """After commit: live readers of these channels have new events."""
         for channel in channels:
             self.bus.published(emitter_id, channel)
+
+
+def _retry_after(tasks: list[Task]) -> float | None:
+    """When a batch waiting on its account's refresh looks again: soon at first, less often as it
+    waits; None once it has waited REFRESH_WAIT_S in all."""
+    since = min((task.deferred_since for task in tasks if task.deferred_since is not None), default=None)
+    waited = 0.0 if since is None else time.time() - since
+    if waited >= REFRESH_WAIT_S:
+        return None
+    return min(_RETRY_MOST_S, max(_RETRY_FIRST_S, waited / 4))
 
 
 def _done(value: Any) -> Future[Any]:

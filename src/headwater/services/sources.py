@@ -295,7 +295,7 @@ class Sources:
             with self.uow() as uow:
                 uow.sources.remove(source)
                 uow.subscriptions.remove_naming(source_id)
-                uow.outbox.add(PurgeSource(source_id))
+                uow.outbox.add(PurgeSource(source_id, source.namespace))
                 uow.commit()
             self.runs.forget(source_id)
         self._changed(source, set())
@@ -304,7 +304,7 @@ class Sources:
                 write: Callable[[UnitOfWork], None]) -> set[str]:
         """The source record, what its hooks did and the schedule's sync, in one unit of work."""
         _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=lambda uow, _: write(uow),
-                                      commands=[SyncSchedule(source.id)])
+                                      commands=[SyncSchedule(source.id, source.namespace)])
         self.runs.forget(source.id)
         return channels
 
@@ -343,7 +343,7 @@ class Sources:
             event = timer.event(now_s())
             timeout_ms = self.settings.timer_timeout_ms
         with self.uow() as uow:
-            uow.outbox.add(RunSource(source_id, event, timeout_ms, "manual"))
+            uow.outbox.add(RunSource(source_id, event, timeout_ms, "manual", namespace=source.namespace))
             uow.commit()
 
 

@@ -72,7 +72,8 @@ class Timers:
                     uow.state.save(tick.source_id, new, state.version)
                     if not pending:
                         uow.outbox.add(RunSource(tick.source_id, timer.event(tick.due_at),
-                                                 self.settings.timer_timeout_ms, "timer"))
+                                                 self.settings.timer_timeout_ms, "timer",
+                                                 namespace=source.namespace if source else None))
                     uow.commit()
                 except Conflict as e:
                     if e.field != "version":

@@ -118,12 +118,12 @@ class Webhooks:
 
     def retry(self, principal: Principal, webhook_id: str, delivery_id: str) -> Delivery:
         """POST .../deliveries/{id}/retry: one more attempt now, even for a dead delivery."""
-        self.get(principal, webhook_id)
+        webhook = self.get(principal, webhook_id)
         with self.uow() as uow:
             delivery = uow.deliveries.get(delivery_id)
             if delivery is None or delivery.webhook_id != webhook_id:
                 raise NotFound(f"No delivery {delivery_id} of webhook {webhook_id}.")
-            uow.outbox.add(DeliverWebhook(delivery_id, manual=True))
+            uow.outbox.add(DeliverWebhook(delivery_id, manual=True, namespace=webhook.namespace))
             uow.commit()
         return delivery
 
@@ -146,7 +146,8 @@ class Webhooks:
         return None if any(status is _LEFT for statuses in done for status in statuses) else done
 
     def _first_attempts(self, command: DeliverFirstAttempts, at_once: bool = False) -> list[str | None]:
-        attempts = [DeliverWebhook(delivery_id, attempt=0) for delivery_id in command.delivery_ids]
+        attempts = [DeliverWebhook(delivery_id, attempt=0, namespace=command.namespace)
+                    for delivery_id in command.delivery_ids]
         if len(attempts) == 1:
             return [self._attempt(attempts[0], at_once)]
         return list(self._side_by_side.map(lambda attempt: self._attempt(attempt, at_once), attempts))
@@ -220,7 +221,8 @@ class Webhooks:
                 try:
                     uow.deliveries.save(updated, current.version)
                     if delay is not None:
-                        uow.outbox.add(DeliverWebhook(delivery.id, attempt=len(attempts)), delay_s=delay)
+                        uow.outbox.add(DeliverWebhook(delivery.id, attempt=len(attempts), namespace=webhook.namespace),
+                                       delay_s=delay)
                     uow.commit()
                 except Conflict as e:
                     if e.field != "version":

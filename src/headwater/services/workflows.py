@@ -183,7 +183,7 @@ class Workflows:
         with self.uow() as uow:
             uow.workflows.remove(workflow)
             uow.subscriptions.remove_naming(workflow_id)
-            uow.outbox.add(PurgeSource(workflow_id))
+            uow.outbox.add(PurgeSource(workflow_id, workflow.namespace))
             uow.commit()
 
     # running
@@ -280,7 +280,8 @@ class Workflows:
                 problem = self.destinations.problem(str(kind), config)
                 if problem:
                     return {"code": "CONFIGURATION_ERROR", "message": problem}
-                commands.append(Send(workflow.id, str(kind), config, f"{workflow.id}:{step.name}:{now_ms()}:{i}"))
+                commands.append(Send(workflow.id, str(kind), config, f"{workflow.id}:{step.name}:{now_ms()}:{i}",
+                                     namespace=workflow.namespace))
         return None
 
     def _commit(self, workflow: Workflow, command: RunWorkflow, key: str, emits: list[Emit],

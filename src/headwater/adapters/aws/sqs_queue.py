@@ -22,7 +22,11 @@ dead-letter queue's `maxReceiveCount`. A FIFO group finding its lane busy (an in
 waits for it instead, up to `ordered_wait_s` for the whole batch: sent back, it would go to the
 standard queue and could run after the source's later events; held, it keeps its place. Only a lane
 whose holder died (its lease outlives that wait) is sent back. A handler that raises has its messages made visible
-again after a backoff; those receives do count, so the dead-letter queue ends a task's retries.
+again after a backoff; those receives do count, so the dead-letter queue ends a task's retries. A
+handler that raises TryLater (a run whose account another caller is refreshing) has its messages
+sent back after its `after_s`, not counted, with `deferred_since` in their envelope (when they were
+first sent back: the handler bounds how long they wait in all); an inline run tries again in place
+instead, within `inline_wait_s`.
 
 `ingest(respond=True)`: a response cannot come back through SQS, so the run is done inline, in
 this process, and its respond()/result resolve the outcome. For durability the message is still
@@ -52,12 +56,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from headwater.adapters.aws import request_ids
 from headwater.domain.commands import Command, RunSource, from_message, to_message
-from headwater.ports import Busy, NowHandler, Responses, Task, TaskHandler, results_of
+from headwater.ports import Busy, NowHandler, Responses, Task, TaskHandler, TryLater, results_of
 
 log = logging.getLogger("headwater.sqs")
 
@@ -66,7 +70,7 @@ MAX_MESSAGE_BYTES = 250 * 1024  # SQS takes 256 KB a message; a larger body goes
 BATCH = 10  # SendMessageBatch / DeleteMessageBatch / ReceiveMessage limit
 BATCH_BYTES = 256 * 1024  # SendMessageBatch's limit on the bodies together
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)  # visibility after the 1st, 2nd, ... failure, as the local queue
-_ENVELOPE = ("task_id", "not_before", "inline")
+_ENVELOPE = ("task_id", "not_before", "inline", "deferred_since")
 _POINTER = "payload_s3"
 _Entry = tuple[str, str, int, str, str | None]  # (key, body, delay, message group, request id) of a message
 
@@ -312,6 +316,9 @@ class SqsTaskQueue:
         try:
             with request_ids.bound(request_ids.of_message(group[0][1])), self._holding(tasks[0], wait_s):
                 results_of(handler(tasks, lambda task, response: None))
+        except TryLater as later:
+            self._send_back(group, max(1, math.ceil(later.after_s)), settled, deferred_since=self.clock())
+            return
         except Busy:
             self._send_back(group, self.busy_retry_s, settled)
             return
@@ -329,11 +336,20 @@ class SqsTaskQueue:
             self.responses.deliver(task.id, ("respond", response))
 
         handler = self.handlers.get(task.command.name)
+        deadline = time.monotonic() + self.inline_wait_s
         try:
             if handler is None:
                 raise LookupError(f"no handler for {task.command.name!r}")
-            with self._holding(task, self.inline_wait_s):
-                results = results_of(handler([task], partial))
+            while True:
+                try:
+                    with self._holding(task, self.inline_wait_s):
+                        results = results_of(handler([task], partial))
+                    break
+                except TryLater as later:  # its request waits: this invocation tries again, holding nothing else
+                    if time.monotonic() + later.after_s > deadline:
+                        raise
+                    time.sleep(later.after_s)
+                    task = replace(task, deferred_since=task.deferred_since or self.clock())
         except Exception:
             log.exception("inline run %s failed; its queued message runs it again later", task.id)
             self.responses.deliver(task.id, ("failed", None))
@@ -403,13 +419,17 @@ class SqsTaskQueue:
                 log.error("SQS refused task %s: %s", chunk[int(failed["Id"])][0], failed.get("Message"))
         return accepted
 
-    def _send_back(self, group: list[tuple[Task, dict[str, Any]]], delay_s: int | None, settled: _Settled) -> None:
-        """Sends received messages again (with their task id): the originals SQS took again are
-        finished, the others kept (redelivered as they are)."""
+    def _send_back(self, group: list[tuple[Task, dict[str, Any]]], delay_s: int | None, settled: _Settled,
+                   deferred_since: float | None = None) -> None:
+        """Sends received messages again (with their task id, and `deferred_since` unless they
+        have one already): the originals SQS took again are finished, the others kept
+        (redelivered as they are)."""
         by_queue: dict[str, list[_Entry]] = {}
         for task, message in group:
             body = json.loads(message["Body"])
             body["task_id"] = task.id
+            if deferred_since is not None and body.get("deferred_since") is None:
+                body["deferred_since"] = deferred_since
             delay = self._delay(task.not_before) if delay_s is None else delay_s
             url = self._url(task.command, max(1, delay))  # never to the FIFO queue: a repeat's id is taken
             by_queue.setdefault(url, []).append((message["ReceiptHandle"], json.dumps(body), delay,
@@ -471,8 +491,10 @@ def _decode(message: dict[str, Any], payloads: PayloadStore | None = None) -> tu
         data = {**json.loads(payloads.get(pointer.pop(_POINTER))), **pointer}  # the envelope a re-send added
     envelope = {name: data.pop(name, None) for name in _ENVELOPE}
     received = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+    deferred_since = envelope["deferred_since"]
     task = Task(str(envelope["task_id"] or message["MessageId"]), from_message(data), max(0, received - 1),
-                float(envelope["not_before"] or 0.0))
+                float(envelope["not_before"] or 0.0),
+                float(deferred_since) if isinstance(deferred_since, int | float) else None)
     return task, bool(envelope["inline"])
 
 

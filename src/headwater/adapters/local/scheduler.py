@@ -74,9 +74,11 @@ class LocalScheduler:
 
     def tick(self, now: float) -> float | None:
         """Fires what is due at `now`; returns seconds until the next timer is due (None: none)."""
-        rows = self.db.connection().execute("SELECT source_id, spec, next_at FROM timers").fetchall()
+        rows = self.db.connection().execute(
+            "SELECT t.source_id, t.spec, t.next_at, s.namespace FROM timers t LEFT JOIN sources s ON s.id = t.source_id"
+        ).fetchall()
         soonest: float | None = None
-        for source_id, spec, next_at in rows:
+        for source_id, spec, next_at, namespace in rows:
             if next_at > now:
                 soonest = next_at if soonest is None else min(soonest, next_at)
                 continue
@@ -89,6 +91,6 @@ class LocalScheduler:
                     "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?", (following, source_id, next_at)
                 ).rowcount
                 if moved:
-                    uow.outbox.add(TimerTick(source_id, next_at))
+                    uow.outbox.add(TimerTick(source_id, next_at, namespace=namespace))
                 uow.commit()
         return None if soonest is None else max(0.0, soonest - time.time())

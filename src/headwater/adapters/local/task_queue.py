@@ -12,11 +12,17 @@ no thread in between; the runner's answer comes back to the loop, and the reques
 value (`Responses`). Work that cannot start without blocking (a source whose state is not in
 memory, a lease held elsewhere), and everything else, goes to the worker threads. When a source's
 batch finishes, its next batch starts right there, on the thread that finished it.
+
+No tenant holds the workers: one tenant's work holds at most `tenant_share` of them at once (the
+lanes count a worker from when it takes a lane until it is free again), and a handler that would
+wait on another caller's work (an account's refresh) raises TryLater: its batch is deferred, first
+in its lane, for a moment, holding no worker and counting no failed attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import heapq
 import logging
@@ -31,7 +37,7 @@ from headwater.adapters.local.lanes import Lanes, lane_of
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import task_from_row
 from headwater.domain.commands import Command, RunSource
-from headwater.ports import NowHandler, Responses, Task, TaskHandler, TaskResults
+from headwater.ports import NowHandler, Responses, Task, TaskHandler, TaskResults, TryLater
 
 log = logging.getLogger("headwater.tasks")
 
@@ -43,13 +49,15 @@ RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 
 class LocalTaskQueue:
     def __init__(self, db: Database, workers: int, responses: Responses, yield_s: float = 0.0,
-                 quiet_s: float = QUIET_S) -> None:
+                 quiet_s: float = QUIET_S, tenant_share: int | None = None) -> None:
+        """`tenant_share`: the workers one tenant's work may hold at once (default a quarter of them)."""
         self.db = db
         self.workers = workers
         self.responses = responses
         self.handlers: dict[str, TaskHandler] = {}
         self.now_handlers: dict[str, NowHandler] = {}
-        self.lanes = Lanes(time.monotonic, yield_s, quiet_s)
+        self.tenant_share = tenant_share or max(1, workers // 4)
+        self.lanes = Lanes(time.monotonic, yield_s, quiet_s, tenant_share=self.tenant_share)
         self.writer = GroupCommitWriter(db, self._committed)
         lock = threading.Lock()  # guards the lanes and the delayed tasks
         self._cond = threading.Condition(lock)  # workers wait here for ready lanes
@@ -188,8 +196,8 @@ class LocalTaskQueue:
                     self._dispatch(task_from_row(row))
 
     def _delay_loop(self) -> None:
-        """Dispatches delayed tasks when due, and gives parked lanes back to the workers once
-        they need not yield any more."""
+        """Dispatches delayed tasks when due, and gives parked and deferred lanes back to the
+        workers once they need not yield or wait any more."""
         while True:
             with self._cond:
                 while not self._stopping:
@@ -201,6 +209,9 @@ class LocalTaskQueue:
                     waits = [self._delayed[0][0] - now] if self._delayed else []
                     if self.lanes.has_parked:
                         waits.append(YIELD_CHECK_S)
+                    deferred = self.lanes.next_wake()
+                    if deferred is not None:
+                        waits.append(deferred)
                     self._delay_cond.wait(timeout=min(waits) if waits else None)
                 if self._stopping:
                     return
@@ -223,7 +234,12 @@ class LocalTaskQueue:
                     return
             assert taken is not None
             lane, batch = taken
-            self._drive(lane, batch, self._call(self.handlers, batch))
+            try:
+                self._drive(lane, batch, self._call(self.handlers, batch))
+            finally:
+                with self._cond:
+                    if self.lanes.release(batch):
+                        self._cond.notify()
 
     def _start_now(self, lane: str, batch: list[Task]) -> None:
         """On the event loop: the batch's run started without blocking, or handed to a worker."""
@@ -267,6 +283,9 @@ class LocalTaskQueue:
                     return
                 error = future.exception()
                 results = error if error is not None else future.result()
+            if isinstance(results, TryLater):
+                self._defer(lane, batch, results)
+                return
             self._settle(batch, results)
             with self._cond:
                 more = self.lanes.done(lane, batch)
@@ -284,6 +303,17 @@ class LocalTaskQueue:
             else:
                 results = self._call(self.handlers, following)
             batch = following
+
+    def _defer(self, lane: str, batch: list[Task], later: TryLater) -> None:
+        """The batch waits on another caller's work: back first in its lane for `later.after_s`,
+        each task marked with when it was first deferred (its handler bounds the wait in all)."""
+        log.debug("%d %s tasks deferred for %.2f s: %s", len(batch), batch[0].command.name, later.after_s, later)
+        now = time.time()
+        deferred = [task if task.deferred_since is not None else dataclasses.replace(task, deferred_since=now)
+                    for task in batch]
+        with self._cond:
+            self.lanes.defer(lane, deferred, later.after_s)
+            self._delay_cond.notify()
 
     def _settle(self, batch: list[Task], results: list[Any] | BaseException | None) -> None:
         if isinstance(results, BaseException) or results is None:
