@@ -26,10 +26,11 @@ class OptionsRequest(BaseModel):
 
 
 @router.post("/components/{key_or_id}/props/{prop}/options", response_model=None,
-             responses={**answers(Data[PropOptions]), **error_responses(422, 503)})
+             responses={**answers(Data[PropOptions]), **error_responses(422, 429, 503)})
 async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: ServicesDep,
                        caller: PrincipalDep) -> dict[str, Any]:
-    """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component."""
+    """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component.
+    `options()` is the caller's compute: 429, and it does not run, past a free user's daily quota."""
     result = await run_in_threadpool(svc.components.options, caller, key_or_id, prop, body.configured_props,
                                      body.page, body.prev_context, body.query)
     return {"data": result}
