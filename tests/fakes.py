@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from headwater.adapters.responses import InProcessResponses
 from headwater.bootstrap import Adapters, Services, bootstrap
@@ -30,8 +30,21 @@ from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult, merge_db
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
-from headwater.ports import Bundle, Busy, Instance, NowHandler, SendResult, Task, TaskHandler, results_of
+from headwater.ports import (
+    Bundle,
+    Busy,
+    Instance,
+    NowHandler,
+    RunnerError,
+    SendResult,
+    Task,
+    TaskHandler,
+    Timed,
+    results_of,
+)
 from headwater.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -602,22 +615,39 @@ class FakeBundler:
 
 
 class FakeRunner:
-    """Components are described by a dict literal in their code; runs call `script(instance, event)`."""
+    """Components are described by a dict literal in their code; runs call `script(instance, event)`.
+    Calls without an instance take `duration_ms` (as the caller would measure it), and so does a
+    call whose script raises a RunnerError; `bills` lists (op, bill_to) of every call."""
 
     def __init__(self) -> None:
         self.script: Callable[[Instance, Any], RunResult] = lambda instance, event: RunResult()
         self.hooks: Callable[[Instance, str], RunResult] = lambda instance, hook: RunResult()
         self.calls: list[tuple[str, str]] = []
         self.accounts: list[tuple[str, str]] = []  # (op, account) of the calls without an instance
+        self.bills: list[tuple[str, str]] = []  # (op, who pays) of every call
+        self.duration_ms = 0.0
+        self.describe_error: RunnerError | None = None
 
-    def describe(self, bundle: Bundle, timeout_ms: int, account: str) -> ComponentDefinition:
+    def _measured(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except RunnerError as e:
+            e.duration_ms = e.duration_ms or self.duration_ms
+            raise
+
+    def describe(self, bundle: Bundle, timeout_ms: int, account: str, bill_to: str) -> Timed[ComponentDefinition]:
         self.accounts.append(("describe", account))
-        return ComponentDefinition(**eval(bundle.code))  # noqa: S307 - the tests' own literals
+        self.bills.append(("describe", bill_to))
+        if self.describe_error is not None:
+            self.describe_error.duration_ms = self.duration_ms
+            raise self.describe_error
+        return Timed(ComponentDefinition(**eval(bundle.code)), self.duration_ms)  # noqa: S307 - the tests' own literals
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
         self.calls.append(("run", instance.id))
-        return self.script(instance, event)
+        self.bills.append(("run", instance.bill_to))
+        return self._measured(lambda: self.script(instance, event))
 
     def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
@@ -637,21 +667,26 @@ class FakeRunner:
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         self.calls.append((hook, instance.id))
-        return self.hooks(instance, hook)
+        self.bills.append((hook, instance.bill_to))
+        return self._measured(lambda: self.hooks(instance, hook))
 
     def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
         self.calls.append(("step", instance.id))
-        return self.script(instance, steps)
+        self.bills.append(("step", instance.bill_to))
+        return self._measured(lambda: self.script(instance, steps))
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int, account: str) -> list[dict[str, Any]]:
+                         timeout_ms: int, account: str, bill_to: str) -> Timed[list[dict[str, Any]]]:
         self.accounts.append(("additional_props", account))
-        return list(eval(bundle.code)["configurable_props"])  # noqa: S307
+        self.bills.append(("additional_props", bill_to))
+        return Timed(list(eval(bundle.code)["configurable_props"]), self.duration_ms)  # noqa: S307
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int, account: str) -> dict[str, Any]:
+                prev_context: Any, query: str | None, timeout_ms: int, account: str,
+                bill_to: str) -> Timed[dict[str, Any]]:
         self.accounts.append(("options", account))
-        return {"options": [], "context": None}
+        self.bills.append(("options", bill_to))
+        return Timed({"options": [], "context": None}, self.duration_ms)
 
     def close(self) -> None:
         pass

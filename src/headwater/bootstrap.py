@@ -49,6 +49,7 @@ from headwater.services.events import Events
 from headwater.services.ingest import Ingest
 from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.oauth import OAuthConnections, reconnect_errors
+from headwater.services.quota import Quota
 from headwater.services.registry import Registry, RegistrySearch
 from headwater.services.routing import Routing
 from headwater.services.runs import Runs
@@ -312,8 +313,9 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     a = adapters
     accounts = Accounts(a.uow, a.usage, settings)
     connected_accounts = ConnectedAccounts(a.uow, accounts, a.secrets)
-    components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings, connected_accounts)
-    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts)
+    quota = Quota(a.uow, a.usage, settings)
+    components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings, connected_accounts, quota)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts, quota)
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
@@ -363,7 +365,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
-        trials=Trials(a.uow, components, runs, a.runner, settings),
+        trials=Trials(components, runs, a.runner, settings),
         connected_accounts=connected_accounts,
         oauth=oauth,
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.connected_accounts import ConnectedAccount
@@ -415,13 +415,31 @@ class Instance:
     file_name: str | None = None  # code sent as text: the file its stacks name (domain.file_names)
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Timed(Generic[T]):
+    """A runner call's answer with the call's time as the caller measured it (from the request
+    sent to the answer read, whatever the runner says): what the call is billed."""
+
+    value: T
+    duration_ms: float
+
+
 class Runner(Protocol):
     """The Node runner (docs/runner-protocol.md). A failure of the call itself (the code does not
     load, the runner crashed) raises RunnerError; what the component's own code does wrong is in
     `RunResult.error`. Calls without an instance (describe, additional_props, options) name the
-    `account` whose process makes them: no runner process serves two accounts."""
+    `account` whose process makes them: no runner process serves two accounts.
 
-    def describe(self, bundle: Bundle, timeout_ms: int, account: str) -> ComponentDefinition: ...
+    Every call names the user who pays for it: `bill_to` of the calls without an instance,
+    `Instance.bill_to` of the others ("" only for the operator's own calls: registry publishing).
+    Its time, measured here, comes back with its answer (`RunResult.duration_ms`, `Timed`) or its
+    failure (`RunnerError.duration_ms`) for the caller to record; CPU a runner process uses beyond
+    its calls' measured time is billed by the adapter to the payer of its last call."""
+
+    def describe(self, bundle: Bundle, timeout_ms: int, account: str, bill_to: str) -> Timed[ComponentDefinition]: ...
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult: ...
@@ -444,10 +462,11 @@ class Runner(Protocol):
         """An action's `run({$, steps})`: the result carries return_value, exports, sends, flow_exit."""
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int, account: str) -> list[dict[str, Any]]: ...
+                         timeout_ms: int, account: str, bill_to: str) -> Timed[list[dict[str, Any]]]: ...
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int, account: str) -> dict[str, Any]: ...
+                prev_context: Any, query: str | None, timeout_ms: int, account: str,
+                bill_to: str) -> Timed[dict[str, Any]]: ...
 
     def close(self) -> None: ...
 
@@ -462,6 +481,13 @@ class RunnerError(Exception):
         self.code = code
         self.message = message
         self.stack = stack
+        self.duration_ms = 0.0  # how long the call ran before it failed, as its caller measured it
+
+    def as_result(self) -> RunResult:
+        """The failed call as a run's result: its error, and the time it took (billed like a run's)."""
+        result = RunResult.failed(self.code, self.message, self.stack)
+        result.duration_ms = self.duration_ms
+        return result
 
 
 # the rest

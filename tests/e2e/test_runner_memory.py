@@ -23,7 +23,7 @@ def test_described_components_do_not_stay_loaded_but_running_ones_do(tmp_path: P
     try:
         bundles = [bundler.bundle(COMPONENT.format(n=n)) for n in range(6)]
         for n, bundle in enumerate(bundles):
-            assert pool.describe(bundle, 10_000).name == f"Described {n}"
+            assert pool.describe(bundle, 10_000).value.name == f"Described {n}"
         stats = pool.call("ping", {})
         assert stats["meta_workers"] == stats["workers"] == 2, stats
         for n, bundle in enumerate(bundles[:3]):

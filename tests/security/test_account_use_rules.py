@@ -18,7 +18,7 @@ from headwater.domain.errors import Forbidden, Invalid, NotFound
 from headwater.domain.models import Principal
 from headwater.domain.runs import RunResult
 from headwater.domain.workflows import Step, Workflow
-from headwater.ports import Instance
+from headwater.ports import Instance, Timed
 from headwater.services.sources import SourceRequest
 from headwater.services.trials import TrialRequest
 from headwater.services.workflows import step_uses
@@ -231,9 +231,9 @@ def test_options_use_only_the_accounts_the_caller_may_use_where_the_code_runs() 
     w = world()
     given: list[tuple[str, dict[str, Any]]] = []
 
-    def options(bundle: Any, instance_id: str, prop: str, props: dict[str, Any], *rest: Any) -> dict[str, Any]:
-        given.append((rest[-1], props))
-        return {"options": [], "context": None}
+    def options(bundle: Any, instance_id: str, prop: str, props: dict[str, Any], *rest: Any) -> Timed[dict[str, Any]]:
+        given.append((rest[-2], props))  # (..., account, bill_to)
+        return Timed({"options": [], "context": None}, 0.0)
 
     w.runner.options = options  # type: ignore[method-assign]
     ada, bob = person(w, "ada"), person(w, "bob")

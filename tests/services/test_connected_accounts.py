@@ -18,7 +18,7 @@ from headwater.domain.errors import Forbidden, Invalid, NotFound
 from headwater.domain.models import Principal
 from headwater.domain.pagination import PageRequest
 from headwater.domain.runs import RunResult
-from headwater.ports import Instance, Task
+from headwater.ports import Instance, Task, Timed
 from headwater.services.connected_accounts import AccountChange
 from headwater.services.sources import SourceRequest
 from tests.fakes import World, world
@@ -209,13 +209,13 @@ def test_options_and_additional_props_get_the_credentials_of_the_callers_account
     real_additional = w.runner.additional_props
 
     def additional_props(bundle: Any, instance_id: str, props: dict[str, Any], timeout_ms: int,
-                         account: str) -> list[dict[str, Any]]:
+                         account: str, bill_to: str) -> Timed[list[dict[str, Any]]]:
         given.append(("additional_props", props))
-        return real_additional(bundle, instance_id, props, timeout_ms, account)
+        return real_additional(bundle, instance_id, props, timeout_ms, account, bill_to)
 
-    def options(bundle: Any, instance_id: str, prop: str, props: dict[str, Any], *rest: Any) -> dict[str, Any]:
+    def options(bundle: Any, instance_id: str, prop: str, props: dict[str, Any], *rest: Any) -> Timed[dict[str, Any]]:
         given.append(("options", props))
-        return {"options": [], "context": None}
+        return Timed({"options": [], "context": None}, 0.0)
 
     monkeypatch.setattr(w.runner, "additional_props", additional_props)
     monkeypatch.setattr(w.runner, "options", options)

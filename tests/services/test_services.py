@@ -153,7 +153,7 @@ def test_a_gone_source_drops_its_runs_and_gives_back_their_places() -> None:
     w = world()
     ada = principal(w, "free")
     source = deploy(w, ada)
-    admitted = w.services.runs.admit(ada.user.id)
+    admitted = w.services.runs.quota.admit(ada.user.id)
     assert admitted.reserved_day
     w.services.sources.delete(ada, source.id)
     command = RunSource(source.id, {}, 1000, "http", reserved_by=ada.user.id, reserved_day=admitted.reserved_day)
@@ -164,15 +164,16 @@ def test_a_gone_source_drops_its_runs_and_gives_back_their_places() -> None:
 def test_the_free_tier_cap_is_counted_in_the_store() -> None:
     w = world(free_daily_invocations=2)
     ada = principal(w, "free")
-    assert [w.services.runs.admit(ada.user.id).admitted for _ in range(3)] == [True, True, False]
-    refusal = w.services.runs.admit(ada.user.id).refusal
+    assert [w.services.runs.quota.admit(ada.user.id).admitted for _ in range(3)] == [True, True, False]
+    refusal = w.services.runs.quota.admit(ada.user.id).refusal
     assert isinstance(refusal, QuotaExceeded) and refusal.retry_after > 0
 
 
 def test_a_timer_run_past_the_cap_leaves_a_quota_error() -> None:
-    w = world(free_daily_invocations=0)
+    w = world(free_daily_invocations=1)
     ada = principal(w, "free")
     source = deploy(w, ada)
+    assert w.services.runs.quota.admit(ada.user.id).admitted  # the day's only place
     result = w.services.runs.run_batch([run_task(source.id, {}, trigger="timer")], lambda t, r: None)[0]
     assert result is not None and result.error_code == "QUOTA_EXCEEDED"
     assert w.runner.calls == []

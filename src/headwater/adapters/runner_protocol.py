@@ -14,18 +14,19 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from headwater.domain.events import Emit
 from headwater.domain.http_interface import RESPOND_STATUSES
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
-from headwater.ports import Bundle, Instance, RunnerError, WouldBlock
+from headwater.ports import Bundle, Instance, RunnerError, Timed, WouldBlock
 
 PartialHandler = Callable[[dict[str, Any]], None]
 DESCRIBE = "describe"  # the account of calls made for the operator (registry publishing)
 GRACE_S = 10.0  # past a call's own limit, how long the runner has to say it stopped it
 RUN_OPS = frozenset({"run", "hook"})
+T = TypeVar("T")
 
 
 class ProtocolViolation(RunnerError):
@@ -161,6 +162,7 @@ class BatchResults:
 
     def outcomes(self, failure: RunnerError | None) -> list[RunResult]:
         if failure is not None and not self.results:
+            failure.duration_ms = self.clock.lap_ms()  # the first run's, until the call failed
             raise failure
         code, message, stack = ((failure.code, failure.message, failure.stack) if failure else
                                 ("RUNNER_CRASHED", "the runner did not report this run", None))
@@ -199,20 +201,26 @@ class RunnerRequests(ABC):
     @abstractmethod
     def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
              on_partial: PartialHandler | None = None, account: str = DESCRIBE,
-             timeout_s: float | None = None) -> dict[str, Any]:
-        """Sends one request and returns the runner's result; `on_partial` gets its partials."""
+             timeout_s: float | None = None, bill_to: str = "") -> dict[str, Any]:
+        """Sends one request and returns the runner's result; `on_partial` gets its partials.
+        `bill_to`: who pays for the CPU the process uses beyond this call's measured time."""
 
     def meta_fields(self) -> dict[str, Any]:
         """Added to the requests that have no instance (describe, additional_props, options)."""
         return {}
 
-    def describe(self, bundle: Bundle, timeout_ms: int, account: str = DESCRIBE) -> ComponentDefinition:
+    def describe(self, bundle: Bundle, timeout_ms: int, account: str = DESCRIBE,
+                 bill_to: str = "") -> Timed[ComponentDefinition]:
         request = {"timeout_ms": timeout_ms, **self.meta_fields()}
-        result = self.call("describe", request, bundle, account=meta_account(account))
-        try:
-            return ComponentDefinition.from_runner(result)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise ProtocolViolation("a description without a name or version") from None
+
+        def described() -> ComponentDefinition:
+            result = self.call("describe", request, bundle, account=meta_account(account), bill_to=bill_to)
+            try:
+                return ComponentDefinition.from_runner(result)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ProtocolViolation("a description without a name or version") from None
+
+        return _measured(described)
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
@@ -236,7 +244,7 @@ class RunnerRequests(ABC):
         request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
         try:
             self.call("run", request, bundle, collect, account=account_of(instance),
-                      timeout_s=len(events) * timeout_ms / 1000 + GRACE_S)
+                      timeout_s=len(events) * timeout_ms / 1000 + GRACE_S, bill_to=instance.bill_to)
             future.set_result(collect.outcomes(None))
         except RunnerError as e:
             try:
@@ -247,31 +255,53 @@ class RunnerRequests(ABC):
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
-        return self._timed(functools.partial(self.call, "hook", request, bundle, account=account_of(instance)))
+        return self._timed(functools.partial(self.call, "hook", request, bundle, account=account_of(instance),
+                                             bill_to=instance.bill_to))
 
     def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
-        return self._timed(functools.partial(self.call, "run", request, bundle, account=account_of(instance)))
+        return self._timed(functools.partial(self.call, "run", request, bundle, account=account_of(instance),
+                                             bill_to=instance.bill_to))
 
     @staticmethod
     def _timed(call: Callable[[], dict[str, Any]]) -> RunResult:
-        clock = Clock()
-        result = run_result(call())
-        result.duration_ms = clock.lap_ms()
-        return result
+        timed = _measured(lambda: run_result(call()))
+        timed.value.duration_ms = timed.duration_ms
+        return timed.value
 
     def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
-                         timeout_ms: int, account: str = DESCRIBE) -> list[dict[str, Any]]:
+                         timeout_ms: int, account: str = DESCRIBE, bill_to: str = "") -> Timed[list[dict[str, Any]]]:
         request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms, **self.meta_fields()}
-        found = self.call("additional_props", request, bundle, account=meta_account(account)).get("configurable_props")
-        if not isinstance(found, list) or not all(_is_dict(p) for p in found):
-            raise ProtocolViolation("configurable_props that is not a list of objects")
-        return found
+
+        def found() -> list[dict[str, Any]]:
+            configurable = self.call("additional_props", request, bundle, account=meta_account(account),
+                                     bill_to=bill_to).get("configurable_props")
+            if not isinstance(configurable, list) or not all(_is_dict(p) for p in configurable):
+                raise ProtocolViolation("configurable_props that is not a list of objects")
+            return configurable
+
+        return _measured(found)
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, timeout_ms: int, account: str = DESCRIBE) -> dict[str, Any]:
+                prev_context: Any, query: str | None, timeout_ms: int, account: str = DESCRIBE,
+                bill_to: str = "") -> Timed[dict[str, Any]]:
         request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
                    "timeout_ms": timeout_ms, **self.meta_fields(), **({"query": query} if query is not None else {})}
-        found = self.call("options", request, bundle, account=meta_account(account))
-        _need(isinstance(found.get("options", []), list), "options that are not a list")
-        return found
+
+        def found() -> dict[str, Any]:
+            options = self.call("options", request, bundle, account=meta_account(account), bill_to=bill_to)
+            _need(isinstance(options.get("options", []), list), "options that are not a list")
+            return options
+
+        return _measured(found)
+
+
+def _measured(call: Callable[[], T]) -> Timed[T]:
+    """The call's answer with its time; a call that fails carries its time in its RunnerError."""
+    clock = Clock()
+    try:
+        value = call()
+    except RunnerError as e:
+        e.duration_ms = clock.lap_ms()
+        raise
+    return Timed(value, clock.lap_ms())

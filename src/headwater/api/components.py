@@ -30,7 +30,8 @@ class ComponentCreate(BaseModel):
     exclude: StrictStr | None = Field(None, description="Top-level fields of the answer to drop, comma-separated.")
 
 
-@router.post("/components", response_model=None, responses={**answers(Data[Component]), **error_responses(422, 503)})
+@router.post("/components", response_model=None,
+             responses={**answers(Data[Component]), **error_responses(422, 429, 503)})
 def create_component(
     body: ComponentCreate,
     svc: ServicesDep,
@@ -38,6 +39,8 @@ def create_component(
     shape: ShapeDep,
     org_id: str | None = Query(None),
 ) -> dict[str, Any]:
+    """Saves a component once its code loads. Loading it runs its module code: the caller's compute
+    (429 past a free user's daily quota, and the code is not loaded)."""
     component = svc.components.create(caller, body.component_code, body.component_url, org_id or body.org_id,
                                      body.component_file)
     return shape.with_body(body).data(component.to_api())

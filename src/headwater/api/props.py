@@ -28,13 +28,14 @@ class OptionsRequest(BaseModel):
 
 
 @router.post("/components/{key_or_id}/props/{prop}/options", response_model=None,
-             responses={**answers(Data[PropOptions]), **error_responses(422, 503)})
+             responses={**answers(Data[PropOptions]), **error_responses(422, 429, 503)})
 async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: ServicesDep,
                        caller: PrincipalDep, org_id: str | None = Query(None)) -> dict[str, Any]:
     """`{"data": {"options": [...], "context": ...}}`; `registry:<key>` names a published component.
     The code runs in the runner of the namespace the form deploys into: `org_id` when given, else
     the org whose component it is, else the caller's own; the connected accounts named in
-    `configured_props` must be ones the caller may use there."""
+    `configured_props` must be ones the caller may use there. `options()` is the caller's compute:
+    429, and it does not run, past a free user's daily quota."""
     result = await run_in_threadpool(svc.components.options, caller, key_or_id, prop, body.configured_props,
                                      body.page, body.prev_context, body.query, org_id or body.org_id)
     return {"data": result}

@@ -63,19 +63,23 @@ class SourceBody(BaseModel):
 
 
 @router.post("/sources/", response_model=None,
-             responses={**answers(Data[Source]), **error_responses(404, 409, 422, 503)})
+             responses={**answers(Data[Source]), **error_responses(404, 409, 422, 429, 503)})
 def create_source(
     body: SourceBody, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, org_id: str | None = Query(None)
 ) -> dict[str, Any]:
+    """Deploys a component. Loading code given here and `additionalProps()` are the caller's compute,
+    the hooks the source owner's: 429, and no code runs, past the payer's free daily quota."""
     source = svc.sources.create(caller, body.request(), org_id or body.org_id)
     return shape.with_body(body).data(svc.sources.to_api(source))
 
 
 @router.put("/sources/{source_id}", response_model=None,
-            responses={**answers(Data[Source]), **error_responses(403, 409, 422, 503)})
+            responses={**answers(Data[Source]), **error_responses(403, 409, 422, 429, 503)})
 def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: PrincipalDep,
                   shape: ShapeDep) -> dict[str, Any]:
-    """403 when the caller changes the code or props of a source that uses a connected account the
+    """Changes a source's props, code or state. New code's loading and `additionalProps()` are the
+    caller's compute, the hooks the source owner's: 429, and nothing changes, past the payer's quota.
+    403 when the caller changes the code or props of a source that uses a connected account the
     caller may not use (another org member's personal account): `details` names those props."""
     source = svc.sources.update(caller, source_id, body.request())
     return shape.with_body(body).data(svc.sources.to_api(source))
@@ -83,6 +87,7 @@ def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: Pr
 
 @router.delete("/sources/{source_id}", status_code=204, response_class=Response)
 def delete_source(source_id: str, svc: ServicesDep, caller: PrincipalDep) -> Response:
+    """Deletes a source after its deactivate hook (not run past its owner's free daily quota)."""
     svc.sources.delete(caller, source_id)
     return Response(status_code=204)
 

@@ -65,8 +65,9 @@ class RunOutcome(Shape):
              responses={**answers(Data[RunOutcome]), **error_responses(422, 429, 503)})
 def run_component(body: RunBody, svc: ServicesDep, caller: PrincipalDep,
                   org_id: str | None = Query(None)) -> dict[str, Any]:
-    """Runs the code once, sandboxed like any run and counted against the caller's daily quota, and
-    answers what it did. Nothing is stored (no component, source, event or state) but the usage. A
+    """Runs the code once, sandboxed like any run and counted against the caller's daily quota (an
+    invocation, and the compute of loading the code and running it: 429 past it), and answers what
+    it did. Nothing is stored (no component, source, event or state) but the usage. A
     run that throws still answers 200, with `error`; code that does not load, or props that do not
     fit, answer 422."""
     request = TrialRequest(body.component_code, body.event, body.configured_props, body.db, body.component_file)

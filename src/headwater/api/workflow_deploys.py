@@ -42,10 +42,11 @@ class WorkflowBody(BaseModel):
 
 
 @router.post("/workflows", response_model=None,
-             responses={**answers(Data[Workflow]), **error_responses(403, 404, 422, 503)})
+             responses={**answers(Data[Workflow]), **error_responses(403, 404, 422, 429, 503)})
 def deploy_workflow(body: WorkflowBody, svc: ServicesDep, caller: PrincipalDep,
                     org_id: str | None = Query(None)) -> dict[str, Any]:
-    """Deploys a workflow as `headwater workflows deploy FILE` does with the logged-in key."""
+    """Deploys a workflow as `headwater workflows deploy FILE` does with the logged-in key. Loading a
+    step's code is the caller's compute: 429 past a free user's daily quota."""
     data = body.model_dump(exclude={"org_id"}, exclude_none=True)
     workflow = svc.workflows.deploy_data(caller, org_id or body.org_id, data)
     return {"data": workflow.to_api()}

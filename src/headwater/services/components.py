@@ -2,6 +2,8 @@
 
 Saving runs the code: it is bundled (once per code hash) and described by the Node runner, so
 a component that does not load is refused with the loader's message before anything is kept.
+Loading it is compute of the user who saves it (services/quota.py), as a prop's `options()` is of
+the user who asks.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from headwater.domain.connected_accounts import AccountUses
 from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
 from headwater.domain.pagination import Page, PageRequest
-from headwater.ports import Bundle, Bundler, Runner, RunnerError, UnitOfWorkFactory, UrlFetcher
+from headwater.ports import Bundle, Bundler, Runner, RunnerError, Timed, UnitOfWorkFactory, UrlFetcher
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
 from headwater.services.connected_accounts import ConnectedAccounts, app_prop_names
+from headwater.services.quota import Quota
 from headwater.settings import Settings
 
 _USER_FAULTS = {"LOAD_ERROR", "CONFIGURATION_ERROR", "TIMEOUT", "OUT_OF_MEMORY"}
@@ -32,9 +35,11 @@ class Components:
         fetcher: UrlFetcher,
         settings: Settings,
         connected: ConnectedAccounts,
+        quota: Quota,
     ) -> None:
         self.uow = uow
         self.connected = connected
+        self.quota = quota
         self.accounts = accounts
         self.bundler = bundler
         self.runner = runner
@@ -56,12 +61,18 @@ class Components:
             raise Invalid("The component code is empty.", {"component_code": ["empty"]})
         return code
 
-    def describe(self, code: str, account: str) -> tuple[Bundle, ComponentDefinition]:
+    def describe(self, code: str, account: str, bill_to: str) -> tuple[Bundle, ComponentDefinition]:
         """Bundles and loads the code in `account`'s own runner process (never one that serves
-        another account: module code runs while it is described)."""
-        bundle = self.bundler.bundle(code)
+        another account: module code runs while it is described), as compute of `bill_to` (none:
+        the operator's registry publishing); QuotaExceeded, before even the bundling, when theirs is spent."""
+
+        def load() -> Timed[tuple[Bundle, ComponentDefinition]]:
+            bundle = self.bundler.bundle(code)
+            described = self.runner.describe(bundle, self.settings.describe_timeout_ms, account, bill_to)
+            return Timed((bundle, described.value), described.duration_ms)
+
         try:
-            return bundle, self.runner.describe(bundle, self.settings.describe_timeout_ms, account)
+            return self.quota.metered(bill_to, load).value
         except RunnerError as e:
             if e.code in _USER_FAULTS:
                 prefix = "The component did not finish loading in time" if e.code == "TIMEOUT" else None
@@ -71,7 +82,7 @@ class Components:
     def save(self, namespace: str, created_by: str | None, code: str, url: str | None,
              file_name: str | None = None) -> Component:
         check_file_name(file_name)
-        bundle, definition = self.describe(code, namespace)
+        bundle, definition = self.describe(code, namespace, created_by or "")
         return self.store(namespace, created_by, code, url, bundle, definition, file_name)
 
     def store(
@@ -130,7 +141,8 @@ class Components:
                 prev_context: Any, query: str | None, org_id: str | None = None) -> dict[str, Any]:
         """A prop's async `options()` (one page of them), run in the runner for a deploy form: in
         the runner of the namespace the form deploys into (`org_id`, else an org's component's own
-        org, else the caller's), with the accounts the caller may use there."""
+        org, else the caller's), with the accounts the caller may use there; compute of the caller
+        (QuotaExceeded, and no code runs, when theirs is spent)."""
         component = self.get(principal, key_or_id) if not key_or_id.startswith("registry:") else \
             self.get_registry(key_or_id.removeprefix("registry:"))
         if not any(p.get("name") == prop for p in component.definition.configurable_props):
@@ -141,9 +153,11 @@ class Components:
         configured = self.connected.resolve(configured, app_prop_names(prop_defs),
                                             AccountUses(namespace, principal.user.id))
         bundle = self.bundler.bundle(component.code, component.packages)
+        payer = principal.user.id
         try:
-            return self.runner.options(bundle, f"options:{principal.user.id}", prop, configured, page, prev_context,
-                                       query, self.settings.describe_timeout_ms, namespace)
+            return self.quota.metered(payer, lambda: self.runner.options(
+                bundle, f"options:{principal.user.id}", prop, configured, page, prev_context, query,
+                self.settings.describe_timeout_ms, namespace, payer)).value
         except RunnerError as e:
             if e.code in _USER_FAULTS:
                 raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None

@@ -18,7 +18,8 @@ from headwater.domain.runs import RunResult
 from headwater.ports import Responses, TaskQueue
 from headwater.services.components import Components
 from headwater.services.ingest_budget import IngestBudgets
-from headwater.services.runs import Admission, Runs
+from headwater.services.quota import Admission
+from headwater.services.runs import Runs
 from headwater.services.sources import Sources
 from headwater.settings import Settings
 
@@ -67,9 +68,9 @@ class Ingest:
             raise self.budgets.refusal()
 
     async def _admit(self, source: Source) -> Admission:
-        if self.runs.cached_tier(source.user_id) == "paid":
+        if self.runs.quota.cached_tier(source.user_id) == "paid":
             return Admission(True)  # the hot path of paid users touches no store
-        return await asyncio.to_thread(self.runs.admit, source.user_id)
+        return await asyncio.to_thread(self.runs.quota.admit, source.user_id)
 
     async def receive(self, endpoint_id: str, event: dict[str, Any]) -> HttpAnswer:
         source = await self._source(endpoint_id)

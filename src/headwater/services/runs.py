@@ -9,12 +9,10 @@ still queued, to run again; a task whose results are in is recognised and not ru
 from __future__ import annotations
 
 import functools
-import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from headwater import __version__
@@ -51,24 +49,15 @@ from headwater.services.connected_accounts import (
     references,
     source_uses,
 )
+from headwater.services.quota import Admission, Quota
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.settings import Settings
 
-_TIER_TTL_S = 5.0
 _COMPONENT_CACHE = 10_000
 _HOT_SOURCES = 1024  # sources whose state is kept in memory (the most recently run)
 _NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
             "ACCOUNT_REFRESH_FAILED"}  # refused before any code ran
 _RETRY_FIRST_S, _RETRY_MOST_S = 0.25, 5.0  # a run waiting on its account's refresh looks again after
-
-
-@dataclass(frozen=True)
-class Admission:
-    """Whether one more run may start under the user's daily cap, and the refusal when not."""
-
-    admitted: bool
-    reserved_day: str | None = None  # set when a place was counted for it (free tier)
-    refusal: QuotaExceeded | None = None
 
 
 @dataclass(frozen=True)
@@ -96,9 +85,11 @@ class Runs:
         bus: EventBus,
         settings: Settings,
         connected: ConnectedAccounts,
+        quota: Quota,
     ) -> None:
         self.uow = uow
         self.connected = connected
+        self.quota = quota
         self.usage = usage
         self.lease = lease
         self.bundler = bundler
@@ -107,7 +98,6 @@ class Runs:
         self.bus = bus
         self.settings = settings
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
-        self._tiers: TtlCache[str, str] = TtlCache(_TIER_TTL_S)
         self._hot: BoundedDict[str, _Hot] = BoundedDict(_HOT_SOURCES)
         # Fan-out of a run's committed events (Routing.for_commit), wired by the composition root.
         self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], Routed] = (
@@ -167,23 +157,25 @@ class Runs:
         try:
             return call()
         except RunnerError as e:
-            return RunResult.failed(e.code, e.message, e.stack)
+            return e.as_result()
         except AccountUnusable as e:
             return RunResult.failed(e.code, e.message)
         except HeadwaterError as e:
             return RunResult.failed("RUNTIME_ERROR", e.message)
 
     def call_hook(self, source: Source, component: Component, hook: str, db: dict[str, Any]) -> RunResult:
-        return self._guarded(lambda: self.runner.hook(
+        """Compute of the source's owner: QuotaExceeded, and no code runs, when theirs is spent."""
+        return self.quota.metered(source.user_id, lambda: self._guarded(lambda: self.runner.hook(
             self.bundler.bundle(component.code, component.packages), self.instance(source, db, component.file_name),
-            hook, self.settings.hook_timeout_ms))
+            hook, self.settings.hook_timeout_ms)))
 
     def additional_props(self, component: Component, namespace: str, source_id: str,
-                         configured: dict[str, Any]) -> list[dict]:
+                         configured: dict[str, Any], bill_to: str) -> list[dict]:
+        """Compute of `bill_to` (the caller): QuotaExceeded, and no code runs, when theirs is spent."""
         try:
             bundle = self.bundler.bundle(component.code, component.packages)
-            return self.runner.additional_props(bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms,
-                                                namespace)
+            return self.quota.metered(bill_to, lambda: self.runner.additional_props(
+                bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms, namespace, bill_to)).value
         except RunnerError as e:
             raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
 
@@ -199,38 +191,7 @@ class Runs:
                 self._components.put(component_id, found)
         return found
 
-    def tier(self, user_id: str) -> str:
-        hit, tier = self._tiers.get(user_id)
-        if not hit or tier is None:
-            with self.uow(readonly=True) as uow:
-                user = uow.users.get(user_id)
-            tier = user.tier if user else "paid"
-            self._tiers.put(user_id, tier)
-        return tier
-
-    def cached_tier(self, user_id: str) -> str | None:
-        """The tier if this process knows it already (no store read: the ingest hot path)."""
-        hit, tier = self._tiers.get(user_id)
-        return tier if hit else None
-
-    # the free tier's daily cap
-
-    def admit(self, user_id: str) -> Admission:
-        """Counts one more run against the free tier's cap (atomically, in the store)."""
-        if self.tier(user_id) != "free":
-            return Admission(True)
-        day = utc_day()
-        _, compute_ms = self.usage.totals(user_id, day, day)
-        if compute_ms < self.settings.free_daily_compute_ms and self.usage.admit(
-            user_id, day, self.settings.free_daily_invocations
-        ):
-            return Admission(True, reserved_day=day)
-        now = datetime.now(UTC)
-        midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        return Admission(False, refusal=QuotaExceeded(
-            "The free tier's daily quota is used up; it resets at 00:00 UTC.",
-            retry_after=max(1, math.ceil((midnight - now).total_seconds())),
-        ))
+    # the free tier's daily cap (services/quota.py)
 
     def release(self, command: RunSource) -> None:
         """An admitted run that will never run gives its place back."""
@@ -317,7 +278,8 @@ class Runs:
                 try:
                     reported = done.result()
                 except RunnerError as e:  # the runner failed before it reported any run
-                    reported = [RunResult.failed(e.code, e.message, e.stack) for _ in runnable]
+                    reported = [e.as_result() if i == 0 else RunResult.failed(e.code, e.message, e.stack)
+                                for i in range(len(runnable))]  # the time it took is the first run's
                 results = dict(refused)
                 results.update(zip(runnable, reported, strict=True))
                 recorded = self._record(hot, tasks, results)
@@ -357,7 +319,7 @@ class Runs:
 
     def _admitted_ahead(self, command: RunSource, user_id: str) -> bool:
         """Whether the run needs no store call to be admitted (counted at ingest, or a paid user)."""
-        return bool(command.reserved_by) or self.cached_tier(user_id) == "paid"
+        return bool(command.reserved_by) or self.quota.cached_tier(user_id) == "paid"
 
     def _admit(self, source: Source, state: SourceState,
                tasks: list[Task]) -> tuple[dict[int, RunResult], list[int]]:
@@ -369,7 +331,7 @@ class Runs:
             command: RunSource = task.command  # type: ignore[assignment]
             if state.took(command.route_key or task.id):
                 continue
-            admission = Admission(True) if command.reserved_by else self.admit(source.user_id)
+            admission = Admission(True) if command.reserved_by else self.quota.admit(source.user_id)
             if admission.admitted:
                 runnable.append(i)
             else:

@@ -4,11 +4,16 @@ Hooks run before anything is kept: a hook that throws fails the request with 422
 half-created source; what the hooks emitted and wrote is committed with the source itself, and
 with a SyncSchedule command that makes the scheduler match the committed source. A name slug is
 claimed by conditional insert: a taken one raises Conflict and the next one is tried.
+
+Hooks are compute of the source's owner (its `user_id`), whoever deploys, updates or deletes it;
+`additionalProps()` is the caller's. Past the payer's quota the request is refused (429) before
+the code runs, but for a delete, which goes on without its deactivate hook.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +21,7 @@ from typing import Any
 from headwater.domain import ids
 from headwater.domain.commands import PurgeSource, RunSource, SyncSchedule
 from headwater.domain.connected_accounts import AccountUses, reference
-from headwater.domain.errors import BadRequest, Conflict, Forbidden, Invalid, NotFound
+from headwater.domain.errors import BadRequest, Conflict, Forbidden, Invalid, NotFound, QuotaExceeded
 from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
@@ -144,7 +149,8 @@ class Sources:
         if definition.has_additional_props:
             uses = AccountUses(namespace, principal.user.id, kept or {})
             prop_list = self.runs.additional_props(component, namespace, source_id,
-                                                   connected.resolve(configured, app_prop_names(prop_list), uses))
+                                                   connected.resolve(configured, app_prop_names(prop_list), uses),
+                                                   principal.user.id)
         validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
@@ -290,8 +296,10 @@ class Sources:
             if source.active and "deactivate" in component.definition.hooks:
                 with self.uow(readonly=True) as uow:
                     db = uow.state.get(source_id).db
-                # A failing deactivate hook does not keep alive a source the user asked to delete.
-                self.runs.call_hook(source, component, "deactivate", db)
+                # A failing deactivate hook does not keep alive a source the user asked to delete, nor
+                # does its owner's spent quota (then the hook does not run).
+                with contextlib.suppress(QuotaExceeded):
+                    self.runs.call_hook(source, component, "deactivate", db)
             with self.uow() as uow:
                 uow.sources.remove(source)
                 uow.subscriptions.remove_naming(source_id)

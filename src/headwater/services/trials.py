@@ -2,9 +2,10 @@
 
 The code is bundled and described in the caller's own runner process like any saved component,
 its props validated like a deploy's, and the run admitted against the caller's daily quota like
-any other run; then it runs once, sandboxed like every run, and what it did (emits, logs,
-`this.db` writes, the HTTP response, an action's return value and exports) is answered, not
-kept: no component, source, event or state is stored, only the run's usage.
+any other run (its loading and `additionalProps()` count as the caller's compute, the run as an
+invocation too: services/quota.py); then it runs once, sandboxed like every run, and what it did
+(emits, logs, `this.db` writes, the HTTP response, an action's return value and exports) is
+answered, not kept: no component, source, event or state is stored, only the usage.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from headwater.domain.errors import HeadwaterError, Invalid
 from headwater.domain.models import ComponentDefinition, Principal
 from headwater.domain.props import validate
 from headwater.domain.runs import RunResult, apply_db
-from headwater.ports import Bundle, Instance, Runner, RunnerError, UnitOfWorkFactory
-from headwater.services.clock import now_s, utc_day
+from headwater.ports import Bundle, Instance, Runner, RunnerError
+from headwater.services.clock import now_s
 from headwater.services.components import Components, check_file_name
 from headwater.services.connected_accounts import app_prop_names
 from headwater.services.runs import Runs
@@ -38,9 +39,7 @@ class TrialRequest:
 
 
 class Trials:
-    def __init__(self, uow: UnitOfWorkFactory, components: Components, runs: Runs, runner: Runner,
-                 settings: Settings) -> None:
-        self.uow = uow
+    def __init__(self, components: Components, runs: Runs, runner: Runner, settings: Settings) -> None:
         self.components = components
         self.runs = runs
         self.runner = runner
@@ -50,27 +49,24 @@ class Trials:
         namespace = self.components.accounts.namespace(principal, org_id)
         check_file_name(req.file_name)
         code = self.components.resolve_code(req.code, None)
-        bundle, definition = self.components.describe(code, namespace)
+        bundle, definition = self.components.describe(code, namespace, principal.user.id)
         instance_id = f"run:{principal.user.id}"  # one warm worker per user for these, not one per run
         props, event, timeout_ms, http = self._prepare(principal, bundle, definition, req, instance_id, namespace)
-        admission = self.runs.admit(principal.user.id)
-        if not admission.admitted and admission.refusal is not None:
-            raise admission.refusal
         instance = Instance(id=instance_id, props=props, account=namespace, bill_to=principal.user.id,
                             db=dict(req.db), env={"PD_COMPONENT": instance_id}, http=http,
                             memory_mb=self.settings.run_memory_mb, file_name=req.file_name)
-        try:
-            if definition.type == "action":
-                result = self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)
-            else:
-                result = self.runner.run(bundle, instance, event, timeout_ms)
-        except RunnerError as e:
-            result = RunResult.failed(e.code, e.message, e.stack)
-        except HeadwaterError as e:
-            result = RunResult.failed("RUNTIME_ERROR", e.message)
-        with self.uow() as uow:
-            uow.usage.record(principal.user.id, utc_day(), 1, result.compute_ms)
-            uow.commit()
+
+        def run() -> RunResult:
+            try:
+                if definition.type == "action":
+                    return self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)
+                return self.runner.run(bundle, instance, event, timeout_ms)
+            except RunnerError as e:
+                return e.as_result()
+            except HeadwaterError as e:
+                return RunResult.failed("RUNTIME_ERROR", e.message)
+
+        result = self.runs.quota.metered(principal.user.id, run, invocation=True)
         return self.answer(definition, event, req.db, result)
 
     def _prepare(self, principal: Principal, bundle: Bundle, definition: ComponentDefinition, req: TrialRequest,
@@ -79,8 +75,9 @@ class Trials:
         prop_list = definition.configurable_props
         if definition.has_additional_props:
             try:
-                prop_list = self.runner.additional_props(bundle, f"props:{instance_id}", req.configured_props,
-                                                         self.settings.hook_timeout_ms, namespace)
+                prop_list = self.runs.quota.metered(principal.user.id, lambda: self.runner.additional_props(
+                    bundle, f"props:{instance_id}", req.configured_props, self.settings.hook_timeout_ms, namespace,
+                    principal.user.id)).value
             except RunnerError as e:
                 raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
         validated = validate(prop_list, req.configured_props)

@@ -201,7 +201,7 @@ class Workflows:
         key = command.route_key or task.id
         if workflow is None or state.took(key):
             return None
-        admission = self.runs.admit(workflow.user_id)
+        admission = self.runs.quota.admit(workflow.user_id)
         if not admission.admitted:
             refusal = admission.refusal.message if admission.refusal else "quota"
             return self._commit(workflow, command, key, [], [], {"code": "QUOTA_EXCEEDED", "message": refusal},
@@ -233,8 +233,10 @@ class Workflows:
                         memory_mb=self.settings.run_memory_mb)
 
     def _step(self, workflow: Workflow, step: Step, steps: dict[str, Any]) -> RunResult:
-        """Evaluates the step's `{{ }}` props, then runs it; a failure of either is the step's error."""
+        """Evaluates the step's `{{ }}` props, then runs it; a failure of either is the step's error,
+        and the time of both is the step's (the workflow's user's compute)."""
         timeout = self.settings.http_timeout_ms
+        evaluated = RunResult()
         try:
             component = self.runs.component(step.component_id)
             if component is None:
@@ -250,17 +252,18 @@ class Workflows:
                 props, undefined = evaluated_props(props, evaluated.return_value)
             problems = step_problems(component.definition.configurable_props, props, undefined)
             if problems:
-                return RunResult.failed("CONFIGURATION_ERROR", props_message(step, problems))
+                return _after(evaluated, RunResult.failed("CONFIGURATION_ERROR", props_message(step, problems)))
             props = self.runs.connected.resolve(props, app_prop_names(component.definition.configurable_props),
                                                 step_uses(workflow, step))
             bundle = self.bundler.bundle(component.code, component.packages)
-            return self.runner.run_step(bundle, self._instance(workflow, step, props), steps, timeout)
+            return _after(evaluated, self.runner.run_step(bundle, self._instance(workflow, step, props), steps,
+                                                          timeout))
         except RunnerError as e:
-            return RunResult.failed(e.code, e.message, e.stack)
+            return _after(evaluated, e.as_result())
         except AccountUnusable as e:
-            return RunResult.failed(e.code, e.message)
+            return _after(evaluated, RunResult.failed(e.code, e.message))
         except Invalid as e:
-            return RunResult.failed("RUNTIME_ERROR", e.message)
+            return _after(evaluated, RunResult.failed("RUNTIME_ERROR", e.message))
 
     def _sends(self, workflow: Workflow, step: Step, result: RunResult, emits: list[Emit],
                commands: list[Command]) -> dict[str, Any] | None:
@@ -308,6 +311,11 @@ class Workflows:
         )
         self.runs.announce(workflow.id, channels)
         return ending
+
+
+def _after(evaluation: RunResult, result: RunResult) -> RunResult:
+    """A step's result, its time counting the evaluation of its props that came first."""
+    return replace(result, duration_ms=evaluation.duration_ms + result.duration_ms)
 
 
 def props_message(step: Step, problems: dict[str, list[str]]) -> str:

@@ -91,7 +91,7 @@ def test_a_bundle_made_by_the_runner_runs_by_hash_from_the_bucket_in_a_fresh_con
     assert other_python_container.bundle(CODE) == bundle and fresh.requests == []  # from the bucket, unasked
     runner = LambdaRunner(fresh.invoke, on_close=fresh.pool.close, bundles=bundles)
     try:
-        assert runner.describe(bundle, 10_000).key == "bundle-round-trip"
+        assert runner.describe(bundle, 10_000).value.key == "bundle-round-trip"
         result = runner.run(bundle, Instance("dc_1", {}, account="u_1"), {"n": 21}, 10_000)
     finally:
         runner.close()

@@ -50,8 +50,10 @@ class LambdaRunner(RunnerRequests):
 
     def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
              on_partial: Callable[[dict[str, Any]], None] | None = None, account: str = DESCRIBE,
-             timeout_s: float | None = None) -> dict[str, Any]:
-        """One invocation (the function's own timeout bounds it: `timeout_s` is the pool's)."""
+             timeout_s: float | None = None, bill_to: str = "") -> dict[str, Any]:
+        """One invocation (the function's own timeout bounds it: `timeout_s` is the pool's). Its
+        time is measured here, by the caller (RunnerRequests), and billed to `bill_to` by the
+        service; an environment is stopped between invocations, so no CPU is used beyond them."""
         # `account`: the runner Lambda never lets one child process serve two accounts
         message: dict[str, Any] = {"op": op, **request, "account": account}
         if bundle is not None:

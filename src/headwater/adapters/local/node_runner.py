@@ -127,9 +127,10 @@ class NodeRunnerPool(RunnerRequests):
         on_partial: PartialHandler | None = None,
         account: str = DESCRIBE,
         timeout_s: float | None = None,
+        bill_to: str = "",
     ) -> dict[str, Any]:
         """One runner op on the account's process (which keeps its instances and bundles warm)."""
-        return self.submit(op, request, bundle, on_partial, account, timeout_s).result()
+        return self.submit(op, request, bundle, on_partial, account, timeout_s, bill_to).result()
 
     def submit(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
                on_partial: PartialHandler | None = None, account: str = DESCRIBE,
