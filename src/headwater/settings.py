@@ -77,6 +77,7 @@ class Settings:
     describe_timeout_ms: int = field(default_factory=lambda: _int("DESCRIBE_TIMEOUT_MS", 10_000))
     describe_memory_mb: int = field(default_factory=lambda: _int("DESCRIBE_MEMORY_MB", 512))
     bundle_timeout_s: int = field(default_factory=lambda: _int("BUNDLE_TIMEOUT_S", 180))
+    # A component_url fetch, from connecting to its last byte.
     url_fetch_timeout_s: float = field(default_factory=lambda: float(_env("URL_FETCH_TIMEOUT_S", "10")))
     url_fetch_max_bytes: int = field(default_factory=lambda: _int("URL_FETCH_MAX_BYTES", 512 * 1024))
     allow_loopback_urls: bool = field(default_factory=lambda: _bool("ALLOW_LOOPBACK_URLS", True))
