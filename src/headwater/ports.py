@@ -541,11 +541,13 @@ class OAuthClientPort(Protocol):
 
     def authorization_url(self, endpoints: OAuthEndpoints, redirect_uri: str, state: str, verifier: str) -> str: ...
 
-    def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
-        """Raises OAuthGrantError or OAuthUnavailable."""
+    async def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
+        """A coroutine (a connect's callback awaits it holding no thread), ended within the
+        token deadline. Raises OAuthGrantError or OAuthUnavailable."""
 
     def refresh(self, endpoints: OAuthEndpoints, refresh_token: str) -> TokenSet:
-        """Raises OAuthGrantError or OAuthUnavailable (transient failures retried first)."""
+        """From a worker thread, ended within the token deadline. Raises OAuthGrantError or
+        OAuthUnavailable (transient failures retried first)."""
 
 
 class OAuthClientRepository(Protocol):

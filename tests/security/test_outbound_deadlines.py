@@ -6,6 +6,7 @@ exchange that hangs fails the test rather than hanging it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from headwater.adapters.oauth_client import HttpOAuthClient
 from headwater.adapters.url_fetcher import HttpUrlFetcher
 from headwater.adapters.webhook_sender import HttpWebhookSender
 from headwater.domain.errors import Invalid
+from headwater.ports import OAuthEndpoints, OAuthUnavailable
 from headwater.settings import Settings
 from tests.security.drip import BODY, HEADERS, Drip, dripping
 
@@ -65,3 +68,12 @@ def test_a_webhook_delivery_and_a_send_http_end_by_15_s(drips: Drip) -> None:
             assert result.status == 200 and result.error is None, result
         assert result.duration_ms < (15 + MARGIN_S) * 1000
 
+
+def test_oauth_token_requests_end_by_their_deadline(drips: Drip) -> None:
+    client = HttpOAuthClient(Settings(oauth_token_timeout_s=3))
+    endpoints = OAuthEndpoints("client", "secret", "http://127.0.0.1:9/authorize", drips.url)
+    outcomes = ended_within(
+        3 + MARGIN_S, lambda: asyncio.run(client.exchange(endpoints, "code", "http://127.0.0.1:9/cb", "v" * 43)),
+        lambda: client.refresh(endpoints, "refresh"))
+    for outcome in outcomes:
+        assert isinstance(outcome, OAuthUnavailable) and "within 3 s" in str(outcome), repr(outcome)
