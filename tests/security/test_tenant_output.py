@@ -1,0 +1,68 @@
+"""Nothing proportional to one tenant's output runs on the shared event loop (issue 31): a
+`POST /v1/components/run` whose component emits 500,000 events answers a bounded answer, made off
+the event loop, while the service's other requests (`/healthz`) go on being answered."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server, client_for, new_user, running_server
+
+FLOOD = """export default {
+  name: "flood", version: "1",
+  async run() {
+    for (let i = 0; i < 500000; i++) this.$emit({ i });
+    for (let i = 0; i < 3000; i++) console.log(`line ${i}`);
+  },
+};
+"""
+HEALTHY_WITHIN_S = 3.0  # generous: an idle service answers in milliseconds
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("output")) as srv:
+        yield srv
+
+
+def slowest_health_answer(server: Server, busy: threading.Thread) -> float:
+    """/healthz asked again and again while `busy` runs: its slowest answer, in seconds."""
+    slowest = 0.0
+    with httpx.Client(timeout=60) as client:
+        while busy.is_alive():
+            started = time.monotonic()
+            assert client.get(server.base_url + "/healthz").status_code == 200
+            slowest = max(slowest, time.monotonic() - started)
+            time.sleep(0.05)
+    return slowest
+
+
+def test_a_run_emitting_500000_events_answers_bounded_and_the_loop_stays_free(server: Server) -> None:
+    api = client_for(server, new_user(server, tier="paid").api_key)
+    answer: dict[str, Any] = {}
+
+    def run() -> None:
+        response = api.post("/components/run", json={"component_code": FLOOD}, timeout=300)
+        answer.update(status=response.status_code, size=len(response.content), body=response.json())
+    busy = threading.Thread(target=run)
+    busy.start()
+    slowest = slowest_health_answer(server, busy)
+    busy.join()
+
+    assert answer["status"] == 200, str(answer)[:2000]
+    data = answer["body"]["data"]
+    assert slowest < HEALTHY_WITHIN_S, f"/healthz took {slowest:.1f} s while the run's answer was made"
+    assert answer["size"] <= 4 * 1024 * 1024 + 64 * 1024, answer["size"]
+    assert len(data["emits"]) == 1000 and data["emits"][0]["event"] == {"i": 0}
+    assert len(data["logs"]) == 1000 and data["logs"][0]["message"] == "line 0"
+    assert data["truncated"]["emits"] == 500000 and data["truncated"]["logs"] == 3000
+    assert "500000" in data["truncated"]["message"].replace(",", "")
+
+
+
