@@ -1,6 +1,7 @@
 """Nothing proportional to one tenant's output runs on the shared event loop (issue 31): a
 `POST /v1/components/run` whose component emits 500,000 events answers a bounded answer, made off
-the event loop, while the service's other requests (`/healthz`) go on being answered."""
+the event loop, and a page of sources whose props are as large as allowed is encoded off it too,
+while the service's other requests (`/healthz`) go on being answered."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ FLOOD = """export default {
   },
 };
 """
+WIDE = """export default {
+  name: "wide", version: "1",
+  props: { PROPS },
+  async run() {},
+};
+""".replace("PROPS", ", ".join(f'p{i}: {{ type: "integer[]" }}' for i in range(15)))
+SOURCES = 8
 HEALTHY_WITHIN_S = 3.0  # generous: an idle service answers in milliseconds
 
 
@@ -65,4 +73,26 @@ def test_a_run_emitting_500000_events_answers_bounded_and_the_loop_stays_free(se
     assert "500000" in data["truncated"]["message"].replace(",", "")
 
 
+
+
+def test_a_page_of_sources_with_the_largest_props_is_encoded_off_the_loop(server: Server) -> None:
+    """Eight sources, each with 15 props of 21,000 integers (63 KB apiece as the limit counts, about
+    the most a prop may hold): on base, encoding their page on the event loop stalled /healthz ~8 s."""
+    api = client_for(server, new_user(server, tier="paid").api_key)
+    props = {f"p{i}": [0] * 21_000 for i in range(15)}
+    for _ in range(SOURCES):
+        created = api.post("/sources", json={"component_code": WIDE, "configured_props": props}, timeout=120)
+        assert created.status_code == 200, created.text[:2000]
+    answer: dict[str, Any] = {}
+
+    def listing() -> None:
+        response = api.get("/users/me/sources", params={"limit": SOURCES}, timeout=300)
+        answer.update(status=response.status_code, body=response.json())
+    busy = threading.Thread(target=listing)
+    busy.start()
+    slowest = slowest_health_answer(server, busy)
+    busy.join()
+    assert answer["status"] == 200 and len(answer["body"]["data"]) == SOURCES
+    assert answer["body"]["data"][0]["configured_props"]["p0"] == [0] * 21_000
+    assert slowest < HEALTHY_WITHIN_S, f"/healthz took {slowest:.1f} s while the page was encoded"
 
