@@ -1,7 +1,8 @@
 """Nothing proportional to one tenant's output runs on the shared event loop (issue 31): a
 `POST /v1/components/run` whose component emits 500,000 events answers a bounded answer, made off
-the event loop, and a page of sources whose props are as large as allowed is encoded off it too,
-while the service's other requests (`/healthz`) go on being answered."""
+the event loop; a page of sources whose props are as large as allowed, and SSE replays of large
+events, are encoded off it too, while the service's other requests (`/healthz`) go on being
+answered."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ WIDE = """export default {
   async run() {},
 };
 """.replace("PROPS", ", ".join(f'p{i}: {{ type: "integer[]" }}' for i in range(15)))
+BULKY = """export default {
+  name: "bulky", version: "1",
+  props: { http: "$.interface.http" },
+  async run() {
+    for (let i = 0; i < 30; i++) this.$emit({ i, zeros: new Array(250000).fill(0) }, { id: `bulky-${i}` });
+  },
+};
+"""
 SOURCES = 8
 HEALTHY_WITHIN_S = 3.0  # generous: an idle service answers in milliseconds
 
@@ -96,3 +105,34 @@ def test_a_page_of_sources_with_the_largest_props_is_encoded_off_the_loop(server
     assert answer["body"]["data"][0]["configured_props"]["p0"] == [0] * 21_000
     assert slowest < HEALTHY_WITHIN_S, f"/healthz took {slowest:.1f} s while the page was encoded"
 
+
+def test_sse_replays_of_large_events_are_framed_off_the_loop(server: Server) -> None:
+    """Four streams replaying 30 retained events of 250,000 integers each (`Last-Event-ID: 0-0`):
+    on base each frame was JSON-encoded on the event loop, and /healthz stalled for seconds."""
+    api = client_for(server, new_user(server, tier="paid").api_key)
+    created = api.post("/sources", json={"component_code": BULKY}).json()["data"]
+    assert httpx.post(created["configured_props"]["http"]["endpoint_url"], json={}, timeout=60).status_code == 200
+    deadline = time.monotonic() + 120
+    while len(api.get(f"/sources/{created['id']}/event_summaries").json()["data"]) < 30:
+        assert time.monotonic() < deadline, "the 30 events were not stored"
+        time.sleep(0.2)
+    frames: list[int] = []
+
+    def replay() -> None:
+        seen = 0
+        with httpx.stream("GET", f"{server.base_url}/v1/sources/{created['id']}/sse", timeout=120,
+                          headers={"Authorization": api.headers["authorization"], "Last-Event-ID": "0-0"}) as stream:
+            for line in stream.iter_lines():
+                seen += line.startswith("id: ")
+                if seen == 30:
+                    break
+        frames.append(seen)
+    readers = [threading.Thread(target=replay) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    busy = threading.Thread(target=lambda: [reader.join() for reader in readers])
+    busy.start()
+    slowest = slowest_health_answer(server, busy)
+    busy.join()
+    assert frames == [30] * 4
+    assert slowest < HEALTHY_WITHIN_S, f"/healthz took {slowest:.1f} s while the streams replayed"
