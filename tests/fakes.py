@@ -820,7 +820,7 @@ class FakeOAuthClient:
         self.live_refresh.add(refresh)
         return TokenSet(f"access-{self._n}", refresh, int(self.clock()) + self.lifetime_s, "read", "uid-1")
 
-    def exchange(self, endpoints: Any, code: str, redirect_uri: str, verifier: str) -> Any:
+    async def exchange(self, endpoints: Any, code: str, redirect_uri: str, verifier: str) -> Any:
         from headwater.ports import OAuthGrantError
         with self.lock:
             if self.fail_next:

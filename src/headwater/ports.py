@@ -503,8 +503,9 @@ class SendResult:
 
 class WebhookSender(Protocol):
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
-        """One POST within 15 s, redirects not followed, the URL policy applied to the address
-        actually connected to. Never raises for the receiver's faults: they are in the result."""
+        """One POST within 15 s (the whole exchange, from connecting to the answer's last header),
+        redirects not followed, the URL policy applied to the address actually connected to.
+        Never raises for the receiver's faults: they are in the result."""
 
     def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> SendResult:
         """The same for any method (a workflow's `$.send.http`)."""
@@ -530,7 +531,8 @@ class ObjectStore(Protocol):
 
 class UrlFetcher(Protocol):
     def fetch_text(self, url: str) -> str:
-        """GETs a URL within the size and time limits; raises Invalid when it cannot."""
+        """GETs a URL within the size and time limits (the time bounding the whole exchange);
+        raises Invalid when it cannot."""
 
 
 class Secrets(Protocol):
@@ -577,11 +579,13 @@ class OAuthClientPort(Protocol):
 
     def authorization_url(self, endpoints: OAuthEndpoints, redirect_uri: str, state: str, verifier: str) -> str: ...
 
-    def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
-        """Raises OAuthGrantError or OAuthUnavailable."""
+    async def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
+        """A coroutine (a connect's callback awaits it holding no thread), ended within the
+        token deadline. Raises OAuthGrantError or OAuthUnavailable."""
 
     def refresh(self, endpoints: OAuthEndpoints, refresh_token: str) -> TokenSet:
-        """Raises OAuthGrantError or OAuthUnavailable (transient failures retried first)."""
+        """From a worker thread, ended within the token deadline. Raises OAuthGrantError or
+        OAuthUnavailable (transient failures retried first)."""
 
 
 class OAuthClientRepository(Protocol):

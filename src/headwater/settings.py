@@ -86,12 +86,15 @@ class Settings:
     describe_timeout_ms: int = field(default_factory=lambda: _int("DESCRIBE_TIMEOUT_MS", 10_000))
     describe_memory_mb: int = field(default_factory=lambda: _int("DESCRIBE_MEMORY_MB", 512))
     bundle_timeout_s: int = field(default_factory=lambda: _int("BUNDLE_TIMEOUT_S", 180))
+    # A component_url fetch, from connecting to its last byte.
     url_fetch_timeout_s: float = field(default_factory=lambda: float(_env("URL_FETCH_TIMEOUT_S", "10")))
     url_fetch_max_bytes: int = field(default_factory=lambda: _int("URL_FETCH_MAX_BYTES", 512 * 1024))
     allow_loopback_urls: bool = field(default_factory=lambda: _bool("ALLOW_LOOPBACK_URLS", True))
     allow_private_urls: bool = field(default_factory=lambda: _bool("ALLOW_PRIVATE_URLS", False))
     # OAuth (issue 22): refresh an access token this long before it expires (at most half its lifetime).
     oauth_refresh_margin_s: int = field(default_factory=lambda: _int("OAUTH_REFRESH_MARGIN_S", 60))
+    # A token request (a connect's code exchange, a refresh), its retries included, ends within this.
+    oauth_token_timeout_s: float = field(default_factory=lambda: float(_env("OAUTH_TOKEN_TIMEOUT_S", "30")))
     secret_key: str = field(default_factory=lambda: _env("SECRET_KEY", ""))
     http_timeout_ms: int = field(default_factory=lambda: _int("HTTP_TIMEOUT_MS", 30_000))
     timer_timeout_ms: int = field(default_factory=lambda: _int("TIMER_TIMEOUT_MS", 60_000))

@@ -4,6 +4,7 @@ are for good (OAuthGrantError) and which are retried (OAuthUnavailable)."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Iterator
@@ -32,9 +33,13 @@ def endpoints(provider: Provider) -> OAuthEndpoints:
                           {"prompt": "consent"})
 
 
+async def no_pause(_: float) -> None:
+    """Retries without their pauses."""
+
+
 @pytest.fixture
 def client() -> HttpOAuthClient:
-    return HttpOAuthClient(Settings(), sleep=lambda s: None)
+    return HttpOAuthClient(Settings(), sleep=no_pause)
 
 
 def connect(client: HttpOAuthClient, endpoints: OAuthEndpoints):  # type: ignore[no-untyped-def]
@@ -45,7 +50,7 @@ def connect(client: HttpOAuthClient, endpoints: OAuthEndpoints):  # type: ignore
     assert sent["state"] == state and sent["prompt"] == "consent" and sent["scope"] == "openid offline_access"
     back = query(authorize(url, REDIRECT))
     assert back["state"] == state
-    return client.exchange(endpoints, back["code"], REDIRECT, verifier)
+    return asyncio.run(client.exchange(endpoints, back["code"], REDIRECT, verifier))
 
 
 def test_connect_and_refresh_with_rotation(client: HttpOAuthClient, endpoints: OAuthEndpoints,
@@ -69,7 +74,7 @@ def test_a_code_without_its_verifier_is_refused(client: HttpOAuthClient, endpoin
     url = client.authorization_url(endpoints, REDIRECT, "s", verifier)
     code = query(authorize(url, REDIRECT))["code"]
     with pytest.raises(OAuthGrantError, match="invalid_grant"):
-        client.exchange(endpoints, code, REDIRECT, secrets.token_urlsafe(48))
+        asyncio.run(client.exchange(endpoints, code, REDIRECT, secrets.token_urlsafe(48)))
 
 
 def test_revoked_refresh_token_fails_for_good(client: HttpOAuthClient, endpoints: OAuthEndpoints,
@@ -96,7 +101,7 @@ def test_unreachable_and_refused_token_urls_are_transient(endpoints: OAuthEndpoi
     closed = OAuthEndpoints(CLIENT_ID, CLIENT_SECRET, endpoints.authorize_url,
                             f"http://127.0.0.1:{free_port()}/token")
     with pytest.raises(OAuthUnavailable, match="did not answer"):
-        HttpOAuthClient(Settings(), sleep=lambda s: None).refresh(closed, "r")
+        HttpOAuthClient(Settings(), sleep=no_pause).refresh(closed, "r")
     strict = Settings(allow_loopback_urls=False)
     with pytest.raises(OAuthUnavailable, match="refused by policy"):
-        HttpOAuthClient(strict, sleep=lambda s: None).refresh(endpoints, "r")
+        HttpOAuthClient(strict, sleep=no_pause).refresh(endpoints, "r")

@@ -4,6 +4,7 @@ account however many callers need it, and what a permanent or a transient failur
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import threading
@@ -58,7 +59,7 @@ def connect(w: World, provider: FakeOAuthClient, who: Principal, account: Any = 
     assert f"state={started.state}" in started.authorize_url
     pending = w.store.data.pending_connects[started.state]
     verifier = w.services.adapters.secrets.decrypt(pending.verifier["$secret"])
-    return w.services.oauth.complete(started.state, provider.authorize(verifier), None)
+    return asyncio.run(w.services.oauth.complete(started.state, provider.authorize(verifier), None))
 
 
 def test_clients_are_checked_sealed_answered_without_the_secret_and_a_users_own_wins() -> None:
@@ -93,14 +94,14 @@ def test_connect_creates_an_oauth_account_and_its_state_is_single_use() -> None:
     started = w.services.oauth.start(ada, ada.user.id, "github")
     verifier = w.services.adapters.secrets.decrypt(w.store.data.pending_connects[started.state].verifier["$secret"])
     code = provider.authorize(verifier)
-    w.services.oauth.complete(started.state, code, None)
+    asyncio.run(w.services.oauth.complete(started.state, code, None))
     with pytest.raises(BadRequest, match="completed already or expired"):
-        w.services.oauth.complete(started.state, code, None)
+        asyncio.run(w.services.oauth.complete(started.state, code, None))
     with pytest.raises(BadRequest):
-        w.services.oauth.complete("made-up", code, None)
+        asyncio.run(w.services.oauth.complete("made-up", code, None))
     denied = w.services.oauth.start(ada, ada.user.id, "github")
     with pytest.raises(BadRequest, match="access_denied"):
-        w.services.oauth.complete(denied.state, None, "access_denied")
+        asyncio.run(w.services.oauth.complete(denied.state, None, "access_denied"))
 
 
 def test_tokens_are_refreshed_before_a_run_when_they_expire_within_the_margin() -> None:

@@ -7,6 +7,12 @@ one that could not be made or failed on the provider's side (network, timeout, 5
 retried a few times, then raises OAuthUnavailable. The token endpoint is a URL a user may set, so
 the service's URL policy applies to it as to webhooks: its host is resolved once, checked, and
 the request goes to the checked address (no DNS rebinding window). No message quotes a token.
+
+A token request is bounded as a whole, its retries and their pauses included, by
+`HEADWATER_OAUTH_TOKEN_TIMEOUT_S` (adapters/outbound.py): a token endpoint that drips its answer a
+byte at a time is cut off like one that says nothing. The exchange of a connect's code is a
+coroutine (the callback waits for it holding no thread); a refresh is waited for by the worker
+thread of the run or hook that needs it. Each attempt's answer is read up to TOKEN_ANSWER_MAX_BYTES.
 """
 
 from __future__ import annotations
@@ -17,22 +23,23 @@ import hashlib
 import json
 import socket
 import threading
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from httpx_oauth.oauth2 import BaseOAuth2, OAuth2RequestError, OAuth2Token
 
+from headwater.adapters.outbound import read_body, resolve_off_loop
 from headwater.domain.oauth import HEADWATER_PARAMS, TokenSet, param_name, without_params
 from headwater.domain.urls import Refused, allowed_addresses
 from headwater.ports import OAuthEndpoints, OAuthGrantError, OAuthUnavailable
 from headwater.settings import Settings
 
 T = TypeVar("T")
-TIMEOUT_S = 15.0
+TIMEOUT_S = 15.0  # each read of an attempt; the whole request is bounded by the setting
 RETRY_DELAYS_S = (0.25, 1.0)  # then it is the caller's to try again later
+TOKEN_ANSWER_MAX_BYTES = 256 * 1024
 _TRANSIENT_STATUS = {408, 425, 429}
 
 
@@ -62,10 +69,28 @@ class _Client(BaseOAuth2[dict[str, str]]):
         request.extensions["sni_hostname"] = self.sni
         return request, auth
 
+    async def send_request(self, client: httpx.AsyncClient, request: httpx.Request, auth: httpx.Auth | None, *,
+                           exc_class: type[OAuth2RequestError]) -> httpx.Response:
+        """httpx-oauth's, with the answer read up to TOKEN_ANSWER_MAX_BYTES."""
+        try:
+            streamed = await client.send(request, auth=auth, stream=True)
+            try:
+                body = await read_body(streamed, TOKEN_ANSWER_MAX_BYTES)
+            finally:
+                await streamed.aclose()
+        except httpx.HTTPError as e:
+            raise exc_class(str(e)) from e
+        if body is None:
+            raise OAuthUnavailable(f"the token endpoint's answer is over {TOKEN_ANSWER_MAX_BYTES} bytes")
+        response = httpx.Response(streamed.status_code, headers=streamed.headers, content=body, request=request)
+        if not response.is_success:
+            raise exc_class(f"the token endpoint answered {response.status_code}", response)
+        return response
+
 
 class HttpOAuthClient:
     def __init__(self, settings: Settings, resolve: Callable[[str], list[str]] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.settings = settings
         self.resolve = resolve or _resolve
         self.sleep = sleep
@@ -84,24 +109,32 @@ class HttpOAuthClient:
         own = without_params(parts.query, ours)  # the provider's own parameters (e.g. `audience`)
         return url if not own else f"{endpoint}?{own}&{url[len(endpoint) + 1:]}"
 
-    def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
-        return self._call(endpoints, lambda c: c.get_access_token(code, redirect_uri, verifier))
+    async def exchange(self, endpoints: OAuthEndpoints, code: str, redirect_uri: str, verifier: str) -> TokenSet:
+        return await self._call(endpoints, lambda c: c.get_access_token(code, redirect_uri, verifier))
 
     def refresh(self, endpoints: OAuthEndpoints, refresh_token: str) -> TokenSet:
-        return self._call(endpoints, lambda c: c.refresh_token(refresh_token))
+        return _run(self._call(endpoints, lambda c: c.refresh_token(refresh_token)))
 
-    def _call(self, endpoints: OAuthEndpoints, request: Callable[[_Client], Coroutine[Any, Any, OAuth2Token]]
-              ) -> TokenSet:
-        for delay in (*RETRY_DELAYS_S, None):
-            try:
-                return _token_set(_run(request(self._client(endpoints))))
-            except OAuth2RequestError as e:
-                failure = _classify(e)
-            except OAuthUnavailable as e:
-                failure = e
-            if isinstance(failure, OAuthGrantError) or delay is None:
-                raise failure
-            self.sleep(delay)
+    async def _call(self, endpoints: OAuthEndpoints,
+                    request: Callable[[_Client], Coroutine[Any, Any, OAuth2Token]]) -> TokenSet:
+        """The request, retried while it fails for now, all within the token deadline."""
+        deadline_s = self.settings.oauth_token_timeout_s
+        try:
+            async with asyncio.timeout(deadline_s) as deadline:
+                for delay in (*RETRY_DELAYS_S, None):
+                    try:
+                        return _token_set(await request(await resolve_off_loop(self._client, endpoints)))
+                    except OAuth2RequestError as e:
+                        failure = _classify(e)
+                    except OAuthUnavailable as e:
+                        failure = e
+                    if isinstance(failure, OAuthGrantError) or delay is None:
+                        raise failure
+                    await self.sleep(delay)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise OAuthUnavailable(f"the token endpoint did not answer within {deadline_s:g} s") from None
         raise AssertionError("unreachable")
 
     def _client(self, endpoints: OAuthEndpoints) -> _Client:

@@ -1,5 +1,10 @@
 """Fetching component code from a URL, within a size and time limit, never from a refused address.
 
+The time limit (`HEADWATER_URL_FETCH_TIMEOUT_S`) bounds the whole exchange, from connecting to the
+last byte of the body: it runs on the adapter's own event loop under one deadline
+(adapters/outbound.py), so a server that drips its answer a byte at a time is cut off like one
+that says nothing.
+
 The host is resolved once, every address it resolves to is checked by the URL policy
 (`domain.urls`), and the request goes to the checked address with the original Host header and
 TLS server name: a DNS answer that changes between the check and the connection (rebinding) cannot
@@ -9,11 +14,13 @@ as a 422 rather than reaching the HTTP client.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from headwater.adapters.outbound import OutboundLoop, read_body
 from headwater.domain.errors import Invalid
 from headwater.domain.urls import Refused, allowed_addresses, check_http_url
 from headwater.settings import Settings
@@ -27,6 +34,7 @@ def resolve(host: str) -> list[str]:
 class HttpUrlFetcher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.outbound = OutboundLoop()
 
     def _refuse(self, url: str, problem: str) -> Invalid:
         return Invalid(f"Could not fetch component_url {url}: {problem}.", {"component_url": [problem]})
@@ -50,24 +58,29 @@ class HttpUrlFetcher:
         netloc = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
         target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
         host_header = host if parts.port is None else f"{host}:{parts.port}"
-        limit = self.settings.url_fetch_max_bytes
+        timeout_s = self.settings.url_fetch_timeout_s
         try:
-            with httpx.Client(timeout=self.settings.url_fetch_timeout_s, follow_redirects=False,
-                              trust_env=False) as client, \
-                    client.stream("GET", target, headers={"host": host_header},
-                                  extensions={"sni_hostname": host}) as response:
-                if response.status_code != 200:
-                    raise self._refuse(url, f"the server answered {response.status_code}")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > limit:
-                        raise self._refuse(url, f"the code is over {limit} bytes")
-        except httpx.TimeoutException:
-            raise self._refuse(url, f"no answer within {self.settings.url_fetch_timeout_s:g} s") from None
+            status, body = self.outbound.run(self._get(target, host_header, host), timeout_s)
+        except (TimeoutError, httpx.TimeoutException):
+            raise self._refuse(url, f"no answer within {timeout_s:g} s") from None
         except httpx.HTTPError as e:
             raise self._refuse(url, f"the connection failed ({type(e).__name__})") from None
+        if status != 200:
+            raise self._refuse(url, f"the server answered {status}")
+        if body is None:
+            raise self._refuse(url, f"the code is over {self.settings.url_fetch_max_bytes} bytes")
         try:
             return body.decode()
         except UnicodeDecodeError:
             raise self._refuse(url, "the body is not UTF-8 text") from None
+
+    async def _get(self, target: str, host_header: str, host: str) -> tuple[int, bytes | None]:
+        """The status and, for a 200, the body (None when over the size limit), by the deadline."""
+        async with asyncio.timeout(self.settings.url_fetch_timeout_s), \
+                httpx.AsyncClient(timeout=self.settings.url_fetch_timeout_s, follow_redirects=False,
+                                  trust_env=False) as client, \
+                client.stream("GET", target, headers={"host": host_header},
+                              extensions={"sni_hostname": host}) as response:
+            if response.status_code != 200:
+                return response.status_code, b""
+            return 200, await read_body(response, self.settings.url_fetch_max_bytes)

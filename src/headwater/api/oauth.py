@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from fastapi import Query, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -19,8 +19,11 @@ from headwater.api.deps import PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 from headwater.api.schemas import Data, Shape, answers
+from headwater.bootstrap import Services
 from headwater.domain.errors import HeadwaterError
 from headwater.domain.oauth import CONNECT_TTL_S
+from headwater.services.oauth import EXCHANGES_PER_TENANT
+from headwater.services.tenant_slots import TenantBusy
 
 router = Router(tags=["oauth"])
 
@@ -125,15 +128,24 @@ _HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
             responses={200: {"description": "The account is connected.", **_HTML},
                        400: {"description": "Unknown, used or expired state, or the provider refused.", **_HTML},
                        422: {"description": "The provider refused the authorization code.", **_HTML},
-                       503: {"description": "The provider's token endpoint failed.", **_HTML}})
-def callback(svc: ServicesDep, state: str = Query(""), code: str | None = Query(None),
-             error: str | None = Query(None)) -> HTMLResponse:
-    """Where the provider sends the browser back (no API key: the `state` says whose connect it is)."""
+                       503: {"description": "The provider's token endpoint failed or did not answer in time "
+                             "(start the connect again), or too many connects of the same user or org were under "
+                             f"way ({EXCHANGES_PER_TENANT} at once; with `Retry-After`: the same callback may be "
+                             "sent again).", **_HTML}})
+async def callback(request: Request, state: str = Query(""), code: str | None = Query(None),
+                   error: str | None = Query(None)) -> HTMLResponse:
+    """Where the provider sends the browser back (no API key: the `state` says whose connect it is).
+    The code exchange is bounded as a whole (`HEADWATER_OAUTH_TOKEN_TIMEOUT_S`) and waits holding
+    no request thread; at most a few of one user's or org's are under way at once."""
+    svc: Services = request.app.state.services
+    headers = {"Cache-Control": "no-store"}
     try:
-        account = svc.oauth.complete(state, code, error)
+        account = await svc.oauth.complete(state, code, error)
     except HeadwaterError as e:
+        if isinstance(e, TenantBusy):
+            headers["Retry-After"] = str(e.retry_after)
         page = _PAGE.format(title="the account was not connected", text=html.escape(e.message))
-        return HTMLResponse(page, status_code=e.status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(page, status_code=e.status, headers=headers)
     text = (f"The {html.escape(account.app)} account {html.escape(account.name)} ({account.id}) is connected. "
             "You can close this window.")
-    return HTMLResponse(_PAGE.format(title="account connected", text=text), headers={"Cache-Control": "no-store"})
+    return HTMLResponse(_PAGE.format(title="account connected", text=text), headers=headers)

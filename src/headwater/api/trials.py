@@ -7,10 +7,11 @@ from typing import Any
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from headwater.api.deps import PrincipalDep, ServicesDep
+from headwater.api.deps import EventsJSON, PrincipalDep, ServicesDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
 from headwater.api.schemas import Data, Shape, answers
+from headwater.domain.trial_answer import FILL_ORDER, MAX_BYTES, MAX_EMITS, MAX_ERROR_TEXT, MAX_LOGS
 from headwater.services.trials import TrialRequest
 
 router = Router(tags=["components"])
@@ -43,6 +44,13 @@ class RunEmit(Shape):
     metadata: dict[str, Any] = Field(description="What `$emit` was given: `id`, `name`, `summary`, `ts`...")
 
 
+class RunTruncated(Shape):
+    message: str = Field(description="What the answer carries of what the run did, as a sentence.")
+    emits: int = Field(description="How many `$emit` calls the run made (`emits` has the first of them).")
+    logs: int = Field(description="How many log lines the run wrote (`logs` has the first of them).")
+    fields: list[str] = Field(description="Fields answered as null because they did not fit.")
+
+
 class RunOutcome(Shape):
     type: str = Field(description="`source` or `action`.")
     name: str
@@ -59,16 +67,28 @@ class RunOutcome(Shape):
     exports: dict[str, Any] | None = Field(None, description="Actions: `$.export`s, `$summary` included.")
     sends: list[dict[str, Any]] | None = Field(None, description="Actions: `$.send.*` calls (none is sent).")
     flow_exit: dict[str, Any] | None = Field(None, description="Actions: `$.flow.exit(reason)`.")
+    truncated: RunTruncated | None = Field(description="What was cut to keep the answer within its bounds (null: "
+                                           "nothing).")
 
 
-@router.post("/components/run", response_model=None,
+RUN_DESCRIPTION = f"""Runs the code once, sandboxed like any run and counted against the caller's daily quota
+(an invocation, and the compute of loading the code and running it: 429 past it), and answers what
+it did. Nothing is stored (no component, source, event or state) but the usage. A run that throws
+still answers 200, with `error`; code that does not load, or props that do not fit, answer 422.
+
+The answer is bounded whatever the run does: at most {MAX_EMITS:,} emits, {MAX_LOGS:,} log lines
+and {MAX_BYTES // 1024 // 1024} MB of JSON, `error`'s message and stack cut to {MAX_ERROR_TEXT // 1024} KB each. Past
+them it still answers 200, with the first emits and log lines that fit and `truncated` saying what was cut:
+how many emits and log lines the run made, and the fields answered as null (the fields are filled
+in the order {", ".join(f"`{name}`" for name in FILL_ORDER)}, then the emits, then the log lines;
+one that does not fit in what is left is null)."""
+
+
+@router.post("/components/run", response_class=EventsJSON, description=RUN_DESCRIPTION,
              responses={**answers(Data[RunOutcome]), **error_responses(422, 429, 503)})
 def run_component(body: RunBody, svc: ServicesDep, caller: PrincipalDep,
-                  org_id: str | None = Query(None)) -> dict[str, Any]:
-    """Runs the code once, sandboxed like any run and counted against the caller's daily quota (an
-    invocation, and the compute of loading the code and running it: 429 past it), and answers what
-    it did. Nothing is stored (no component, source, event or state) but the usage. A
-    run that throws still answers 200, with `error`; code that does not load, or props that do not
-    fit, answer 422."""
+                  org_id: str | None = Query(None)) -> EventsJSON:
+    """Documented by RUN_DESCRIPTION. The answer is encoded here, on the worker thread, not on the
+    event loop: its size is the run's."""
     request = TrialRequest(body.component_code, body.event, body.configured_props, body.db, body.component_file)
-    return {"data": svc.trials.run(caller, request, org_id or body.org_id)}
+    return EventsJSON({"data": svc.trials.run(caller, request, org_id or body.org_id)})

@@ -64,6 +64,8 @@ def outcome_lines(data: dict[str, Any]) -> list[str]:
     if data.get("response"):
         response = data["response"]
         lines.append(f"respond {response.get('status')} {response.get('body') or ''}".rstrip())
+    if data.get("truncated"):
+        lines.append(f"cut     {data['truncated']['message']}")
     return lines
 
 

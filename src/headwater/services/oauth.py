@@ -22,6 +22,7 @@ fails with ACCOUNT_REFRESH_FAILED without marking the account. Connecting again 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import secrets as random
@@ -58,11 +59,15 @@ from headwater.ports import (
 )
 from headwater.services.connected_accounts import AccountUnusable, ConnectedAccounts, RefreshUnderWay
 from headwater.services.runs import Runs
+from headwater.services.tenant_slots import TenantSlots
 from headwater.settings import Settings
 
 ACCOUNT_REFRESH_FAILED = "ACCOUNT_REFRESH_FAILED"
 CALLBACK_PATH = "/v1/oauth/callback"
 LEASE_S = 90.0  # longer than the adapter's attempts (15 s each, three) and their pauses
+# A tenant's (the connect owner's) code exchanges in flight at once; more wait up to EXCHANGE_WAIT_S.
+EXCHANGES_PER_TENANT = 4
+EXCHANGE_WAIT_S = 10.0
 _STATE = re.compile(r"[A-Za-z0-9_-]{16,128}")  # what `start` makes (token_urlsafe), with room
 
 
@@ -91,6 +96,7 @@ class OAuthConnections:
         self.secrets = secrets
         self.settings = settings
         self.clock = clock
+        self.exchanges = TenantSlots(EXCHANGES_PER_TENANT, EXCHANGE_WAIT_S, "OAuth connects")
         # Told of an account marked needs_reconnect and of the source whose run found it out, if any
         # (the composition root puts the `$errors` events; that run's failure is that source's).
         self.on_needs_reconnect: Callable[[ConnectedAccount, str, str | None], None] = \
@@ -176,34 +182,58 @@ class OAuthConnections:
             uow.commit()
         return Started(url, state, expires_at, self.redirect_uri)
 
-    def complete(self, state: str, code: str | None, error: str | None) -> ConnectedAccount:
+    async def complete(self, state: str, code: str | None, error: str | None) -> ConnectedAccount:
         """The redirect back from the provider: the connect's state is taken (once), the code
-        exchanged, and the account created, or renewed for a reconnect."""
+        exchanged, and the account created, or renewed for a reconnect.
+
+        A coroutine: the code exchange is awaited holding no thread, and the store's calls around
+        it are made on worker threads, briefly. The exchange takes a turn of the connect's owner
+        (TenantSlots: EXCHANGES_PER_TENANT at once), so a tenant's slow token endpoint delays only
+        its own connects; a callback that gets no turn in time is refused (503, Retry-After)
+        before its state is taken, and can be sent again."""
         unknown = BadRequest("This connect is unknown, was completed already or expired: start it again.")
         if not _STATE.fullmatch(state or ""):  # checked before any store read (DynamoDB's key bounds)
             raise unknown
-        with self.uow(readonly=True) as uow:
-            pending = uow.pending_connects.get(state)
+        pending = await asyncio.to_thread(self._pending, state)
         if pending is None:
             raise unknown
+        if error or not code:
+            await asyncio.to_thread(self._take, state, unknown)
+            raise BadRequest(f"The provider did not authorize the connect ({(error or 'no code')[:100]}).")
+        async with self.exchanges.hold(pending.owner):
+            endpoints, verifier = await asyncio.to_thread(self._taken, pending, unknown)
+            try:
+                tokens = await self.client.exchange(endpoints, code, pending.redirect_uri, verifier)
+            except OAuthGrantError as e:
+                raise Invalid(f"The provider refused the authorization code: {e}") from None
+            except OAuthUnavailable as e:
+                raise ProviderUnavailable(f"The provider's token endpoint failed: {e}. Start the connect again.") \
+                    from None
+            return await asyncio.to_thread(self._connected, pending, tokens)
+
+    def _pending(self, state: str) -> PendingConnect | None:
+        with self.uow(readonly=True) as uow:
+            return uow.pending_connects.get(state)
+
+    def _take(self, state: str, unknown: BadRequest) -> None:
+        """The connect's state, spent: taken once, by whoever gets here first."""
         try:
             with self.uow() as uow:
                 uow.pending_connects.take(state)
                 uow.commit()
         except Conflict:
             raise unknown from None
-        if error or not code:
-            raise BadRequest(f"The provider did not authorize the connect ({(error or 'no code')[:100]}).")
+
+    def _taken(self, pending: PendingConnect, unknown: BadRequest) -> tuple[OAuthEndpoints, str]:
+        """The state taken, and what the code exchange needs: the app's client and the verifier."""
+        self._take(pending.state, unknown)
         client = self.client_for(pending.owner, pending.app)
         if client is None:
             raise Invalid(f"App {pending.app} no longer has an OAuth client.")
-        verifier = self.secrets.decrypt(pending.verifier[model.SEALED])
-        try:
-            tokens = self.client.exchange(self._endpoints(client), code, pending.redirect_uri, verifier)
-        except OAuthGrantError as e:
-            raise Invalid(f"The provider refused the authorization code: {e}") from None
-        except OAuthUnavailable as e:
-            raise ProviderUnavailable(f"The provider's token endpoint failed: {e}. Start the connect again.") from None
+        return self._endpoints(client), self.secrets.decrypt(pending.verifier[model.SEALED])
+
+    def _connected(self, pending: PendingConnect, tokens: TokenSet) -> ConnectedAccount:
+        """The account the exchanged tokens make: a new one, or the reconnected one renewed."""
         if pending.account_id:
             return self._renew(pending.account_id, tokens)
         now = int(self.clock())

@@ -18,6 +18,7 @@ from headwater.domain.errors import HeadwaterError, Invalid
 from headwater.domain.models import ComponentDefinition, Principal
 from headwater.domain.props import validate
 from headwater.domain.runs import RunResult, apply_db
+from headwater.domain.trial_answer import MAX_EMITS, MAX_LOGS, bounded
 from headwater.ports import Bundle, Instance, Runner, RunnerError
 from headwater.services.clock import now_s
 from headwater.services.components import Components, check_file_name
@@ -103,13 +104,14 @@ class Trials:
 
     def answer(self, definition: ComponentDefinition, event: Any, db: dict[str, Any],
                result: RunResult) -> dict[str, Any]:
+        """What the run did, within the answer's bounds (domain/trial_answer.py)."""
         after, too_large = apply_db(db, result.db_writes, self.settings.db_max_bytes)
         data: dict[str, Any] = {
             "type": definition.type,
             "name": definition.name,
             "event": event,
-            "emits": [{"event": e.event, "metadata": e.meta} for e in result.emits],
-            "logs": result.logs,
+            "emits": [{"event": e.event, "metadata": e.meta} for e in result.emits[:MAX_EMITS]],
+            "logs": result.logs[:MAX_LOGS],
             "db_writes": result.db_writes,
             "db": after,
             "response": result.response,
@@ -121,4 +123,4 @@ class Trials:
         if definition.type == "action":
             data.update({"return_value": result.return_value, "exports": result.exports, "sends": result.sends,
                          "flow_exit": result.flow_exit})
-        return data
+        return bounded(data, len(result.emits), len(result.logs))
