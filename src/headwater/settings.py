@@ -120,6 +120,9 @@ class Settings:
     # The task workers one tenant's work (its sources, workflows, webhooks) may hold at once; its
     # further work waits, holding none, while other tenants' goes (0: a quarter of them, at least 1).
     tenant_task_workers: int = field(default_factory=lambda: _count("TENANT_TASK_WORKERS", 0))
+    # An API key's requests in flight at once in one serving process (api/tenant_share.py): more wait
+    # their turn holding no thread, then 429. 0: no share.
+    tenant_requests: int = field(default_factory=lambda: _count("TENANT_REQUESTS", 8))
     # Background work (runs nobody waits on, fan-out, deliveries) yields to incoming requests for at
     # most this long: a burst is answered at full speed and its runs catch up after (0: never yield).
     background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))

@@ -35,6 +35,7 @@ from headwater.api import (
 from headwater.api.endpoint_origin import EndpointOrigin
 from headwater.api.ingest import IngestApp
 from headwater.api.middleware import ContainFaults, RequestGuard
+from headwater.api.tenant_share import TenantShare
 from headwater.bootstrap import Services
 from headwater.metrics import MetricsMiddleware
 
@@ -87,6 +88,7 @@ def create_api(services: Services, routers: list[APIRouter] | None = None, site:
         docs.install(app)
     for router in V1_ROUTERS if routers is None else routers:
         app.include_router(router, prefix="/v1")
+    app.add_middleware(TenantShare, per_tenant=services.settings.tenant_requests)
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
     _finish_openapi(app)
     return app
@@ -154,7 +156,7 @@ def _document_errors(schema: dict[str, Any]) -> None:
             if not path.startswith("/v1/"):
                 continue
             writes = method in ("post", "put", "patch")
-            statuses = {401}
+            statuses = {401, 429}  # 429: the key's share of requests in flight (api/tenant_share.py)
             if writes or any(p["name"] not in _FREE_TEXT for p in params):
                 statuses.add(400)
             if any(p["in"] == "path" for p in params):

@@ -21,10 +21,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 async def send_error(send: Send, status: int, message: str, request_id: str | None = None,
-                     details: dict[str, list[str]] | None = None) -> None:
+                     details: dict[str, list[str]] | None = None,
+                     extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """An error body (DECISIONS) sent from below FastAPI, where its exception handlers do not reach."""
     body = json.dumps({"error": message, **({"details": details} if details else {})}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *(extra_headers or [])]
     if request_id:
         headers.append((b"x-request-id", request_id.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
