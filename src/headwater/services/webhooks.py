@@ -57,7 +57,6 @@ _MAX_ATTEMPTS = 20
 SLOW_MS = 1000  # an attempt slower than this (or failed) leaves the webhook's next ones to the queue...
 SLOW_FOR_S = 300.0  # ...for this long, in this process
 _LEFT = "left to the queue"
-SIDE_BY_SIDE = 8  # a commit's first attempts made at once
 
 
 class Webhooks:
@@ -70,7 +69,6 @@ class Webhooks:
         self.secrets = secrets
         self.schedule = parse_schedule(settings.webhook_retry_schedule)
         self._slow: TtlCache[str, bool] = TtlCache(SLOW_FOR_S)
-        self._side_by_side = ThreadPoolExecutor(SIDE_BY_SIDE, thread_name_prefix="webhook-attempt")
 
     # the resource
 
@@ -150,7 +148,10 @@ class Webhooks:
                     for delivery_id in command.delivery_ids]
         if len(attempts) == 1:
             return [self._attempt(attempts[0], at_once)]
-        return list(self._side_by_side.map(lambda attempt: self._attempt(attempt, at_once), attempts))
+        # threads of this call's own (a commit has at most INLINE_DELIVERIES): a pool shared by every
+        # tenant's commits would let one tenant's slow receivers hold up another's attempts
+        with ThreadPoolExecutor(len(attempts), thread_name_prefix="webhook-attempt") as pool:
+            return list(pool.map(lambda attempt: self._attempt(attempt, at_once), attempts))
 
     def deliver_now(self, tasks: list[Task], _: object = None) -> list[str | None] | None:
         """The handler's `now` form, for attempts made by the process that committed them (on AWS,
