@@ -131,17 +131,22 @@ def secret_key() -> str:
     return "sk-" + uuid.uuid4().hex
 
 
+def workflow_from_expression(who: Member) -> tuple[str, str]:
+    """A workflow triggered by an HTTP source whose step's app prop is the trigger event's `acct`:
+    (its id, the source's endpoint)."""
+    source_id, url = deploy(who.api, EMITTER)
+    r = who.api.post("/workflows", json={"name": "w" + tag(), "trigger": source_id, "steps": [
+        {"name": "leak", "component_code": LEAK_STEP % {"tag": tag()},
+         "props": {"keyed": "{{steps.trigger.event.acct}}"}}]})
+    assert r.status_code == 200, r.text
+    return str(r.json()["data"]["id"]), url
+
+
 def test_a_workflow_step_whose_app_prop_is_an_expression_cannot_reach_another_users_account(server: Server) -> None:
     victim, attacker = member(server), member(server)
     key = secret_key()
     victims = account(victim, key)
-    source_id, url = deploy(attacker.api, EMITTER)
-    r = attacker.api.post("/workflows", json={"name": "w" + tag(), "trigger": source_id, "steps": [
-        {"name": "leak", "component_code": LEAK_STEP % {"tag": tag()},
-         "props": {"keyed": "{{steps.trigger.event.acct}}"}}]})
-    assert r.status_code == 200, r.text
-    workflow_id = r.json()["data"]["id"]
-
+    workflow_id, url = workflow_from_expression(attacker)
     assert httpx.post(url, json={"acct": {"authProvisionId": victims}}).status_code == 200
     [outcome] = wait_for_outcome(attacker.api, workflow_id)
     assert key[-8:] not in str(outcome), "another user's key reached the attacker's workflow step"
@@ -165,13 +170,9 @@ def test_a_workflow_step_resolves_its_own_namespaces_account_from_an_expression(
     owner = member(server)
     key = secret_key()
     own = account(owner, key)
-    source_id, url = deploy(owner.api, EMITTER)
-    r = owner.api.post("/workflows", json={"name": "w" + tag(), "trigger": source_id, "steps": [
-        {"name": "leak", "component_code": LEAK_STEP % {"tag": tag()},
-         "props": {"keyed": "{{steps.trigger.event.acct}}"}}]})
-    assert r.status_code == 200, r.text
+    workflow_id, url = workflow_from_expression(owner)
     assert httpx.post(url, json={"acct": {"authProvisionId": own}}).status_code == 200
-    [emitted] = wait_for(owner.api, r.json()["data"]["id"])
+    [emitted] = wait_for(owner.api, workflow_id)
     assert emitted["event"]["raw_event"] == {"tail": key[-8:]}
 
 

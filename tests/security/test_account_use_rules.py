@@ -87,14 +87,19 @@ def test_the_rule_an_orgs_account_for_what_runs_in_it_a_personal_one_for_what_it
     assert not may_use(personal, AccountUse("u_eve", "u_ada"), in_acme)
 
 
+def with_own_credentials(w: World, who: Principal, hooks: list[str]) -> Any:
+    """A source of `who`'s whose app prop holds credentials given inline."""
+    return w.services.sources.create(who, SourceRequest(
+        component_code=component_code(configurable_props=[*HTTP, SLACK], hooks=hooks),
+        configured_props={"slack": {"$auth": {"api_key": "their own"}}}), None)
+
+
 def test_a_reference_planted_in_a_sources_props_gives_its_runs_and_hooks_nothing() -> None:
     w = world()
     seen = handed(w)
     ada, eve = person(w, "ada"), person(w, "eve")
     adas = connect(w, ada)
-    source = w.services.sources.create(eve, SourceRequest(
-        component_code=component_code(configurable_props=[*HTTP, SLACK], hooks=["activate", "deactivate"]),
-        configured_props={"slack": {"$auth": {"api_key": "eve's own"}}}), None)
+    source = with_own_credentials(w, eve, ["activate", "deactivate"])
     seen.clear()
     plant(w, source.id, configured_props={**source.configured_props, "slack": {"authProvisionId": adas.id}})
 
@@ -114,9 +119,7 @@ def test_an_update_that_keeps_a_planted_reference_does_not_hand_it_over() -> Non
     seen = handed(w)
     ada, eve = person(w, "ada"), person(w, "eve")
     adas = connect(w, ada)
-    source = w.services.sources.create(eve, SourceRequest(
-        component_code=component_code(configurable_props=[*HTTP, SLACK], hooks=["activate"]),
-        configured_props={"slack": {"$auth": {"api_key": "eve's own"}}}), None)
+    source = with_own_credentials(w, eve, ["activate"])
     plant(w, source.id, configured_props={**source.configured_props, "slack": {"authProvisionId": adas.id}},
           account_grants={"slack": {"account": adas.id, "by": eve.user.id}})
     seen.clear()

@@ -9,8 +9,6 @@ refreshed by another gives its batch back to the queue rather than wait holding 
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from headwater.domain import connected_accounts as model
 from headwater.domain import ids
 from headwater.domain.connected_accounts import ConnectedAccount
 from tests.conftest import Server, User, client_for, new_user, running_server
+from tests.security.drip import BODY, dripping
 
 WORKERS = 8
 SHARE = WORKERS // 4  # the default share of one tenant
@@ -48,61 +47,6 @@ ANSWERING = """export default {
   },
 };
 """
-
-
-class DrippingTokenEndpoint:
-    """A token endpoint that answers 200 and then one byte of its body every 2 s, until stopped:
-    no read ever times out, and the refresh never ends. Counts the requests open at once."""
-
-    def __init__(self) -> None:
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-        self.open = 0
-        self.most_open = 0
-        self.requests = 0
-        endpoint = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                with endpoint.lock:
-                    endpoint.open += 1
-                    endpoint.requests += 1
-                    endpoint.most_open = max(endpoint.most_open, endpoint.open)
-                try:
-                    self.send_response(200)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", "1000000")
-                    self.end_headers()
-                    self.wfile.flush()
-                    while not endpoint.stopping.wait(2.0):
-                        self.wfile.write(b" ")
-                        self.wfile.flush()
-                except OSError:
-                    pass  # the client gave up
-                finally:
-                    with endpoint.lock:
-                        endpoint.open -= 1
-                self.close_connection = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> DrippingTokenEndpoint:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -157,11 +101,11 @@ def wait_for(check: Any, what: str, timeout: float = 60.0) -> None:
 def test_one_tenants_stuck_refreshes_leave_another_tenants_run_as_fast_as_idle(service: Server) -> None:
     a: User = new_user(service, tier="paid")
     b: User = new_user(service, tier="paid")
-    with DrippingTokenEndpoint() as endpoint, client_for(service, a.api_key) as api_a, \
+    with dripping(BODY, 2.0) as endpoint, client_for(service, a.api_key) as api_a, \
             client_for(service, b.api_key) as api_b:
         client = api_a.put(f"/oauth/clients/{APP}", json={
-            "client_id": "slow", "client_secret": "slow-secret", "authorize_url": endpoint.url + "/authorize",
-            "token_url": endpoint.url + "/token"})
+            "client_id": "slow", "client_secret": "slow-secret",
+            "authorize_url": endpoint.url.replace("/token", "/authorize"), "token_url": endpoint.url})
         assert client.status_code == 200, client.text
         accounts = expired_oauth_accounts(service.data_dir, a.id, ACCOUNTS)
         slow = [deploy(api_a, SLOW_SOURCE, f"slow-{i}", {"idp": {"authProvisionId": accounts[i % ACCOUNTS]}})
