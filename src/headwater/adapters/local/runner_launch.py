@@ -135,7 +135,7 @@ def cgroups_for(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | Non
     if sandbox is None:
         return None
     try:
-        return CgroupRoot.create()
+        return CgroupRoot.create(settings.data_dir / "run")
     except CgroupUnavailable as e:
         log.warning("runner processes run without a cgroup (%s): their memory and threads are bounded only "
                     "per worker by V8, not per process by the kernel, and work left after a run is not frozen", e)
