@@ -113,8 +113,11 @@ class Launcher:
         try:
             # Started from one long-lived thread: the kernel's parent-death signal follows the
             # thread that forked, and a request's worker thread may end while the runner lives on.
+            # In a session of its own: a signal to the service's process group (a service manager
+            # stopping it, Ctrl-C) is the service's to act on; it ends its runners itself, thawed.
             proc = _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, cwd=cwd, env=popen_env, preexec_fn=prepare).result()
+                                   stderr=subprocess.PIPE, cwd=cwd, env=popen_env, preexec_fn=prepare,
+                                   start_new_session=True).result()
         except OSError:
             self.stopped(name, cgroup)
             raise
