@@ -39,6 +39,7 @@ class Server:
     port: int
     env: dict[str, str]
     process: subprocess.Popen | None = None
+    own_process_group: bool = False  # started as a service manager would: a group of its own to signal
 
     def cli(self, *args: str, check: bool = True) -> dict:
         """Runs `headwater <args> --data-dir D --json` and returns its JSON output."""
@@ -52,7 +53,8 @@ class Server:
 
     def start(self) -> None:
         log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen([*HEADWATER, "serve"], env=self.env, stdout=log, stderr=log)
+        self.process = subprocess.Popen([*HEADWATER, "serve"], env=self.env, stdout=log, stderr=log,
+                                        process_group=0 if self.own_process_group else None)
         deadline = time.monotonic() + 180  # a server starting beside a busy suite on 2 cores
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

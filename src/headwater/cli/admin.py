@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ import click
 from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
+from headwater.cli.stopping import STOP_SIGNALS, Stopped, exit_like, stop_on_signals
 from headwater.services.publish_cache import PublishCache, publisher_version
 from headwater.services.registry import PublishResult
 from headwater.settings import Settings
@@ -86,25 +88,39 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     settings = settings_for(data_dir)
     settings.host = host or settings.host
     settings.port = port or settings.port
+    stopped_by: Stopped | None = None
     if settings.backend == "aws-emulated":
         from headwater.emulated.server import serve as serve_emulated
 
-        serve_emulated(settings, log_level)
+        with stop_on_signals():
+            try:
+                serve_emulated(settings, log_level)
+            except Stopped as e:
+                stopped_by = e
+        exit_like(stopped_by)
         return
-    services = bootstrap(settings)
-    services.start()
-    app = create_app(services)
-    publish_shipped_registry(services)
-    quiet_garbage_collector()
-    try:
-        # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
-        # uvicorn's requests (docs/performance.md). Open streams (SSE) would hold a graceful shutdown
-        # forever: they get a few seconds, then end.
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
-                    timeout_graceful_shutdown=3)
-    finally:
-        services.close()
-
+    services: Services | None = None
+    with stop_on_signals():
+        try:
+            services = bootstrap(settings)
+            services.start()
+            app = create_app(services)
+            publish_shipped_registry(services)
+            quiet_garbage_collector()
+            # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
+            # uvicorn's requests (docs/performance.md). Open streams (SSE) would hold a graceful shutdown
+            # forever: they get a few seconds, then end. It raises the signal that stopped it once
+            # it has, so that Stopped comes out of it.
+            uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
+                        timeout_graceful_shutdown=3)
+        except Stopped as e:
+            stopped_by = e
+        finally:
+            for sig in STOP_SIGNALS:  # the runners are ended whole, even if the signal comes again
+                signal.signal(sig, signal.SIG_IGN)
+            if services is not None:
+                services.close()
+    exit_like(stopped_by)
 
 
 def quiet_garbage_collector() -> None:

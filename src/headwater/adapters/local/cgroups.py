@@ -4,8 +4,12 @@ V8's heap limits cover only the JavaScript heap of each worker thread: Buffers, 
 threads and /tmp (a tmpfs, charged to the writer) are outside them. A cgroup counts all of it:
 `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, so swap is no way around it) makes
 the kernel kill the runner that goes past its cap, and `pids.max` bounds its threads. The cgroups
-live under the service's own cgroup, in a `headwater-<pid>` directory per service process; those
-of services that died are removed at the next start. cgroup v1 (memory, pids, cpu controllers).
+live under the service's own cgroup, in a `headwater-<pid>-<random>` subtree per service process,
+which that process claims in its data directory (`run/cgroup-<subtree>.lock`, locked with flock as
+long as it lives). It ends its runners and removes its subtree when it stops; a process killed
+outright cannot, so each start ends and removes the subtrees of this data directory whose claim
+no process holds (never a live sibling's, nor another data directory's). cgroup v1 (memory,
+pids, cpu controllers).
 
 Two more controllers let the service judge a runner from outside, whatever it says of itself:
 `cpuacct` measures the CPU its process tree used (billed to the account), and `freezer` stops
@@ -16,9 +20,13 @@ the run's limit, even if the runner said the run had ended).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import secrets
 import signal
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 log = logging.getLogger("headwater.runner")
@@ -26,6 +34,8 @@ log = logging.getLogger("headwater.runner")
 MOUNT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
 OPTIONAL = frozenset({"cpu", "cpuacct", "freezer"})  # without them: no fair share, no CPU bill, no freeze
+END_TIMEOUT_S = 10.0  # how long ending a cgroup's processes may take before it is left for the next start
+_POLL_S = 0.02
 
 
 class CgroupUnavailable(RuntimeError):
@@ -122,33 +132,69 @@ class RunnerCgroup:
                 directory.rmdir()
 
 
-class CgroupRoot:
-    """This service's directory in each controller, parent of the runners' cgroups."""
+class Claim:
+    """A service process's claim on its cgroup subtree: a file in the data directory's `run/`
+    that names the subtree's directories, locked (flock) as long as the process lives. The kernel
+    drops the lock when the process dies, however it dies: an unlocked claim is a leftover."""
 
-    def __init__(self, dirs: dict[str, Path]) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def record(self, directory: Path) -> None:
+        """Called before `directory` is made, so a process killed at any point left no cgroup unnamed."""
+        os.write(self._fd, f"{directory}\n".encode())
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+class CgroupRoot:
+    """This service process's directory in each controller, parent of the runners' cgroups."""
+
+    def __init__(self, dirs: dict[str, Path], claim: Claim | None = None) -> None:
         self.dirs = dirs
+        self.claim = claim
         self._count = 0
 
     @classmethod
-    def create(cls, mount: Path = MOUNT) -> CgroupRoot:
-        dirs: dict[str, Path] = {}
+    def create(cls, run_dir: Path, mount: Path = MOUNT) -> CgroupRoot:
+        """Reclaims what service processes of this data directory (`run_dir` is its `run/`) left,
+        then makes and claims this process's subtree."""
+        parents: dict[str, Path] = {}
         for controller in CONTROLLERS:
             try:
-                parent = mount / controller / _own_path(controller).lstrip("/")
+                parents[controller] = mount / controller / _own_path(controller).lstrip("/")
             except (OSError, CgroupUnavailable):
                 if controller in OPTIONAL:
                     continue  # memory and pids are the limits; the others make it fairer
                 raise CgroupUnavailable(f"no cgroup v1 {controller} controller under {mount}") from None
-            _sweep_stale(parent)
-            directory = parent / f"headwater-{os.getpid()}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        name = f"headwater-{os.getpid()}-{secrets.token_hex(4)}"
+        # One process at a time reclaims and claims: a sibling's claim is never seen half made.
+        with _locked(run_dir / "cgroups.lock"):
+            reclaim(run_dir, mount)
+            claim = Claim(run_dir / f"cgroup-{name}.lock")
+        dirs: dict[str, Path] = {}
+        for controller, parent in parents.items():
+            directory = parent / name
+            claim.record(directory)
             try:
-                directory.mkdir(exist_ok=True)
+                directory.mkdir()
             except OSError as e:
                 if controller in OPTIONAL:
                     continue
+                claim.release()
+                for made in dirs.values():
+                    with contextlib.suppress(OSError):
+                        made.rmdir()
                 raise CgroupUnavailable(f"cannot create {directory}: {e.strerror}") from None
             dirs[controller] = directory
-        return cls(dirs)
+        return cls(dirs, claim)
 
     def runner(self, memory_mb: int, max_tasks: int) -> RunnerCgroup:
         """A fresh cgroup for one runner process (fresh, so its OOM count starts at zero)."""
@@ -165,29 +211,76 @@ class CgroupRoot:
         _write(dirs["pids"] / "pids.max", str(max_tasks))
         return RunnerCgroup(dirs)
 
-    def close(self) -> None:
-        for directory in self.dirs.values():
-            for child in directory.glob("runner-*"):
-                with contextlib.suppress(OSError):
-                    child.rmdir()
+    def close(self, timeout_s: float = END_TIMEOUT_S) -> None:
+        """Ends whatever is still in the runners' cgroups (frozen or not) and removes them and this
+        process's directories; its claim goes with them (or stays, for the next start, if
+        something could not be ended in time)."""
+        if end_cgroups(self.dirs.values(), timeout_s) and self.claim is not None:
+            self.claim.release()
+
+
+def end_cgroups(subtrees: Iterable[Path], timeout_s: float = END_TIMEOUT_S) -> bool:
+    """Kills every process in the subtrees' cgroups and removes them, runners' cgroups first.
+    A frozen process acts on no signal, SIGKILL included, until thawed: each round signals, then
+    thaws, then removes what emptied, until all are gone or `timeout_s` passed (False then)."""
+    subtrees = list(subtrees)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cgroups = [child for d in subtrees if d.is_dir() for child in d.iterdir()
+                   if child.is_dir() and child.name.startswith("runner-")] + [d for d in subtrees if d.is_dir()]
+        if not cgroups:
+            return True
+        for cgroup in cgroups:
             with contextlib.suppress(OSError):
-                directory.rmdir()
+                for pid in (cgroup / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
+        for cgroup in cgroups:
+            if (cgroup / "freezer.state").exists():
+                with contextlib.suppress(OSError):
+                    _write(cgroup / "freezer.state", "THAWED")
+        for cgroup in cgroups:  # children before their parent
+            with contextlib.suppress(OSError):
+                cgroup.rmdir()
+        if time.monotonic() > deadline:
+            left = [str(d) for d in cgroups if d.is_dir()]
+            if left:
+                log.warning("runner cgroups still hold processes after %g s: %s", timeout_s, ", ".join(left))
+                return False
+        time.sleep(_POLL_S)
 
 
-def _sweep_stale(parent: Path) -> None:
-    """Removes the cgroups of service processes that are gone. A service killed outright leaves
-    its runners behind, and a frozen one would never die of the kernel's parent-death signal: what
-    is still inside is killed (and thawed, so that it can die) first."""
-    for directory in parent.glob("headwater-*"):
-        pid = directory.name.removeprefix("headwater-")
-        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+def reclaim(run_dir: Path, mount: Path = MOUNT) -> None:
+    """Ends and removes the subtrees of this data directory's service processes that are gone: a
+    claim in `run_dir` whose lock no process holds. A live sibling's claim is locked, and another
+    data directory's claims are in another `run/`: neither is touched."""
+    for path in sorted(run_dir.glob("cgroup-headwater-*.lock")):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
             continue
-        for child in directory.glob("runner-*"):
-            RunnerCgroup({"stale": child}).kill_all()
-            if (child / "freezer.state").exists():
-                with contextlib.suppress(OSError):
-                    _write(child / "freezer.state", "THAWED")
-            with contextlib.suppress(OSError):
-                child.rmdir()
-        with contextlib.suppress(OSError):
-            directory.rmdir()
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live service process's
+            name = path.name.removeprefix("cgroup-").removesuffix(".lock")
+            subtrees = [Path(line) for line in path.read_text().splitlines()]
+            # Only what a claim may name: a subtree of that name in a cgroup hierarchy.
+            subtrees = [d for d in subtrees if d.is_absolute() and d.name == name and d.is_relative_to(mount)
+                        and ".." not in d.parts]
+            log.info("ending what a stopped service process left in its cgroups (%s)", name)
+            if end_cgroups(subtrees):
+                path.unlink()
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

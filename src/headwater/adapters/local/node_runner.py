@@ -22,13 +22,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from headwater.adapters.local.deadlines import Deadlines
 from headwater.adapters.local.egress import EgressProxy
 from headwater.adapters.local.runner_launch import Launcher, cgroups_for, runner_command
-from headwater.adapters.local.runner_process import ComputeBill, RunnerProcess
+from headwater.adapters.local.runner_process import STOP_GRACE_S, ComputeBill, RunnerProcess
 from headwater.adapters.local.sandbox import sandbox_for
 from headwater.adapters.runner_protocol import (
     DESCRIBE,
@@ -203,14 +203,19 @@ class NodeRunnerPool(RunnerRequests):
             self._release(process)
         return {**response, "partials": partials} if partials else response
 
-    def close(self) -> None:
+    def close(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Ends every runner process, all at once: each gets `grace_s` to finish once asked, then
+        is killed; then whatever is left in their cgroups (a process retired meanwhile, one
+        frozen) is ended and the cgroups removed."""
         self._stop.set()
         with self._cond:
             processes = list(self._processes.values())
             self._processes.clear()
-        for process in processes:
-            process.close()
-        self.deadlines.stop()
+        self.deadlines.stop()  # no freeze, and no call's limit, while they stop
+        if processes:
+            with ThreadPoolExecutor(len(processes), thread_name_prefix="runner-stopper") as stopping:
+                for process in processes:
+                    stopping.submit(process.close, grace_s)
         self.egress.close()
         if self.cgroups is not None:
             self.cgroups.close()

@@ -113,8 +113,11 @@ class Launcher:
         try:
             # Started from one long-lived thread: the kernel's parent-death signal follows the
             # thread that forked, and a request's worker thread may end while the runner lives on.
+            # In a session of its own: a signal to the service's process group (a service manager
+            # stopping it, Ctrl-C) is the service's to act on; it ends its runners itself, thawed.
             proc = _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, cwd=cwd, env=popen_env, preexec_fn=prepare).result()
+                                   stderr=subprocess.PIPE, cwd=cwd, env=popen_env, preexec_fn=prepare,
+                                   start_new_session=True).result()
         except OSError:
             self.stopped(name, cgroup)
             raise
@@ -135,7 +138,7 @@ def cgroups_for(settings: Settings, sandbox: Sandbox | None) -> CgroupRoot | Non
     if sandbox is None:
         return None
     try:
-        return CgroupRoot.create()
+        return CgroupRoot.create(settings.data_dir / "run")
     except CgroupUnavailable as e:
         log.warning("runner processes run without a cgroup (%s): their memory and threads are bounded only "
                     "per worker by V8, not per process by the kernel, and work left after a run is not frozen", e)

@@ -38,6 +38,7 @@ log = logging.getLogger("headwater.runner")
 ComputeBill = Callable[[str, int], None]
 """(user id, milliseconds): CPU an account's process used beyond its calls' measured time."""
 
+STOP_GRACE_S = 5.0  # how long a runner may take to finish once asked to stop, before it is killed
 _BILL_EVERY_S = 1.0  # how often a busy process's CPU is read (and each time it is frozen or ends)
 _CLOSER = ThreadPoolExecutor(2, thread_name_prefix="runner-closer")  # waits for an exited process
 _READ_BYTES = 1 << 16
@@ -411,20 +412,29 @@ class RunnerProcess:
         for line in live.proc.stderr:
             log.warning("runner %s: %s", live.name, line[:2000].decode(errors="replace").rstrip())
 
-    def close(self) -> None:
+    def close(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Ends the process: thawed (a frozen process acts on nothing), asked to finish by the end
+        of its input, and past `grace_s` killed with whatever else is in its cgroup."""
         live = self.live
         with self._lock:
             waiting, self.waiting = list(self.waiting), deque()
         for call in waiting:
             call.future.set_exception(RunnerError("RUNNER_CRASHED", "the runner was stopped"))
-        if live is None or live.proc.poll() is not None:
+        if live is None:
             return
+        with live.lock:
+            live.closed = True  # no further call, and no freeze
+            live.frozen = False
         if live.cgroup is not None:
             live.cgroup.thaw()
-        try:
-            assert live.proc.stdin is not None
-            live.proc.stdin.close()  # the runner finishes and exits when its input ends
-            live.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
+        if live.proc.poll() is None:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                assert live.proc.stdin is not None
+                live.proc.stdin.close()  # the runner finishes and exits when its input ends
+                live.proc.wait(timeout=grace_s)
+        if live.cgroup is not None:
+            live.cgroup.kill_all()  # what outlived it: a sandbox whose init has not ended yet
+        with contextlib.suppress(OSError):
             live.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
             live.proc.wait(timeout=5)
