@@ -237,7 +237,7 @@ def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -
     """The runner Lambda, invoked one request at a time, runs components and bundles them. It has
     no AWS permission: the bundle bucket is read here and reached by the runner only through the
     presigned URLs a request carries (S3Bundles). Emulated, the same requests and answers go to the
-    local sandboxed runner processes and bundler (emulated/runner.py), the URLs to the moto bucket.
+    local sandboxed runner processes and bundler (local_runner_function.py), the URLs to the moto bucket.
     Component files of the operator's (`source_of`: publish, workflow files) are read by the local
     bundler."""
     from headwater.adapters.aws.bundle_bucket import S3Bundles
@@ -254,14 +254,14 @@ def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -
         s3 = boto3.client("s3", endpoint_url=config.endpoint_url, config=Config(signature_version="s3v4"))
         bundles = S3Bundles(clients.setdefault("s3-presign", s3), config.bundle_bucket)
     if settings.backend == "aws-emulated" or not config.runner_function:
+        from headwater.adapters.aws.local_runner_function import LocalRunnerFunction
         from headwater.adapters.local.node_runner import NodeRunnerPool
-        from headwater.emulated.runner import EmulatedRunnerFunction
 
         pool = NodeRunnerPool(settings)
         local = LocalBundler(settings)
         if bundles is None:
             return LambdaRunner(pool.invoke, on_close=pool.close), local
-        function = EmulatedRunnerFunction(pool, local)
+        function = LocalRunnerFunction(pool, local)
         return (LambdaRunner(function.invoke, on_close=pool.close, bundles=bundles),
                 LambdaBundler(function.invoke, local.source_of, bundles))
     invoke = boto3_invoke(_client(clients, "lambda", config), config.runner_function)
