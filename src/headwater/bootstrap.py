@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from headwater.adapters.oauth_client import HttpOAuthClient
+from headwater.deployments import deployment
 from headwater.domain.commands import (
     DeleteEvents,
     DeliverFirstAttempts,
@@ -304,9 +305,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         elif settings.backend == "aws":
             adapters = aws_adapters(settings)
         elif settings.backend == "aws-emulated":
-            from headwater.emulated.deployment import load_environment
-
-            load_environment(settings.data_dir)  # the emulated deployment `headwater serve` made there
+            # the emulated deployment `headwater serve` made there, found by its entry point
+            deployment(settings.backend).load_environment(settings.data_dir)
             adapters = aws_adapters(settings)
         else:
             raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local', 'aws' or 'aws-emulated'.")

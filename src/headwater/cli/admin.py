@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
 import logging
 import os
 import re
@@ -21,8 +20,9 @@ import click
 from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
+from headwater.deployments import registered
 from headwater.services.publish_cache import PublishCache, publisher_version
-from headwater.services.registry import PublishResult
+from headwater.services.registry import PublishResult, publish_shipped_registry
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater")
@@ -49,29 +49,6 @@ def services_for(data_dir: str | None) -> Iterator[Services]:
         services.close()
 
 
-def registry_fingerprint(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def publish_shipped_registry(services: Services) -> None:
-    """Publishes `src/registry` when its files changed since the last start (first start included)."""
-    root = services.settings.registry_dir
-    if not root.is_dir():
-        return
-    marker = services.settings.data_dir / "registry.published"
-    fingerprint = registry_fingerprint(root)
-    if marker.exists() and marker.read_text() == fingerprint:
-        return
-    results = services.registry.publish_dir(root)
-    for r in results:
-        log.info("registry %s: %s %s", r.status, r.file, r.key or r.reason or "")
-    if all(r.status != "failed" for r in results):
-        marker.write_text(fingerprint)
-
-
 @click.command()
 @click.option("--host")
 @click.option("--port", type=int)
@@ -86,15 +63,14 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     settings = settings_for(data_dir)
     settings.host = host or settings.host
     settings.port = port or settings.port
-    if settings.backend == "aws-emulated":
-        from headwater.emulated.server import serve as serve_emulated
-
-        serve_emulated(settings, log_level)
+    served_elsewhere = registered(settings.backend)  # aws-emulated: its entry point (deployments.py)
+    if served_elsewhere is not None:
+        served_elsewhere.serve(settings, log_level)
         return
     services = bootstrap(settings)
     services.start()
     app = create_app(services)
-    publish_shipped_registry(services)
+    publish_shipped_registry(services.registry, settings)
     quiet_garbage_collector()
     try:
         # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
