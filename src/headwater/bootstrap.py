@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -52,7 +53,7 @@ from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.oauth import OAuthConnections, reconnect_errors
 from headwater.services.quota import Quota
 from headwater.services.registry import Registry, RegistrySearch
-from headwater.services.routing import Routing
+from headwater.services.routing import Routing, for_commit
 from headwater.services.runs import Runs
 from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
@@ -315,27 +316,27 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     connected_accounts = ConnectedAccounts(a.uow, accounts, a.secrets)
     quota = Quota(a.uow, a.usage, settings)
     components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings, connected_accounts, quota)
-    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts, quota)
+    subscriptions = Subscriptions(a.uow, accounts)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts, quota,
+                routes=functools.partial(for_commit, subscriptions), finish_on=a.finish_runs_on)
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
     budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))
                if settings.ingest_rate else None)
     ingest = Ingest(components, sources, runs, a.queue, a.responses, settings, budgets)
-    subscriptions = Subscriptions(a.uow, accounts)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
     destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
-    runs.routes = routing.for_commit
     oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
-                             a.secrets, settings)
+                             a.secrets, settings,
+                             on_needs_reconnect=lambda account, message, for_run: reconnect_errors(
+                                 a.uow, runs, account, message, for_run))
+    # The services' one cycle left: a run's credentials come fresh from OAuth, which saves them through
+    # ConnectedAccounts.
     connected_accounts.fresh = oauth.fresh
-    oauth.on_needs_reconnect = lambda account, message, for_run: reconnect_errors(a.uow, runs, account, message,
-                                                                                  for_run)
-    if a.finish_runs_on is not None:
-        runs.finish_on = a.finish_runs_on
     limit_source_labels(settings.metrics_sources)
     a.queue.handle(RunSource, metered_runs(runs.start_batch),
                    now=metered_runs(runs.start_now))
