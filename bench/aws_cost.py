@@ -116,13 +116,13 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
                        "HEADWATER_PORT": str(port), "HEADWATER_DATA_DIR": str(data_dir),
                        "HEADWATER_WEBHOOK_RETRY_SCHEDULE": "1,1,1"})
     os.environ.setdefault("HEADWATER_INGEST_RATE", "0")  # no ingest budget unless the caller sets one
-    from headwater.cli.admin import publish_shipped_registry
+    from headwater.adapters.aws.local_runner_function import LocalRunnerFunction
     from headwater.emulated.deployment import provision
     from headwater.emulated.functions import Functions
     from headwater.emulated.gateway import Gateway
     from headwater.emulated.pollers import SqsPoller
-    from headwater.emulated.runner import EmulatedRunnerFunction
     from headwater.emulated.template import Template
+    from headwater.services.registry import publish_shipped_registry
     from headwater.settings import Settings
 
     for noisy in ("werkzeug", "mangum"):  # a line per moto call and per request
@@ -142,13 +142,13 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
     meter.install()  # before any client of the functions is built
     meter.install_pools()
 
-    run = EmulatedRunnerFunction.invoke
+    run = LocalRunnerFunction.invoke
 
-    def metered_runner(self: EmulatedRunnerFunction, request: dict[str, Any], account: str) -> dict[str, Any]:
+    def metered_runner(self: LocalRunnerFunction, request: dict[str, Any], account: str) -> dict[str, Any]:
         with meter.invocation("RunnerFunction"):
             return run(self, request, account)
 
-    EmulatedRunnerFunction.invoke = metered_runner  # type: ignore[method-assign]
+    LocalRunnerFunction.invoke = metered_runner  # type: ignore[method-assign]
 
     class MeteredFunctions(Functions):
         def invoke(self, name: str, event: Any) -> Any:
@@ -178,7 +178,8 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
 
     from headwater.entrypoints.aws import runtime
 
-    publish_shipped_registry(runtime.services())
+    services = runtime.services()
+    publish_shipped_registry(services.registry, services.settings)
     functions = MeteredFunctions(template.functions(), deployment.arns)
     sqs = boto3.session.Session().client("sqs", endpoint_url=deployment.endpoint)
     pollers = [SqsPoller(boto3.client("sqs", endpoint_url=deployment.endpoint), functions, f.name,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from headwater.adapters.oauth_client import HttpOAuthClient
+from headwater.deployments import deployment
 from headwater.domain.commands import (
     DeleteEvents,
     DeliverFirstAttempts,
@@ -51,7 +53,7 @@ from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.oauth import OAuthConnections, reconnect_errors
 from headwater.services.quota import Quota
 from headwater.services.registry import Registry, RegistrySearch
-from headwater.services.routing import Routing
+from headwater.services.routing import Routing, for_commit
 from headwater.services.runs import Runs
 from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
@@ -237,7 +239,7 @@ def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -
     """The runner Lambda, invoked one request at a time, runs components and bundles them. It has
     no AWS permission: the bundle bucket is read here and reached by the runner only through the
     presigned URLs a request carries (S3Bundles). Emulated, the same requests and answers go to the
-    local sandboxed runner processes and bundler (emulated/runner.py), the URLs to the moto bucket.
+    local sandboxed runner processes and bundler (local_runner_function.py), the URLs to the moto bucket.
     Component files of the operator's (`source_of`: publish, workflow files) are read by the local
     bundler."""
     from headwater.adapters.aws.bundle_bucket import S3Bundles
@@ -254,14 +256,14 @@ def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -
         s3 = boto3.client("s3", endpoint_url=config.endpoint_url, config=Config(signature_version="s3v4"))
         bundles = S3Bundles(clients.setdefault("s3-presign", s3), config.bundle_bucket)
     if settings.backend == "aws-emulated" or not config.runner_function:
+        from headwater.adapters.aws.local_runner_function import LocalRunnerFunction
         from headwater.adapters.local.node_runner import NodeRunnerPool
-        from headwater.emulated.runner import EmulatedRunnerFunction
 
         pool = NodeRunnerPool(settings)
         local = LocalBundler(settings)
         if bundles is None:
             return LambdaRunner(pool.invoke, on_close=pool.close), local
-        function = EmulatedRunnerFunction(pool, local)
+        function = LocalRunnerFunction(pool, local)
         return (LambdaRunner(function.invoke, on_close=pool.close, bundles=bundles),
                 LambdaBundler(function.invoke, local.source_of, bundles))
     invoke = boto3_invoke(_client(clients, "lambda", config), config.runner_function)
@@ -304,9 +306,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         elif settings.backend == "aws":
             adapters = aws_adapters(settings)
         elif settings.backend == "aws-emulated":
-            from headwater.emulated.deployment import load_environment
-
-            load_environment(settings.data_dir)  # the emulated deployment `headwater serve` made there
+            # the emulated deployment `headwater serve` made there, found by its entry point
+            deployment(settings.backend).load_environment(settings.data_dir)
             adapters = aws_adapters(settings)
         else:
             raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local', 'aws' or 'aws-emulated'.")
@@ -315,27 +316,27 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     connected_accounts = ConnectedAccounts(a.uow, accounts, a.secrets)
     quota = Quota(a.uow, a.usage, settings)
     components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings, connected_accounts, quota)
-    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts, quota)
+    subscriptions = Subscriptions(a.uow, accounts)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts, quota,
+                routes=functools.partial(for_commit, subscriptions), finish_on=a.finish_runs_on)
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
     budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))
                if settings.ingest_rate else None)
     ingest = Ingest(components, sources, runs, a.queue, a.responses, settings, budgets)
-    subscriptions = Subscriptions(a.uow, accounts)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
     destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
                           settings)
-    runs.routes = routing.for_commit
     oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
-                             a.secrets, settings)
+                             a.secrets, settings,
+                             on_needs_reconnect=lambda account, message, for_run: reconnect_errors(
+                                 a.uow, runs, account, message, for_run))
+    # The services' one cycle left: a run's credentials come fresh from OAuth, which saves them through
+    # ConnectedAccounts.
     connected_accounts.fresh = oauth.fresh
-    oauth.on_needs_reconnect = lambda account, message, for_run: reconnect_errors(a.uow, runs, account, message,
-                                                                                  for_run)
-    if a.finish_runs_on is not None:
-        runs.finish_on = a.finish_runs_on
     limit_source_labels(settings.metrics_sources)
     a.queue.handle(RunSource, metered_runs(runs.start_batch),
                    now=metered_runs(runs.start_now))

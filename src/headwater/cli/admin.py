@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
 import logging
 import os
 import re
@@ -23,8 +22,9 @@ from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
 from headwater.cli.stopping import STOP_SIGNALS, Stopped, exit_like, stop_on_signals
+from headwater.deployments import registered
 from headwater.services.publish_cache import PublishCache, publisher_version
-from headwater.services.registry import PublishResult
+from headwater.services.registry import PublishResult, publish_shipped_registry
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater")
@@ -51,29 +51,6 @@ def services_for(data_dir: str | None) -> Iterator[Services]:
         services.close()
 
 
-def registry_fingerprint(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def publish_shipped_registry(services: Services) -> None:
-    """Publishes `src/registry` when its files changed since the last start (first start included)."""
-    root = services.settings.registry_dir
-    if not root.is_dir():
-        return
-    marker = services.settings.data_dir / "registry.published"
-    fingerprint = registry_fingerprint(root)
-    if marker.exists() and marker.read_text() == fingerprint:
-        return
-    results = services.registry.publish_dir(root)
-    for r in results:
-        log.info("registry %s: %s %s", r.status, r.file, r.key or r.reason or "")
-    if all(r.status != "failed" for r in results):
-        marker.write_text(fingerprint)
-
-
 @click.command()
 @click.option("--host")
 @click.option("--port", type=int)
@@ -89,12 +66,11 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     settings.host = host or settings.host
     settings.port = port or settings.port
     stopped_by: Stopped | None = None
-    if settings.backend == "aws-emulated":
-        from headwater.emulated.server import serve as serve_emulated
-
+    served_elsewhere = registered(settings.backend)  # aws-emulated: its entry point (deployments.py)
+    if served_elsewhere is not None:
         with stop_on_signals():
             try:
-                serve_emulated(settings, log_level)
+                served_elsewhere.serve(settings, log_level)
             except Stopped as e:
                 stopped_by = e
         exit_like(stopped_by)
@@ -105,7 +81,7 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
             services = bootstrap(settings)
             services.start()
             app = create_app(services)
-            publish_shipped_registry(services)
+            publish_shipped_registry(services.registry, settings)
             quiet_garbage_collector()
             # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
             # uvicorn's requests (docs/performance.md). Open streams (SSE) would hold a graceful shutdown

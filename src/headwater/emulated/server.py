@@ -1,28 +1,43 @@
 """`HEADWATER_BACKEND=aws-emulated headwater serve`: moto, provisioned from template.yaml; the
-functions' handlers; API Gateway in front of them on the usual host and port; the pollers."""
+functions' handlers; API Gateway in front of them on the usual host and port; the pollers.
+`headwater serve` and bootstrap find this deployment by its entry point (pyproject.toml,
+headwater/deployments.py): the product never imports this package."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
-from headwater.emulated.deployment import STATE_FILE, provision, start_moto
+from headwater.emulated.deployment import STATE_FILE, load_environment, provision, start_moto
 from headwater.emulated.functions import Functions
 from headwater.emulated.gateway import Gateway
 from headwater.emulated.pollers import SchedulePoller, SqsPoller, StackSchedules
 from headwater.emulated.template import Template
+from headwater.services.registry import SHIPPED_MARKER, publish_shipped_registry
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater.emulated")
 
 
+class EmulatedDeployment:
+    """HEADWATER_BACKEND=aws-emulated as headwater/deployments.py finds it (its `Deployment`)."""
+
+    def load_environment(self, data_dir: Path) -> None:
+        load_environment(data_dir)
+
+    def serve(self, settings: Settings, log_level: str) -> None:
+        serve(settings, log_level)
+
+
+deployment = EmulatedDeployment()  # the entry point's object
+
+
 def serve(settings: Settings, log_level: str) -> None:
     import boto3
     import uvicorn
-
-    from headwater.cli.admin import publish_shipped_registry
 
     # The functions read their settings from the environment, as on Lambda.
     os.environ.update({"HEADWATER_BACKEND": "aws-emulated", "HEADWATER_HOST": settings.host,
@@ -41,8 +56,8 @@ def serve(settings: Settings, log_level: str) -> None:
         from headwater.entrypoints.aws import runtime
 
         services = runtime.services()
-        (settings.data_dir / "registry.published").unlink(missing_ok=True)  # a new deployment starts empty
-        publish_shipped_registry(services)
+        (settings.data_dir / SHIPPED_MARKER).unlink(missing_ok=True)  # a new deployment starts empty
+        publish_shipped_registry(services.registry, services.settings)
         functions = Functions(template.functions(), deployment.arns)
         sqs = boto3.client("sqs", endpoint_url=deployment.endpoint)
         for function in functions.functions.values():

@@ -25,6 +25,7 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Secrets, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
+from headwater.services.contention import retry_on_conflict
 
 _SAVE_ATTEMPTS = 5
 
@@ -142,18 +143,15 @@ class ConnectedAccounts:
                      change: Callable[[ConnectedAccount], ConnectedAccount], gave_up: str) -> ConnectedAccount:
         """Saves `change(account)` on the condition that the account is still at the version
         `read` gave; re-read and re-applied on what another writer (a refresh, a reconnect) left."""
-        for _ in range(_SAVE_ATTEMPTS):
+        def save(_: int) -> ConnectedAccount:
             account = read()
             updated = change(account)
-            try:
-                with self.uow() as uow:
-                    uow.connected_accounts.save(updated, account.version)
-                    uow.commit()
-                return updated
-            except Conflict as e:
-                if e.field != "version":
-                    raise
-        raise Conflict(gave_up, field="version")
+            with self.uow() as uow:
+                uow.connected_accounts.save(updated, account.version)
+                uow.commit()
+            return updated
+
+        return retry_on_conflict(save, _SAVE_ATTEMPTS, lambda: Conflict(gave_up, field="version"), pause=None)
 
     def delete(self, principal: Principal, account_id: str) -> None:
         """Sources that use it fail their next run with an ACCOUNT_NOT_FOUND error event."""

@@ -88,7 +88,8 @@ class Started:
 class OAuthConnections:
     def __init__(self, uow: UnitOfWorkFactory, connected: ConnectedAccounts, client: OAuthClientPort,
                  lease: SourceLease, secrets: Secrets, settings: Settings,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_needs_reconnect: Callable[[ConnectedAccount, str, str | None], None] | None = None) -> None:
         self.uow = uow
         self.connected = connected
         self.client = client
@@ -100,7 +101,7 @@ class OAuthConnections:
         # Told of an account marked needs_reconnect and of the source whose run found it out, if any
         # (the composition root puts the `$errors` events; that run's failure is that source's).
         self.on_needs_reconnect: Callable[[ConnectedAccount, str, str | None], None] = \
-            lambda account, message, for_run: None
+            on_needs_reconnect or (lambda account, message, for_run: None)
 
     @property
     def redirect_uri(self) -> str:

@@ -13,13 +13,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from headwater.domain.commands import Command
-from headwater.domain.errors import Conflict
 from headwater.domain.events import RETAINED_PER_CHANNEL
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.routing import Delivery, Routed
 from headwater.domain.runs import RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
-from headwater.services.contention import back_off
+from headwater.services.contention import retry_on_conflict
 
 MAX_ATTEMPTS = 20
 _OTHER_WRITES = 8  # the state, usage, and what `extra` writes (a source record and its claims)
@@ -56,11 +55,11 @@ def commit_outcomes(
     `known`: the state as the caller last committed it, tried first (not read again; a stale one
     only loses the conditional save, and the next attempt reads). Returns the committed state and
     the channels written."""
-    for attempt in range(MAX_ATTEMPTS):
+    def attempt(n: int) -> tuple[SourceState, list[StoredEvent], list[StoredEvent]]:
         # Everything but the writes happens on a snapshot, so the write transaction holds the store
         # (SQLite's one writer) for its writes alone; the conditional save catches what changed since.
         with uow_factory(readonly=True) as reading:
-            current = replace(known) if known is not None and attempt == 0 else reading.state.get(source_id)
+            current = replace(known) if known is not None and n == 0 else reading.state.get(source_id)
             state, events = current, []
             for outcome in outcomes:
                 if outcome.task_id is not None and state.took(outcome.task_id):
@@ -72,21 +71,18 @@ def commit_outcomes(
         with uow_factory() as uow:
             if extra is not None:
                 extra(uow, state)
-            try:
-                rest = _write(uow, source_id, current.version, state, events, [*commands, *routed.commands],
-                              routed.deliveries)
-            except Conflict as e:
-                if e.field != "version":
-                    raise
-                back_off(attempt)
-                continue
-        channels = {e.channel for e in events}
-        if rest:
-            _put_rest(uow_factory, source_id, rest, channels)
+            rest = _write(uow, source_id, current.version, state, events, [*commands, *routed.commands],
+                          routed.deliveries)
         state.version = current.version + 1
-        return state, channels
-    raise StateConflict(f"source {source_id}: state kept changing under {MAX_ATTEMPTS} attempts")
+        return state, events, rest
 
+    state, events, rest = retry_on_conflict(
+        attempt, MAX_ATTEMPTS,
+        lambda: StateConflict(f"source {source_id}: state kept changing under {MAX_ATTEMPTS} attempts"))
+    channels = {e.channel for e in events}
+    if rest:
+        _put_rest(uow_factory, source_id, rest, channels)
+    return state, channels
 
 def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],
            commands: list[Command], deliveries: list[Delivery]) -> list[StoredEvent]:

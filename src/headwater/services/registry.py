@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -14,12 +16,16 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Bundler, UnitOfWorkFactory
 from headwater.services.components import Components
 from headwater.services.publish_cache import PublishCache, Record
+from headwater.settings import Settings
 
 COMPONENT_SUFFIXES = {".mjs", ".js", ".cjs", ".ts", ".mts"}
 NOT_A_COMPONENT = "not a component"  # the runner's describe error for a module with no component
 HELPER_DIRS = {"common", "apps", "node_modules", "test", "tests", "__tests__"}
 HELPER_STEMS = {"app", "common", "utils", "constants"}
 CHUNK = 16  # files per bundler run while publishing
+SHIPPED_MARKER = "registry.published"  # in the data dir: the fingerprint of the shipped registry last published
+
+log = logging.getLogger("headwater")
 
 
 @dataclass
@@ -181,6 +187,30 @@ def matches(component: Component, words: list[str], app: str | None, kind: str |
         score += max(hits)
     return score
 
+
+
+def registry_fingerprint(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def publish_shipped_registry(registry: Registry, settings: Settings) -> None:
+    """Publishes `src/registry` when its files changed since the last start (first start included):
+    `headwater serve` does, in either deployment."""
+    root = settings.registry_dir
+    if not root.is_dir():
+        return
+    marker = settings.data_dir / SHIPPED_MARKER
+    fingerprint = registry_fingerprint(root)
+    if marker.exists() and marker.read_text() == fingerprint:
+        return
+    results = registry.publish_dir(root)
+    for r in results:
+        log.info("registry %s: %s %s", r.status, r.file, r.key or r.reason or "")
+    if all(r.status != "failed" for r in results):
+        marker.write_text(fingerprint)
 
 class RegistrySearch:
     """GET /components/registry and /components/search (DECISIONS Extensions): what is published,

@@ -42,6 +42,44 @@ from headwater.settings import Settings
 log = logging.getLogger("headwater.routing")
 
 
+def for_commit(subscriptions: Subscriptions, uow: UnitOfWork, emitter_id: str, namespace: str, created_at: int,
+               events: list[StoredEvent], hops: int) -> Routed:
+    """What a run's commit writes for its events (`uow`: the run's own unit of work, for
+    reading subscriptions). A channel only webhooks listen on gets its deliveries right there
+    (their first attempts: one DeliverFirstAttempts for the commit), while the commit's
+    deliveries stay within INLINE_DELIVERIES and FAN_OUT_BYTES; any other channel with a
+    subscriber a FanOut per part. A function of the subscriptions alone, so Runs is given it at
+    construction (Routing itself is built on Runs)."""
+    by_channel: dict[str, list[StoredEvent]] = defaultdict(list)
+    for event in events:
+        by_channel[event.channel].append(event)
+    routed = Routed()
+    room, size = INLINE_DELIVERIES, FAN_OUT_BYTES
+    first: list[str] = []
+    for channel, listened in by_channel.items():
+        subs = subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
+        if not subs:
+            continue
+        webhooks = list(dict.fromkeys(s.listener_id for s in subs))  # a glob and an id may name one twice
+        weight = len(webhooks) * sum(event_weight(e) for e in listened)
+        if (hops < MAX_HOPS and all(w.startswith("wh_") for w in webhooks)
+                and len(webhooks) * len(listened) <= room and weight <= size):
+            at = now_ms()
+            made = [Delivery(delivery_key(webhook_id, emitter_id, event.id), webhook_id, emitter_id, event.id,
+                             summary(event, expand=True), created_at_ms=at)
+                    for webhook_id in webhooks for event in listened]
+            routed.deliveries += made
+            first += [d.id for d in made]
+            room, size = room - len(made), size - weight
+            continue
+        routed.commands += [FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
+                                   events=tuple(carried(e) for e in part))
+                            for part in fan_out_parts(listened)]
+    if first:
+        routed.commands.append(DeliverFirstAttempts(tuple(first), namespace))
+    return routed
+
+
 class Routing:
     def __init__(self, uow: UnitOfWorkFactory, subscriptions: Subscriptions, sources: Sources, runs: Runs,
                  settings: Settings) -> None:
@@ -50,42 +88,6 @@ class Routing:
         self.sources = sources
         self.runs = runs
         self.settings = settings
-
-    def for_commit(self, uow: UnitOfWork, emitter_id: str, namespace: str, created_at: int,
-                   events: list[StoredEvent], hops: int) -> Routed:
-        """What a run's commit writes for its events (`uow`: the run's own unit of work, for
-        reading subscriptions). A channel only webhooks listen on gets its deliveries right there
-        (their first attempts: one DeliverFirstAttempts for the commit), while the commit's
-        deliveries stay within INLINE_DELIVERIES and FAN_OUT_BYTES; any other channel with a
-        subscriber a FanOut per part."""
-        by_channel: dict[str, list[StoredEvent]] = defaultdict(list)
-        for event in events:
-            by_channel[event.channel].append(event)
-        routed = Routed()
-        room, size = INLINE_DELIVERIES, FAN_OUT_BYTES
-        first: list[str] = []
-        for channel, listened in by_channel.items():
-            subs = self.subscriptions.matching(namespace, emitter_id, channel, created_at, uow)
-            if not subs:
-                continue
-            webhooks = list(dict.fromkeys(s.listener_id for s in subs))  # a glob and an id may name one twice
-            weight = len(webhooks) * sum(event_weight(e) for e in listened)
-            if (hops < MAX_HOPS and all(w.startswith("wh_") for w in webhooks)
-                    and len(webhooks) * len(listened) <= room and weight <= size):
-                at = now_ms()
-                made = [Delivery(delivery_key(webhook_id, emitter_id, event.id), webhook_id, emitter_id, event.id,
-                                 summary(event, expand=True), created_at_ms=at)
-                        for webhook_id in webhooks for event in listened]
-                routed.deliveries += made
-                first += [d.id for d in made]
-                room, size = room - len(made), size - weight
-                continue
-            routed.commands += [FanOut(emitter_id, namespace, channel, tuple(e.id for e in part), hops,
-                                       events=tuple(carried(e) for e in part))
-                                for part in fan_out_parts(listened)]
-        if first:
-            routed.commands.append(DeliverFirstAttempts(tuple(first), namespace))
-        return routed
 
     def redeliver(self, principal: Principal, source_id: str, event_id: str, channel: str) -> None:
         """POST /sources/{id}/events/{event_id}/redeliver: the event again, to today's subscribers."""

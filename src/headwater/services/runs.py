@@ -60,6 +60,11 @@ _NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
 _RETRY_FIRST_S, _RETRY_MOST_S = 0.25, 5.0  # a run waiting on its account's refresh looks again after
 
 
+# What a commit of `emitter_id`'s events writes to route them: (its unit of work, emitter_id,
+# namespace, the emitter's created_at, the events, hops) -> Routed.
+Routes = Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], Routed]
+
+
 @dataclass(frozen=True)
 class _Hot:
     """What a source's runs need, kept in memory while it runs: its record, its component, its
@@ -86,7 +91,11 @@ class Runs:
         settings: Settings,
         connected: ConnectedAccounts,
         quota: Quota,
+        routes: Routes | None = None,
+        finish_on: Callable[[Callable[[], None]], Any] | None = None,
     ) -> None:
+        """`routes`: what a run's commit writes for its events (routing.for_commit; none routed
+        without it). `finish_on`: where the outcomes of runs the runner answered are committed."""
         self.uow = uow
         self.connected = connected
         self.quota = quota
@@ -99,14 +108,12 @@ class Runs:
         self.settings = settings
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
         self._hot: BoundedDict[str, _Hot] = BoundedDict(_HOT_SOURCES)
-        # Fan-out of a run's committed events (Routing.for_commit), wired by the composition root.
-        self.routes: Callable[[UnitOfWork, str, str, int, list[StoredEvent], int], Routed] = (
-            lambda uow, emitter_id, namespace, created_at, events, hops: Routed())
+        self.routes: Routes = routes or (lambda uow, emitter_id, namespace, created_at, events, hops: Routed())
         # Commits the outcomes of runs the runner answered (where its pipe is read, often the event loop,
         # nothing may wait on the store): on a small pool, or where the composition root says (the
         # local store's writer).
         self._finishing = ThreadPoolExecutor(max(2, settings.task_workers // 2), thread_name_prefix="run-finish")
-        self.finish_on: Callable[[Callable[[], None]], Any] = self._finishing.submit
+        self.finish_on: Callable[[Callable[[], None]], Any] = finish_on or self._finishing.submit
 
     @property
     def lease_s(self) -> float:

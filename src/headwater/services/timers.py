@@ -15,7 +15,7 @@ from dataclasses import replace
 from headwater.domain.commands import RunSource, SyncSchedule, TimerTick
 from headwater.domain.errors import Conflict
 from headwater.ports import Scheduler, Task, UnitOfWorkFactory
-from headwater.services.contention import back_off
+from headwater.services.contention import retry_on_conflict
 from headwater.services.sources import Sources
 from headwater.settings import Settings
 
@@ -60,7 +60,8 @@ class Timers:
         timer = self.sources.timer(source) if source else None
         if timer is None or not self.scheduler.ticked(tick, timer):
             return False
-        for attempt in range(_MAX_ATTEMPTS):
+
+        def attempt(_: int) -> bool:
             now = time.time()
             with self.uow() as uow:
                 state = uow.state.get(tick.source_id)
@@ -68,19 +69,14 @@ class Timers:
                     return False
                 pending = state.timer_run_since is not None and now - state.timer_run_since < self.stale_after_s
                 new = replace(state, last_tick=tick.due_at, timer_run_since=state.timer_run_since if pending else now)
-                try:
-                    uow.state.save(tick.source_id, new, state.version)
-                    if not pending:
-                        uow.outbox.add(RunSource(tick.source_id, timer.event(tick.due_at),
-                                                 self.settings.timer_timeout_ms, "timer",
-                                                 namespace=source.namespace if source else None))
-                    uow.commit()
-                except Conflict as e:
-                    if e.field != "version":
-                        raise
-                    back_off(attempt)
-                    continue
+                uow.state.save(tick.source_id, new, state.version)
+                if not pending:
+                    uow.outbox.add(RunSource(tick.source_id, timer.event(tick.due_at), self.settings.timer_timeout_ms,
+                                             "timer", namespace=source.namespace if source else None))
+                uow.commit()
             if pending:
                 log.info("timer of %s skipped: the previous run has not finished", tick.source_id)
             return not pending
-        raise Conflict(f"source {tick.source_id}: its state kept changing while a tick was taken", field="version")
+
+        return retry_on_conflict(attempt, _MAX_ATTEMPTS, lambda: Conflict(
+            f"source {tick.source_id}: its state kept changing while a tick was taken", field="version"))

@@ -49,7 +49,7 @@ from headwater.ports import Secrets, Task, UnitOfWorkFactory, WebhookSender
 from headwater.services.accounts import Accounts
 from headwater.services.cache import TtlCache
 from headwater.services.clock import now_ms, now_s
-from headwater.services.contention import back_off
+from headwater.services.contention import retry_on_conflict
 from headwater.services.subscriptions import Subscriptions
 from headwater.settings import Settings
 
@@ -199,9 +199,9 @@ class Webhooks:
         """Saves the attempt on the delivery as it was read before sending (no read before the first
         try: the save is conditional on its version); on a lost race, on the delivery read again,
         unless that already records attempt `number` (another copy of the message sent it too)."""
-        current = delivery
-        for tries in range(_MAX_ATTEMPTS):
+        def save(tries: int) -> str:
             with self.uow() as uow:
+                current = delivery
                 if tries:
                     current = uow.deliveries.get(delivery.id) or delivery
                     if number is not None and len(current.attempts) > number:
@@ -219,16 +219,12 @@ class Webhooks:
                         status = "dead"
                 updated = replace(current, attempts=attempts, status=status,
                                   next_at=time.time() + delay if delay is not None else None)
-                try:
-                    uow.deliveries.save(updated, current.version)
-                    if delay is not None:
-                        uow.outbox.add(DeliverWebhook(delivery.id, attempt=len(attempts), namespace=webhook.namespace),
-                                       delay_s=delay)
-                    uow.commit()
-                except Conflict as e:
-                    if e.field != "version":
-                        raise
-                    back_off(tries)
-                    continue
+                uow.deliveries.save(updated, current.version)
+                if delay is not None:
+                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=len(attempts), namespace=webhook.namespace),
+                                   delay_s=delay)
+                uow.commit()
             return status
-        raise Conflict(f"delivery {delivery.id} kept changing", field="version")
+
+        return retry_on_conflict(save, _MAX_ATTEMPTS,
+                                 lambda: Conflict(f"delivery {delivery.id} kept changing", field="version"))

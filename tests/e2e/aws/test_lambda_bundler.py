@@ -19,11 +19,11 @@ from botocore.config import Config
 from headwater.adapters.aws.bundle_bucket import S3Bundles
 from headwater.adapters.aws.lambda_bundler import LambdaBundler
 from headwater.adapters.aws.lambda_runner import LambdaRunner
+from headwater.adapters.aws.local_runner_function import LocalRunnerFunction
 from headwater.adapters.local.bundler import LocalBundler
 from headwater.adapters.local.node_runner import NodeRunnerPool
 from headwater.domain.errors import Invalid
 from headwater.emulated.deployment import start_moto
-from headwater.emulated.runner import EmulatedRunnerFunction
 from headwater.ports import Instance
 from headwater.settings import Settings
 
@@ -60,7 +60,7 @@ class Container:
     def __init__(self, data_dir: Path) -> None:
         settings = Settings(data_dir=data_dir, runner_processes=1)
         self.pool = NodeRunnerPool(settings)
-        self.function = EmulatedRunnerFunction(self.pool, LocalBundler(settings))
+        self.function = LocalRunnerFunction(self.pool, LocalBundler(settings))
         self.requests: list[dict[str, Any]] = []
 
     def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""The runner Lambda as the emulated deployment serves it: what lambda.mjs answers, from the
-local sandboxed pieces, with no AWS access of its own (as the runner's role has none). Run ops go
-to NodeRunnerPool (a process per account), the `bundle` op to the sandboxed LocalBundler (its
-bundles dir standing for the container's /tmp). As lambda.mjs does, it reaches the bundle bucket
-only through the presigned URLs of the request: a bundle op's two PUTs, and, for a run whose
-bundle the processes have not got, the bundle's GET, before answering BUNDLE_MISSING."""
+"""The runner Lambda answered in this process, for the emulated deployment and for an AWS
+deployment with no runner function: what lambda.mjs answers, from the local sandboxed pieces, with
+no AWS access of its own (as the runner's role has none). Run ops go to NodeRunnerPool (a process
+per account), the `bundle` op to the sandboxed LocalBundler (its bundles dir standing for the
+container's /tmp). As lambda.mjs does, it reaches the bundle bucket only through the presigned URLs
+of the request: a bundle op's two PUTs, and, for a run whose bundle the processes have not got, the
+bundle's GET, before answering BUNDLE_MISSING."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from headwater.domain.errors import Invalid, Unavailable
 _TIMEOUT_S = 30
 
 
-class EmulatedRunnerFunction:
+class LocalRunnerFunction:
     def __init__(self, pool: NodeRunnerPool, bundler: LocalBundler) -> None:
         self.pool, self.bundler = pool, bundler
 
