@@ -150,6 +150,23 @@ def running_server(data_dir: Path, **extra_env: str) -> Iterator[Server]:
         srv.stop()
 
 
+@pytest.fixture(scope="session")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The local service with default settings, one for every module of a test process (tests/e2e
+    and tests/security) that needs no settings of its own; each test uses users of its own."""
+    with running_server(tmp_path_factory.mktemp("headwater")) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The AWS deployment emulated (HEADWATER_BACKEND=aws-emulated): the same HTTP interface,
+    every request through the Lambda handler template.yaml routes it to, moto behind them (and
+    template.yaml's settings, HEADWATER_SSE_MAX_S too). Shared as `local_server` is."""
+    with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated") as srv:
+        yield srv
+
+
 @dataclass
 class User:
     id: str
