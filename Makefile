@@ -71,7 +71,9 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 	touch $@
 
 # Two pytest workers (pytest-xdist), a module to a worker: most end-to-end tests wait on a server
-# or a runner, so the suite takes about half the time it takes in one process on 2 cores.
+# or a runner, so the suite takes about half the time it takes in one process on 2 cores. Four were
+# slower on a busy 2-core machine (each worker starts its own services: eight service starts at
+# once) and let a known race show (issue 32's "ended without calling this.http.respond()").
 # The tests start many Python processes (servers, `headwater` commands): the sources are compiled
 # once first, as an environment with PYTHONDONTWRITEBYTECODE set would have each of them compile
 # every module again (0.34 s of CPU a process).

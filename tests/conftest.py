@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,13 +41,18 @@ class Server:
     env: dict[str, str]
     process: subprocess.Popen | None = None
     own_process_group: bool = False  # started as a service manager would: a group of its own to signal
+    admin: AdminWorker | None = None
 
     def cli(self, *args: str, check: bool = True) -> dict:
-        """Runs `headwater <args> --data-dir D --json` and returns its JSON output."""
-        proc = subprocess.run(
-            [*HEADWATER, *args, "--data-dir", str(self.data_dir), "--json"],
-            capture_output=True, text=True, env=self.env, timeout=300,
-        )
+        """Runs `headwater <args> --data-dir D --json` and returns its JSON output (the account verbs
+        in the service's warm admin worker, tests/admin_worker.py; the others in a process each)."""
+        argv = [*args, "--data-dir", str(self.data_dir), "--json"]
+        if tuple(args[:2]) in ACCOUNT_VERBS:
+            if self.admin is None:
+                self.admin = AdminWorker(self.env, self.data_dir / "admin-worker.log")
+            proc = self.admin.run(argv)
+        else:
+            proc = subprocess.run([*HEADWATER, *argv], capture_output=True, text=True, env=self.env, timeout=300)
         if check and proc.returncode != 0:
             raise AssertionError(f"headwater {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
         return json.loads(proc.stdout or proc.stderr.strip().splitlines()[-1])
@@ -67,6 +73,9 @@ class Server:
         raise AssertionError("server did not answer /healthz within 180 s")
 
     def stop(self, kill: bool = False) -> None:
+        if self.admin:
+            self.admin.close()
+            self.admin = None
         if self.process and self.process.poll() is None:
             if kill:
                 self.process.kill()
@@ -77,6 +86,42 @@ class Server:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+ACCOUNT_VERBS = {("users", "create"), ("orgs", "create"), ("orgs", "add-member"), ("keys", "create"),
+                 ("keys", "revoke")}
+
+
+class AdminWorker:
+    """`headwater`'s account verbs for one service in one warm process (tests/admin_worker.py): a new
+    `headwater` process costs about a second of a core, and nearly every end-to-end test makes a user."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        with open(log, "ab") as log_file:
+            self.process = subprocess.Popen([sys.executable, "-m", "tests.admin_worker"], env=env, cwd=ROOT,
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file,
+                                            text=True)
+        self.lock = threading.Lock()
+
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        assert self.process.stdin and self.process.stdout
+        with self.lock:
+            self.process.stdin.write(json.dumps(argv) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        if not line:
+            raise AssertionError(f"the admin worker exited ({self.process.poll()}): see its log")
+        answer = json.loads(line)
+        return subprocess.CompletedProcess(argv, answer["returncode"], answer["stdout"], answer["stderr"])
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 BOTH_MODES = ["local", "aws-emulated"]
@@ -105,6 +150,23 @@ def running_server(data_dir: Path, **extra_env: str) -> Iterator[Server]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The local service with default settings, one for every module of a test process (tests/e2e
+    and tests/security) that needs no settings of its own; each test uses users of its own."""
+    with running_server(tmp_path_factory.mktemp("headwater")) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The AWS deployment emulated (HEADWATER_BACKEND=aws-emulated): the same HTTP interface,
+    every request through the Lambda handler template.yaml routes it to, moto behind them (and
+    template.yaml's settings, HEADWATER_SSE_MAX_S too). Shared as `local_server` is."""
+    with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated") as srv:
+        yield srv
 
 
 @dataclass

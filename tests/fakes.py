@@ -115,7 +115,8 @@ class FakeOrgs(_Repo):
         self.write(lambda d: d.members.add((org_id, user_id)))
 
     def for_user(self, user_id: str) -> list[Org]:
-        return [self.data.orgs[o] for o, u in sorted(self.data.members) if u == user_id]
+        orgs = [self.data.orgs[o] for o, u in self.data.members if u == user_id]
+        return sorted(orgs, key=lambda o: (o.created_at, o.id))
 
 
 class FakeKeys(_Repo):
@@ -284,7 +285,11 @@ class FakeWebhooks(_Repo):
         return copy.deepcopy(self.data.webhooks.get(webhook_id))
 
     def update(self, webhook: Webhook) -> None:
-        self.write(lambda d: d.webhooks.__setitem__(webhook.id, copy.deepcopy(webhook)))
+        """Everything but the signing secret, which is the webhook's for life (as the stores keep it)."""
+        def change(d: Data) -> None:
+            if webhook.id in d.webhooks:
+                d.webhooks[webhook.id] = replace(webhook, signing_secret=d.webhooks[webhook.id].signing_secret)
+        self.write(change)
 
     def remove(self, webhook_id: str) -> None:
         self.write(lambda d: d.webhooks.pop(webhook_id, None))
@@ -337,7 +342,8 @@ class FakeWorkflows(_Repo):
                      if w.namespace == namespace and w.name == name), None)
 
     def list(self, namespace: str) -> list[Workflow]:
-        return [w for w in self.data.workflows.values() if w.namespace == namespace]
+        """Newest first, as the stores list them."""
+        return [w for w in reversed(self.data.workflows.values()) if w.namespace == namespace]
 
     def remove(self, workflow: Workflow) -> None:
         self.write(lambda d: d.workflows.pop(workflow.id, None))

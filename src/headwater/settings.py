@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headwater.domain.ingest_budget import budget_problem
+from headwater.domain.routing import DELIVERY_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,6 +112,9 @@ class Settings:
     email_from: str = field(default_factory=lambda: _env("EMAIL_FROM", "headwater@localhost"))
     s3_enabled: bool = field(default_factory=lambda: _bool("S3_ENABLED", False))
     s3_endpoint_url: str = field(default_factory=lambda: _env("S3_ENDPOINT_URL", ""))
+    # A webhook delivery or a send_http, from connecting to its answer's last byte (DECISIONS: 15 s).
+    delivery_timeout_s: float = field(
+        default_factory=lambda: float(_env("DELIVERY_TIMEOUT_S", str(DELIVERY_TIMEOUT_S))))
     webhook_retry_schedule: str = field(
         default_factory=lambda: _env("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"))
     # > 0 where responses are buffered (API Gateway): an SSE stream ends after this many seconds
@@ -123,6 +127,8 @@ class Settings:
     # An API key's requests in flight at once in one serving process (api/tenant_share.py): more wait
     # their turn holding no thread, then 429. 0: no share.
     tenant_requests: int = field(default_factory=lambda: _count("TENANT_REQUESTS", 8))
+    # How long a request beyond its key's share waits for a turn before its 429.
+    tenant_request_wait_s: float = field(default_factory=lambda: float(_env("TENANT_REQUEST_WAIT_S", "30")))
     # Background work (runs nobody waits on, fan-out, deliveries) yields to incoming requests for at
     # most this long: a burst is answered at full speed and its runs catch up after (0: never yield).
     background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))

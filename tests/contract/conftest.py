@@ -1,4 +1,6 @@
-"""The storage contract's fixtures: the same tests against the SQLite store and the DynamoDB one.
+"""The storage contract's fixtures: the same tests against the SQLite store, the DynamoDB one and
+the in-memory fakes the service tests run on (tests/fakes.py), so a service test on fakes stands
+for what the real stores do.
 
 DynamoDB runs under moto. moto applies a request in several steps without a lock (a transaction
 copies the table, checks, writes, and restores the copy on failure), so two threads could
@@ -9,8 +11,9 @@ as it is."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +68,32 @@ def backend(name: str, store: Any) -> Backend:
     return b
 
 
+class _Fake:
+    """The fakes of tests/fakes.py as one store: their unit of work, usage, lease and ingest
+    counts; the tasks a commit queues are kept as the stores hand them on (`on_commit`)."""
+
+    def __init__(self) -> None:
+        from tests.fakes import FakeIngestCounts, FakeLease, FakeQueue, FakeStore, FakeUsage
+
+        self.queue = FakeQueue()
+        self.store = FakeStore(self.queue, FakeUsage())
+        self.uow, self.usage, self.lease = self.store.uow, self.store.usage, FakeLease()
+        self.ingest_counts = FakeIngestCounts()
+
+    def on_commit(self, hand_on: Callable[[list[Task]], None]) -> None:
+        enqueue = self.queue.enqueue
+
+        def enqueue_and_hand_on(commands: list[Any]) -> None:
+            before = len(self.queue.pending)
+            enqueue(commands)
+            now = time.time()
+            tasks = [replace(task, not_before=now + delay if delay else 0.0)
+                     for task, delay in self.queue.pending[before:]]
+            if tasks:
+                hand_on(tasks)
+        self.queue.enqueue = enqueue_and_hand_on  # type: ignore[method-assign]
+
+
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing",
                         "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}.items():
@@ -86,10 +115,12 @@ def dynamo(aws_clients: Callable[[str], Any]) -> DynamoStore:
     return DynamoStore(client, RESOURCES, EVENTS)
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=["sqlite", "dynamodb", "fakes"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "sqlite":
         from headwater.adapters.local.sqlite.store import SqliteStore
 
         return backend("sqlite", SqliteStore(tmp_path / "headwater.db"))
+    if request.param == "fakes":
+        return backend("fakes", _Fake())
     return backend("dynamodb", request.getfixturevalue("dynamo"))

@@ -1,4 +1,5 @@
-"""The end-to-end layer's fixtures: real services on loopback, shared by the session.
+"""The end-to-end layer's fixtures: real services on loopback, shared by the session
+(`local_server` and `aws_server`, in tests/conftest.py).
 
 `server` is the local service; a module marked `both_modes` runs each of its tests that use it
 against the local service and against the emulated AWS deployment (the same HTTP interface, every
@@ -11,22 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import BOTH_MODES, Server, User, client_for, new_user, running_server
-
-
-@pytest.fixture(scope="session")
-def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("headwater")) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="session")
-def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The AWS deployment emulated (HEADWATER_BACKEND=aws-emulated): the same HTTP interface,
-    every request through the Lambda handler template.yaml routes it to, moto behind them (and
-    template.yaml's settings, HEADWATER_SSE_MAX_S too)."""
-    with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated") as srv:
-        yield srv
+from tests.conftest import BOTH_MODES, Server, User, client_for, new_user
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -22,7 +22,7 @@ DEADLINE_S = 60.0
 POLL_S = 0.05
 
 
-# helpers (also used by tests/e2e/test_http_interface.py)
+# helpers (also used by tests/e2e/test_http_interface.py and test_http_requests.py)
 
 
 def component(run: str, *, dedupe: str | None = None, http: str = '"$.interface.http"', name: str = "Run") -> str:

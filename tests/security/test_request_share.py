@@ -28,11 +28,16 @@ SLOW_OPTIONS = """export default {
 }
 """
 CALLS = 60  # more than the request thread pool's 40
+# A call beyond the tenant's share waits this long for its turn (30 s by default), then gets 429:
+# at the default, the test's calls took 40 s to drain (the tenant's options() calls take turns in
+# its runner, 6 s each); here, the few turns taken before the 429s.
+TURN_WAIT_S = 4
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("request-share")) as srv:
+    with running_server(tmp_path_factory.mktemp("request-share"),
+                        HEADWATER_TENANT_REQUEST_WAIT_S=str(TURN_WAIT_S)) as srv:
         yield srv
 
 

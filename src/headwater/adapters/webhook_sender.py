@@ -1,5 +1,6 @@
 """Sending webhook deliveries: one request, no redirects, to an address the URL policy allows, the
-whole exchange within 15 s (DECISIONS), from connecting to the last byte of the answer's headers.
+whole exchange within 15 s (DECISIONS; HEADWATER_DELIVERY_TIMEOUT_S), from connecting to the last
+byte of the answer's headers.
 
 The host is resolved once and the request goes to the address that was checked (with the
 original Host header and TLS server name), so a DNS answer that changes between check and
@@ -21,7 +22,6 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from headwater.adapters.outbound import OutboundLoop, read_body
-from headwater.domain.routing import DELIVERY_TIMEOUT_S
 from headwater.domain.urls import address_allowed
 from headwater.ports import SendResult
 from headwater.settings import Settings
@@ -33,7 +33,8 @@ class HttpWebhookSender:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.outbound = OutboundLoop()
-        self.client = httpx.AsyncClient(timeout=DELIVERY_TIMEOUT_S, follow_redirects=False, trust_env=False)
+        self.deadline_s = settings.delivery_timeout_s
+        self.client = httpx.AsyncClient(timeout=self.deadline_s, follow_redirects=False, trust_env=False)
         self._draining: set[asyncio.Task[None]] = set()  # answers' bodies still being read
 
     def _address(self, host: str, port: int) -> str:
@@ -71,9 +72,9 @@ class HttpWebhookSender:
         request = self.client.build_request(method, target, content=body or None,
                                             headers={**headers, "host": host_header}, extensions={"sni_hostname": host})
         try:
-            response = self.outbound.run(self._exchange(request), DELIVERY_TIMEOUT_S)
+            response = self.outbound.run(self._exchange(request), self.deadline_s)
         except (TimeoutError, httpx.TimeoutException):
-            return result(None, f"no answer within {DELIVERY_TIMEOUT_S:g} s")
+            return result(None, f"no answer within {self.deadline_s:g} s")
         except httpx.HTTPError as e:
             return result(None, f"the connection failed: {type(e).__name__}: {e}"[:500])
         return result(response.status_code, None if response.is_success else f"the receiver answered "
@@ -83,7 +84,7 @@ class HttpWebhookSender:
         """The answer's status and headers by the deadline. Its body is read after the caller has
         the outcome, by the same deadline (a short one whole, so the connection serves the next
         delivery; a longer one, or one still arriving at the deadline, closes the connection)."""
-        deadline = asyncio.get_running_loop().time() + DELIVERY_TIMEOUT_S
+        deadline = asyncio.get_running_loop().time() + self.deadline_s
         async with asyncio.timeout_at(deadline):
             response = await self.client.send(request, stream=True)
         draining = asyncio.get_running_loop().create_task(self._drain(response, deadline))

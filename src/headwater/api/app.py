@@ -88,7 +88,8 @@ def create_api(services: Services, routers: list[APIRouter] | None = None, site:
         docs.install(app)
     for router in V1_ROUTERS if routers is None else routers:
         app.include_router(router, prefix="/v1")
-    app.add_middleware(TenantShare, per_tenant=services.settings.tenant_requests)
+    app.add_middleware(TenantShare, per_tenant=services.settings.tenant_requests,
+                       wait_s=services.settings.tenant_request_wait_s)
     app.add_middleware(RequestGuard, max_body_bytes=services.settings.max_body_bytes)
     _finish_openapi(app)
     return app

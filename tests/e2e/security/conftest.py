@@ -1,9 +1,9 @@
 """The escape suite: hostile components (tests/components/hostile/) against real services.
 
-Two services for the whole package: `guarded`, with loopback URLs refused (as a production
-deployment would have them) and a small runner memory cap, and `lenient`, with the local default
-(loopback allowed) for the tests that need a network target of their own (a loopback listener the
-test starts). Every test checks that the attack failed and that /healthz still answers 200.
+Two services: `guarded`, with loopback URLs refused (as a production deployment would have them)
+and a small runner memory cap, for the package, and `lenient`, the session's local service with the
+local default (loopback allowed), for the tests that need a network target of their own (a loopback
+listener the test starts). Every test checks that the attack failed and that /healthz still answers 200.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="package")
-def lenient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("lenient")) as srv:
-        yield srv
+def lenient(local_server: Server) -> Server:
+    return local_server
 
 
 class Account:
