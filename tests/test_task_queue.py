@@ -24,14 +24,11 @@ from headwater.ports import Task, TryLater
 
 
 class Recorder:
-    """Which thread ran each task, in what order, and whether its task was durable by then; the
-    `custom` source's runs respond. `run` is the RunSource handler as the service has it: a
-    coroutine holding the source's lease."""
+    """Which thread ran each task, in what order; the `custom` source's runs respond. `run` is
+    the RunSource handler as the service has it: a coroutine holding the source's lease."""
 
-    def __init__(self, database: Database | None = None) -> None:
-        self.database = database
+    def __init__(self) -> None:
         self.ran: list[tuple[str, int, int]] = []  # (source, event n, thread)
-        self.durable: list[bool] = []
         self.changed = threading.Condition()
         self.lease = LocalLease()
         self.overlaps = 0
@@ -43,8 +40,6 @@ class Recorder:
             for task in batch:
                 command: RunSource = task.command  # type: ignore[assignment]
                 self.ran.append((command.source_id, command.event["n"], threading.get_ident()))
-                if self.database is not None:
-                    self.durable.append(_stored(self.database, task.id))
                 if command.source_id == "custom":
                     on_respond(task, {"status": 200, "body": str(command.event["n"])})
             self.changed.notify_all()
@@ -65,12 +60,6 @@ class Recorder:
     def wait_for(self, runs: int) -> None:
         with self.changed:
             assert self.changed.wait_for(lambda: len(self.ran) >= runs, timeout=30), self.ran
-
-
-def _stored(database: Database, task_id: str) -> bool:
-    """Whether the task is in the table as another connection (a crash's restart) would see it."""
-    with sqlite3.connect(database.path) as conn:
-        return conn.execute("SELECT count(*) FROM tasks WHERE id = ?", (int(task_id),)).fetchone()[0] == 1
 
 
 def run(source_id: str, n: int) -> RunSource:
@@ -96,15 +85,42 @@ async def ask(queue: LocalTaskQueue, n: int) -> tuple[Any, int]:
     return await queue.ingest_answered(run("custom", n), 30), threading.get_ident()
 
 
-def test_a_waiting_requests_run_runs_in_its_own_coroutine_once_durable_and_answers_as_a_value(
+def test_a_waiting_requests_run_runs_in_its_own_coroutine_and_answers_as_a_value_once_durable(
         database: Database) -> None:
-    recorder = Recorder(database)
-    for queue in started(database, recorder):
-        answer, loop_thread = asyncio.run(ask(queue, 7))
+    """The run may start before its task's commit ends (they overlap), and responds at once; the
+    answer still comes only once the task is in the table (the run still going on then)."""
+    recorder = Recorder()
+    finishing = asyncio.Event()
+    stored_at_answer: list[bool] = []
+
+    async def handler(batch: list[Task], on_respond: Any) -> list[None]:
+        results = await recorder.run(batch, on_respond)
+        await finishing.wait()  # the run goes on after its respond()
+        return results
+
+    queue = LocalTaskQueue(database, workers=1)
+    queue.handle(RunSource, handler)
+    queue.start()
+    try:
+        async def main() -> tuple[Any, int]:
+            answer, loop_thread = await ask(queue, 7)
+            stored_at_answer.append(_tasks(database) == 1)
+            finishing.set()
+            return answer, loop_thread
+
+        answer, loop_thread = asyncio.run(main())
         assert answer == {"status": 200, "body": "7"}
         assert recorder.ran == [("custom", 7, loop_thread)]
-        assert recorder.durable == [True]  # in the table before the run began, so before the answer
-    assert database.connection().execute("SELECT count(*) FROM tasks").fetchone()[0] == 0
+        assert stored_at_answer == [True]
+    finally:
+        queue.stop()
+    assert _tasks(database) == 0  # finished: deleted with the writer's next group, at the latest as it stops
+
+
+def _tasks(database: Database) -> int:
+    """The tasks in the table as another connection (a crash's restart) would see them."""
+    with sqlite3.connect(database.path) as conn:
+        return int(conn.execute("SELECT count(*) FROM tasks").fetchone()[0])
 
 
 def test_a_queued_run_is_a_coroutine_on_the_queues_event_loop(database: Database) -> None:

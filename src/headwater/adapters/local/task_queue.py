@@ -29,6 +29,7 @@ import inspect
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -123,19 +124,30 @@ class LocalTaskQueue:
                 self.lanes.request_ended()
 
     async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
-        """The task committed in the writer's next group, then run here, by this coroutine (the
-        handler holds the source's lease: no other run of the source overlaps it); the answer is
-        its first `respond()`, else its result. The run goes on after the answer (its outcome is
-        committed in a later group); one that fails is retried by the queue."""
-        task = Task(await self._commit(Pending(command, asyncio.get_running_loop(), answered=True)), command)
-        return await answer_of(functools.partial(self._run_answered, task), timeout_s, self._answering)
+        """The task goes into the writer's next group and its run starts at once, overlapping the
+        commit, here, in this coroutine (the handler holds the source's lease: no other run of the
+        source overlaps it); the answer is its first `respond()`, else its result, returned once
+        the task is durable. The run goes on after the answer (its outcome is committed in a later
+        group: the writer takes what it is handed in order); one that fails is retried by the
+        queue. The task's source remembers it by a key of its own (`route_key`), known before the
+        commit gives the task its id, so a run of it again (after a crash) is recognised."""
+        command = dataclasses.replace(command, route_key=command.route_key or f"request:{uuid.uuid4().hex}")
+        committing = asyncio.ensure_future(self._commit(Pending(command, asyncio.get_running_loop(), answered=True)))
+        try:
+            answer = await answer_of(functools.partial(self._run_answered, command, committing), timeout_s,
+                                     self._answering)
+        finally:
+            await committing  # durable before any answer; a failed commit fails the request
+        return answer
 
-    async def _run_answered(self, task: Task, on_respond: OnRespond) -> list[Any] | None:
+    async def _run_answered(self, command: RunSource, committing: asyncio.Future[str],
+                            on_respond: OnRespond) -> list[Any] | None:
         """The RunSource handler on the request's task, in place: waiting on another caller's
         refresh (TryLater) it tries again for a while, then leaves it to its lane; failing, it
         leaves it to the queue's retries. None when it did not finish here."""
-        handler = self.handlers[task.command.name]
+        handler = self.handlers[command.name]
         deadline = time.monotonic() + ANSWERED_DEFER_S
+        task = Task("", command)  # its id comes with the commit
         while True:
             try:
                 results = await handler([task], on_respond)  # type: ignore[misc]
@@ -143,15 +155,17 @@ class LocalTaskQueue:
                 if task.deferred_since is None:
                     task = dataclasses.replace(task, deferred_since=time.time())
                 if time.monotonic() + later.after_s > deadline:
-                    self._dispatch(dataclasses.replace(task, not_before=time.time() + later.after_s))
+                    task = dataclasses.replace(task, id=await committing, not_before=time.time() + later.after_s)
+                    self._dispatch(task)
                     return None
                 await asyncio.sleep(later.after_s)
                 continue
             except Exception:  # noqa: BLE001 - its lane retries it
+                task = dataclasses.replace(task, id=await committing)
                 log.exception("a request's run %s failed; the queue retries it", task.id)
                 self._retry(task)
                 return None
-            self.writer.finished([task.id])
+            self.writer.finished([await committing])
             return list(results)
 
     def stats(self, now: float) -> tuple[int, float]:
