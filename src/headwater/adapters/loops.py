@@ -1,5 +1,6 @@
-"""A portal onto one event loop: coroutines started from any thread run there (the server's loop
-once it is known, before that a loop of the portal's own, on a thread of its own)."""
+"""A portal onto one event loop: coroutines started from any thread (the task queue's
+dispatchers) run there: the server's loop once it is known, before that a loop of the portal's
+own, on a thread of its own."""
 
 from __future__ import annotations
 
@@ -48,13 +49,6 @@ class Portal:
         loop.call_soon_threadsafe(start)
         return done
 
-    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Runs the coroutine on the loop and waits for it: never from that loop's own thread."""
-        if _running_loop() is self._loop and self._loop is not None:
-            coroutine.close()
-            raise RuntimeError("Portal.call from its own event loop would wait forever")
-        return self.submit(coroutine).result()
-
     def close(self) -> None:
         with self._lock:
             own, self._own = self._own, None
@@ -70,9 +64,3 @@ def _settle(done: Future[Any], task: asyncio.Task[Any]) -> None:
     else:
         done.set_result(task.result())
 
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
