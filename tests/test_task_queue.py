@@ -256,3 +256,46 @@ def test_a_failed_queued_run_is_retried_and_a_plain_handler_runs_on_a_dispatcher
         assert len(tries) == 2 and threading.get_ident() not in tries
     finally:
         queue.stop()
+
+
+def test_requests_to_a_busy_source_gather_and_run_as_its_next_batch_in_the_order_they_came(
+        database: Database) -> None:
+    """While one request's run holds its source, the requests that come gather: one runner call
+    and one commit for all of them, each still getting its own answer."""
+    recorder = Recorder()
+    batches: list[list[int]] = []
+    first_running, release = asyncio.Event(), asyncio.Event()
+
+    async def handler(batch: list[Task], on_respond: Any) -> list[None]:
+        batches.append([t.command.event["n"] for t in batch])  # type: ignore[attr-defined]
+        if len(batches) == 1:
+            first_running.set()
+            await release.wait()
+        return await recorder.run(batch, on_respond)
+
+    queue = LocalTaskQueue(database, workers=1)
+    queue.handle(RunSource, handler)
+    queue.start()
+    try:
+        async def main() -> list[Any]:
+            first = asyncio.ensure_future(ask(queue, 0))
+            await first_running.wait()
+            others = [asyncio.ensure_future(ask(queue, n)) for n in range(1, 6)]
+            while len(queue._gathering.get("custom", _no_batch).tasks) < 5:  # noqa: SLF001 - they have gathered
+                await asyncio.sleep(0)
+            release.set()
+            return [answer for answer, _ in await asyncio.gather(first, *others)]
+
+        answers = asyncio.run(main())
+    finally:
+        queue.stop()
+    assert answers == [{"status": 200, "body": str(n)} for n in range(6)]
+    assert batches == [[0], [1, 2, 3, 4, 5]]
+    assert _tasks(database) == 0
+
+
+class _NoBatch:
+    tasks: list[Task] = []
+
+
+_no_batch = _NoBatch()

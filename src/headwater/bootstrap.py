@@ -141,7 +141,7 @@ def local_adapters(settings: Settings) -> Adapters:
     store = SqliteStore(settings.database_path)
     portal = Portal()
     queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000,
-                           tenant_share=settings.tenant_worker_share, portal=portal)
+                           tenant_share=settings.tenant_worker_share, portal=portal, lease=store.lease)
     usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)

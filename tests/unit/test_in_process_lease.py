@@ -44,7 +44,7 @@ def test_a_coroutine_waits_for_a_threads_hold_and_the_line_keeps_its_order() -> 
     assert order == ["thread", "first", "second"]
 
 
-def test_a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() -> None:
+def test_a_holder_holds_again_and_a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() -> None:
     lease = InProcessLease()
     order: list[str] = []
 
@@ -52,20 +52,31 @@ def test_a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() -> None:
         async with lease.held("dc_a", 30):
             order.append(name)
 
-    async def main() -> None:
+    async def holder(holding: asyncio.Event, release: asyncio.Event) -> None:
         async with lease.held("dc_a", 30):
-            with pytest.raises(Busy):
-                async with lease.held("dc_a", 30, wait_s=0):
-                    pass
-            cancelled = asyncio.ensure_future(run("cancelled"))
-            following = asyncio.ensure_future(run("following"))
-            await asyncio.sleep(0)
-            cancelled.cancel()
-            await asyncio.sleep(0)
-        await following
+            async with lease.held("dc_a", 30, wait_s=0):
+                pass  # re-entrant in its holder's context (a task it starts inherits it too)
+            holding.set()
+            await release.wait()
+
+    async def main() -> None:
+        holding, release = asyncio.Event(), asyncio.Event()
+        held = asyncio.ensure_future(holder(holding, release))
+        await holding.wait()
+        with pytest.raises(Busy):
+            async with lease.held("dc_a", 30, wait_s=0):
+                pass
+        cancelled = asyncio.ensure_future(run("cancelled"))
+        following = asyncio.ensure_future(run("following"))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(held, following)
         assert cancelled.cancelled()
 
     asyncio.run(main())
     assert order == ["following"]
     with lease.hold("dc_a", 30, wait_s=0):  # nothing left holding it
         pass
+

@@ -16,7 +16,7 @@ RunOf = Callable[[OnRespond], Coroutine[Any, Any, list[Any] | None]]
 finish here (the queue retries it)."""
 
 
-async def answer_of(run_of: RunOf, timeout_s: float, running: set[asyncio.Task[Any]]) -> RunAnswer:
+async def answer_of(run_of: RunOf, timeout_s: float, running: set[asyncio.Future[Any]]) -> RunAnswer:
     """The run's first `respond()`, else its result, else None (nothing in `timeout_s`, or it
     failed). `running` keeps the run's task until it ends (a loop keeps its tasks weakly)."""
     loop = asyncio.get_running_loop()

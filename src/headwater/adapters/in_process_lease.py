@@ -1,11 +1,14 @@
 """A lease table of one process: a source's waiters, threads and coroutines alike, get it in the
-order they asked (a coroutine waits holding no thread). The local service's source lease (every
+order they asked (a coroutine waits holding no thread). Holding is re-entrant within a context (a
+task, and the threads it hands work to): the task queue holds a source's lease while its run
+handler runs, and the handler holds it again. The local service's source lease (every
 holder is in its one process), and the line a DynamoDB lease's coroutines of one process form
 before one of them asks DynamoDB."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -39,6 +42,8 @@ class _Source:
 
 class InProcessLease:
     def __init__(self) -> None:
+        self._mine: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(f"leases_held_{id(self)}",
+                                                                                   default=frozenset())
         self._guard = threading.Lock()
         self._held: dict[str, _Source] = {}  # source id -> its waiters (present while held)
 
@@ -72,6 +77,10 @@ class InProcessLease:
 
     @contextmanager
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
+        mine = self._mine.get()
+        if source_id in mine:
+            yield
+            return
         waiter = _Waiter(event=threading.Event())
         with self._guard:
             free = self._try(source_id, waiter)
@@ -80,13 +89,19 @@ class InProcessLease:
             waiter.event.wait(max(0.0, ttl_s if wait_s is None else wait_s))
             if not self._leave(source_id, waiter):
                 raise Busy(f"source {source_id} is busy")
+        self._mine.set(mine | {source_id})
         try:
             yield
         finally:
+            self._mine.set(mine)
             self._release(source_id)
 
     @asynccontextmanager
     async def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AsyncIterator[None]:
+        mine = self._mine.get()
+        if source_id in mine:
+            yield
+            return
         waiter = _Waiter(future=asyncio.get_running_loop().create_future())
         with self._guard:
             free = self._try(source_id, waiter)
@@ -103,9 +118,11 @@ class InProcessLease:
                     if isinstance(e, asyncio.CancelledError):
                         raise
                     raise Busy(f"source {source_id} is busy") from None
+        self._mine.set(mine | {source_id})
         try:
             yield
         finally:
+            self._mine.set(mine)
             self._release(source_id)
 
 

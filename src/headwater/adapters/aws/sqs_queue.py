@@ -177,7 +177,7 @@ class SqsTaskQueue:
         self.after_commit = after_commit
         self.ordered_url = ordered_url
         self.ordered_wait_s = ordered_wait_s
-        self._inline: set[asyncio.Task[Any]] = set()
+        self._inline: set[asyncio.Future[Any]] = set()
 
     def handle(self, command: type[Command], handler: TaskHandler | AsyncTaskHandler,
                now: NowHandler | None = None) -> None:

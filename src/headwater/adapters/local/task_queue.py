@@ -32,16 +32,28 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.adapters.answered import answer_of
+from headwater.adapters.in_process_lease import InProcessLease
 from headwater.adapters.local.group_commit import GroupCommitWriter, Pending
-from headwater.adapters.local.lanes import Lanes
+from headwater.adapters.local.lanes import MAX_RUN_BATCH, Lanes
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import task_from_row
 from headwater.adapters.loops import Portal
 from headwater.domain.commands import Command, RunSource
-from headwater.ports import AsyncTaskHandler, NowHandler, OnRespond, RunAnswer, Task, TaskHandler, TaskResults, TryLater
+from headwater.ports import (
+    AsyncTaskHandler,
+    NowHandler,
+    OnRespond,
+    RunAnswer,
+    SourceLease,
+    Task,
+    TaskHandler,
+    TaskResults,
+    TryLater,
+)
 
 log = logging.getLogger("headwater.tasks")
 
@@ -51,14 +63,28 @@ CPU_SAMPLE_S = 0.05  # how often the process's CPU is read while requests come
 POLL_S = 1.0
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 ANSWERED_DEFER_S = 20.0  # how long a request's run waits in place on another caller's refresh
+ANSWERED_LEASE_S = 300.0  # how long a batch of requests' runs may wait for its source's lease
+
+
+@dataclass(eq=False)
+class _Gathered:
+    """Requests' runs of one source gathered while its lease is held: the next batch."""
+
+    done: asyncio.Future[list[Any] | None]
+    tasks: list[Task] = field(default_factory=list)
+    responders: dict[int, OnRespond] = field(default_factory=dict)  # by id() of the task
+    committing: list[asyncio.Future[str]] = field(default_factory=list)
 
 
 class LocalTaskQueue:
     def __init__(self, db: Database, workers: int, yield_s: float = 0.0,
-                 quiet_s: float = QUIET_S, tenant_share: int | None = None, portal: Portal | None = None) -> None:
+                 quiet_s: float = QUIET_S, tenant_share: int | None = None, portal: Portal | None = None,
+                 lease: SourceLease | None = None) -> None:
         """`tenant_share`: the batches one tenant's work may have in hand at once (default a
-        quarter of the workers). `portal`: the event loop coroutine handlers run on."""
+        quarter of the workers). `portal`: the event loop coroutine handlers run on. `lease`: the
+        store's source lease, which requests' runs of one source gather behind."""
         self.db = db
+        self.lease: SourceLease = lease or InProcessLease()
         self.workers = workers
         self.portal = portal or Portal()
         self.handlers: dict[str, TaskHandler | AsyncTaskHandler] = {}
@@ -73,7 +99,8 @@ class LocalTaskQueue:
         self._watermark = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._answering: set[asyncio.Task[Any]] = set()  # requests' runs (a task is only weakly kept by its loop)
+        self._answering: set[asyncio.Future[Any]] = set()  # requests' runs (a task is only weakly kept by its loop)
+        self._gathering: dict[str, _Gathered] = {}  # by lane: requests' runs waiting for their source's lease
         self._cpu_mark = (time.monotonic(), time.process_time())  # when the process's CPU was last read
 
     def handle(self, command: type[Command], handler: TaskHandler | AsyncTaskHandler,
@@ -125,48 +152,88 @@ class LocalTaskQueue:
 
     async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
         """The task goes into the writer's next group and its run starts at once, overlapping the
-        commit, here, in this coroutine (the handler holds the source's lease: no other run of the
-        source overlaps it); the answer is its first `respond()`, else its result, returned once
-        the task is durable. The run goes on after the answer (its outcome is committed in a later
-        group: the writer takes what it is handed in order); one that fails is retried by the
-        queue. The task's source remembers it by a key of its own (`route_key`), known before the
-        commit gives the task its id, so a run of it again (after a crash) is recognised."""
+        commit, here, in this coroutine; the answer is its first `respond()`, else its result,
+        returned once the task is durable. The run goes on after the answer (its outcome is
+        committed in a later group: the writer takes what it is handed in order); one that fails
+        is retried by the queue. The task's source remembers it by a key of its own
+        (`route_key`), known before the commit gives the task its id, so a run of it again
+        (after a crash) is recognised."""
         command = dataclasses.replace(command, route_key=command.route_key or f"request:{uuid.uuid4().hex}")
         committing = asyncio.ensure_future(self._commit(Pending(command, asyncio.get_running_loop(), answered=True)))
         try:
-            answer = await answer_of(functools.partial(self._run_answered, command, committing), timeout_s,
-                                     self._answering)
+            answer = await answer_of(functools.partial(self._join, command, committing), timeout_s, self._answering)
         finally:
             await committing  # durable before any answer; a failed commit fails the request
         return answer
 
-    async def _run_answered(self, command: RunSource, committing: asyncio.Future[str],
-                            on_respond: OnRespond) -> list[Any] | None:
-        """The RunSource handler on the request's task, in place: waiting on another caller's
-        refresh (TryLater) it tries again for a while, then leaves it to its lane; failing, it
-        leaves it to the queue's retries. None when it did not finish here."""
-        handler = self.handlers[command.name]
-        deadline = time.monotonic() + ANSWERED_DEFER_S
+    async def _join(self, command: RunSource, committing: asyncio.Future[str],
+                    on_respond: OnRespond) -> list[Any] | None:
+        """The request's run, in its source's next batch: the requests that come while the source's
+        lease is held by another batch gather, and run together (one runner call, one commit) once
+        it is theirs, in the order they came."""
+        lane = command.lane or ""
+        batch = self._gathering.get(lane)
+        if batch is None or len(batch.tasks) >= MAX_RUN_BATCH:
+            batch = self._gathering[lane] = _Gathered(asyncio.get_running_loop().create_future())
+            running = asyncio.ensure_future(self._run_gathered(lane, batch))
+            self._answering.add(running)
+            running.add_done_callback(self._answering.discard)
         task = Task("", command)  # its id comes with the commit
+        batch.tasks.append(task)
+        batch.responders[id(task)] = on_respond
+        batch.committing.append(committing)
+        results = await asyncio.shield(batch.done)
+        return None if results is None else [results[batch.tasks.index(task)]]
+
+    async def _run_gathered(self, lane: str, batch: _Gathered) -> None:
+        """Holds the source's lease (the handler holds it again: re-entrant), closes the batch, runs
+        it: waiting on another caller's refresh (TryLater) it tries again for a while, then leaves
+        the tasks to their lane; failing, it leaves them to the queue's retries."""
+        results: list[Any] | None = None
+        try:
+            async with self.lease.held(lane, ANSWERED_LEASE_S):
+                if self._gathering.get(lane) is batch:
+                    del self._gathering[lane]  # later requests gather for the batch after this one
+                results = await self._run_answered(batch)
+        except Exception:  # noqa: BLE001 - the lease could not be had: the queue runs them
+            log.exception("%d requests' runs of %s could not start; the queue runs them", len(batch.tasks), lane)
+            for task, committing in zip(batch.tasks, batch.committing, strict=True):
+                self._retry(dataclasses.replace(task, id=await committing))
+        finally:
+            if self._gathering.get(lane) is batch:
+                del self._gathering[lane]
+            batch.done.set_result(results)
+
+    async def _run_answered(self, batch: _Gathered) -> list[Any] | None:
+        handler = self.handlers[batch.tasks[0].command.name]
+        deadline = time.monotonic() + ANSWERED_DEFER_S
+        tasks = list(batch.tasks)
+
+        def on_respond(task: Task, response: dict[str, Any]) -> None:
+            batch.responders[id(task)](task, response)
+
         while True:
             try:
-                results = await handler([task], on_respond)  # type: ignore[misc]
+                results = list(await handler(tasks, on_respond))  # type: ignore[misc]
             except TryLater as later:
-                if task.deferred_since is None:
-                    task = dataclasses.replace(task, deferred_since=time.time())
+                tasks = [t if t.deferred_since is not None else dataclasses.replace(t, deferred_since=time.time())
+                         for t in tasks]
+                batch.responders.update({id(t): batch.responders[id(o)] for t, o in zip(tasks, batch.tasks,
+                                                                                     strict=True)})
                 if time.monotonic() + later.after_s > deadline:
-                    task = dataclasses.replace(task, id=await committing, not_before=time.time() + later.after_s)
-                    self._dispatch(task)
+                    for task, committing in zip(tasks, batch.committing, strict=True):
+                        self._dispatch(dataclasses.replace(task, id=await committing,
+                                                           not_before=time.time() + later.after_s))
                     return None
                 await asyncio.sleep(later.after_s)
                 continue
-            except Exception:  # noqa: BLE001 - its lane retries it
-                task = dataclasses.replace(task, id=await committing)
-                log.exception("a request's run %s failed; the queue retries it", task.id)
-                self._retry(task)
+            except Exception:  # noqa: BLE001 - its lane retries them
+                log.exception("%d requests' runs failed; the queue retries them", len(tasks))
+                for task, committing in zip(tasks, batch.committing, strict=True):
+                    self._retry(dataclasses.replace(task, id=await committing))
                 return None
-            self.writer.finished([await committing])
-            return list(results)
+            self.writer.finished([await committing for committing in batch.committing])
+            return results
 
     def stats(self, now: float) -> tuple[int, float]:
         """(tasks in the table, seconds the oldest due one has waited): what /metrics shows."""
