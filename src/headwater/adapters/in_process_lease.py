@@ -32,7 +32,11 @@ class _Waiter:
             self.event.set()
         elif self.future is not None:
             future = self.future
-            future.get_loop().call_soon_threadsafe(_settle, future)
+            loop = future.get_loop()
+            if _running_loop() is loop:  # the holder let go on the waiter's own loop: no wake-up needed
+                _settle(future)
+            else:
+                loop.call_soon_threadsafe(_settle, future)
 
 
 @dataclass
@@ -129,3 +133,10 @@ class InProcessLease:
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

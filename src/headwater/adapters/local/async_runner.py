@@ -6,6 +6,7 @@ done on a worker thread first."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 from typing import Any
 
 from headwater.adapters.local.node_runner import NodeRunnerPool, NotRunning
@@ -28,4 +29,37 @@ class AsyncNodeRunner(AsyncRunnerRequests):
         except NotRunning:
             sent = await asyncio.to_thread(self.pool.submit, op, request, bundle, on_partial, account, timeout_s,
                                            bill_to)
-        return await asyncio.shield(asyncio.wrap_future(sent))  # a caller gone never cancels the pool's call
+        return await _on_loop(sent)
+
+
+def _on_loop(sent: Future[dict[str, Any]]) -> asyncio.Future[dict[str, Any]]:
+    """The pool's Future as the calling loop's: set right where the pipe is read when that is this
+    loop (no wake-up through the loop's self-pipe), else handed over. A caller that goes away
+    never cancels the pool's call."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def settle(done: Future[dict[str, Any]]) -> None:
+        if answer.done():
+            return
+        error = done.exception()
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(done.result())
+
+    def settled(done: Future[dict[str, Any]]) -> None:
+        if _running_loop() is loop:
+            settle(done)
+        else:
+            loop.call_soon_threadsafe(settle, done)
+
+    sent.add_done_callback(settled)
+    return answer
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
