@@ -8,16 +8,17 @@ TransactWriteItems does), and nothing a unit of work wrote is readable before it
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
+import inspect
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from headwater.adapters.responses import InProcessResponses
 from headwater.bootstrap import Adapters, Services, bootstrap
 from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.connected_accounts import ConnectedAccount
@@ -31,10 +32,15 @@ from headwater.domain.runs import RunResult, merge_db
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
 from headwater.ports import (
+    AsyncTaskHandler,
     Bundle,
     Busy,
+    Finished,
     Instance,
     NowHandler,
+    Responded,
+    RunAnswer,
+    RunMessage,
     RunnerError,
     SendResult,
     Task,
@@ -537,24 +543,50 @@ class FakeIngestCounts:
 
 class FakeLease:
     def __init__(self) -> None:
-        self.held: set[str] = set()
+        self.holding: set[str] = set()
 
     @contextmanager
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
-        if source_id in self.held:
+        if source_id in self.holding:
             raise Busy(source_id)
-        self.held.add(source_id)
+        self.holding.add(source_id)
         try:
             yield
         finally:
-            self.held.discard(source_id)
+            self.holding.discard(source_id)
+
+    @asynccontextmanager
+    async def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AsyncIterator[None]:
+        with self.hold(source_id, ttl_s, wait_s):
+            yield
+
+
+class FakeWrites:
+    """The Writes port in the test's own thread: the write, at once."""
+
+    async def call(self, write: Callable[[], T]) -> T:
+        return write()
+
+
+def to_end(value: Any) -> Any:
+    """A handler's results: a coroutine's run to its end (on a thread of its own when the caller
+    is on an event loop already), a Future's waited for."""
+    if not inspect.iscoroutine(value):
+        return results_of(value)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(value)
+    context = contextvars.copy_context()
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(context.run, asyncio.run, value).result()
 
 
 class FakeQueue:
     """Keeps committed commands until a test runs them (`drain`), through the real handlers."""
 
     def __init__(self) -> None:
-        self.handlers: dict[str, TaskHandler] = {}
+        self.handlers: dict[str, TaskHandler | AsyncTaskHandler] = {}
         self.pending: list[tuple[Task, float]] = []
         self.ids = 0
         self.results: list[tuple[Task, Any]] = []
@@ -564,12 +596,27 @@ class FakeQueue:
             self.ids += 1
             self.pending.append((Task(str(self.ids), command), delay))
 
-    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
+    def handle(self, command: type[Command], handler: TaskHandler | AsyncTaskHandler,
+               now: NowHandler | None = None) -> None:
         self.handlers[command.name] = handler
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> str:
+    async def ingest(self, command: RunSource) -> str:
         self.enqueue([(command, 0.0)])
         return self.pending[-1][0].id
+
+    async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
+        """Committed, then run at once by the caller's coroutine: its first respond(), else its
+        result; a run that fails stays pending (the queue would retry it)."""
+        self.enqueue([(command, 0.0)])
+        entry = self.pending[-1]
+        responses: list[dict[str, Any]] = []
+        try:
+            results = await self.handlers[command.name]([entry[0]], lambda _task, response: responses.append(response))  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - left pending, as the queue would retry it
+            return None
+        self.pending.remove(entry)
+        self.results.append((entry[0], results[0]))
+        return responses[0] if responses else results[0]  # type: ignore[no-any-return]
 
     def of(self, kind: type[Command]) -> list[Any]:
         return [t.command for t, _ in self.pending if isinstance(t.command, kind)]
@@ -583,12 +630,12 @@ class FakeQueue:
                 return done
             self.pending.remove(ready[0])
             task = ready[0][0]
-            result = results_of(self.handlers[task.command.name]([task], lambda t, r: None))[0]
+            result = to_end(self.handlers[task.command.name]([task], lambda t, r: None))[0]
             done.append((task, result))
             self.results.append((task, result))
 
     def redeliver(self, task: Task) -> Any:
-        return results_of(self.handlers[task.command.name]([task], lambda t, r: None))[0]
+        return to_end(self.handlers[task.command.name]([task], lambda t, r: None))[0]
 
 
 class FakeScheduler:
@@ -664,13 +711,6 @@ class FakeRunner:
             results.append(result)
         return results
 
-    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
-                    wait: bool = True) -> Future[list[RunResult]]:
-        future: Future[list[RunResult]] = Future()
-        future.set_result(self.run_many(bundle, instance, events, timeout_ms, on_respond))
-        return future
-
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         self.calls.append((hook, instance.id))
         self.bills.append((hook, instance.bill_to))
@@ -695,6 +735,44 @@ class FakeRunner:
         return Timed({"options": [], "context": None}, self.duration_ms)
 
     def close(self) -> None:
+        pass
+
+
+class FakeAsyncRunner:
+    """The Runner port over a FakeRunner's scripts, in the caller's coroutine (no thread): a run's
+    RunResult.response is yielded as its respond() before the outcome."""
+
+    def __init__(self, fake: FakeRunner) -> None:
+        self.fake = fake
+
+    async def describe(self, bundle: Bundle, timeout_ms: int, account: str, bill_to: str) -> Timed[ComponentDefinition]:
+        return self.fake.describe(bundle, timeout_ms, account, bill_to)
+
+    async def run(self, bundle: Bundle, instance: Instance, events: list[Any],
+                  timeout_ms: int) -> AsyncIterator[RunMessage]:
+        results = self.fake.run_many(bundle, instance, events, timeout_ms)
+        for index, result in enumerate(results):
+            if result.response is not None:
+                yield Responded(index, result.response)
+        yield Finished(results)
+
+    async def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
+        return self.fake.hook(bundle, instance, hook, timeout_ms)
+
+    async def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        return self.fake.run_step(bundle, instance, steps, timeout_ms)
+
+    async def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any], timeout_ms: int,
+                               account: str, bill_to: str) -> Timed[list[dict[str, Any]]]:
+        return self.fake.additional_props(bundle, instance_id, props, timeout_ms, account, bill_to)
+
+    async def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                      prev_context: Any, query: str | None, timeout_ms: int, account: str,
+                      bill_to: str) -> Timed[dict[str, Any]]:
+        return self.fake.options(bundle, instance_id, prop, props, page, prev_context, query, timeout_ms, account,
+                                 bill_to)
+
+    async def aclose(self) -> None:
         pass
 
 
@@ -783,8 +861,8 @@ def world(max_writes: int | None = None, **settings: Any) -> World:
     counts = FakeIngestCounts()
     settings.setdefault("ingest_rate", 0)  # no budget unless a test asks for one
     adapters = Adapters(uow=store.uow, usage=usage, lease=FakeLease(), ingest_counts=counts, bundler=FakeBundler(),
-                        runner=runner,
-                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue, responses=InProcessResponses(),
+                        runner=FakeAsyncRunner(runner), blocking_runner=runner, writes=FakeWrites(),
+                        fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue,
                         scheduler=scheduler, bus=bus,
                         sender=sender, mailer=FakeMailer(), objects=FakeObjects())
     services = bootstrap(Settings(**settings), adapters)

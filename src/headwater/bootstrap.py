@@ -25,13 +25,13 @@ from headwater.domain.commands import (
 from headwater.domain.ingest_budget import Budget
 from headwater.metrics import metered_deliveries, metered_runs
 from headwater.ports import (
+    BlockingRunner,
     Bundler,
     EventBus,
     IngestCounts,
     Mailer,
     OAuthClientPort,
     ObjectStore,
-    Responses,
     Runner,
     Scheduler,
     Secrets,
@@ -41,6 +41,7 @@ from headwater.ports import (
     UrlFetcher,
     UsageRepository,
     WebhookSender,
+    Writes,
 )
 from headwater.services.accounts import Accounts
 from headwater.services.clock import utc_day
@@ -74,11 +75,12 @@ class Adapters:
     usage: UsageRepository
     lease: SourceLease
     bundler: Bundler
-    runner: Runner
+    runner: Runner  # for coroutines (runs)
+    blocking_runner: BlockingRunner  # for threads (describe, options, hooks, steps, trials)
+    writes: Writes  # where a run's coroutine commits its outcome
     fetcher: UrlFetcher
     secrets: Secrets
     queue: TaskQueue
-    responses: Responses
     scheduler: Scheduler
     bus: EventBus
     sender: WebhookSender
@@ -88,7 +90,6 @@ class Adapters:
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
-    finish_runs_on: Callable[[Callable[[], None]], None] | None = None  # where runs' outcomes commit
     oauth_client: OAuthClientPort | None = None  # the OAuth client side (None: adapters.oauth_client's)
 
 
@@ -126,22 +127,23 @@ class Services:
     def close(self) -> None:
         for stop in self.adapters.stoppers:
             stop()
-        self.adapters.runner.close()
+        self.adapters.blocking_runner.close()
 
 
 def local_adapters(settings: Settings) -> Adapters:
+    from headwater.adapters.local.async_runner import AsyncNodeRunner
     from headwater.adapters.local.bundler import LocalBundler
     from headwater.adapters.local.node_runner import NodeRunnerPool
     from headwater.adapters.local.scheduler import LocalScheduler
     from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
-    from headwater.adapters.responses import InProcessResponses
+    from headwater.adapters.loops import Portal
 
     store = SqliteStore(settings.database_path)
-    responses = InProcessResponses()
-    queue = LocalTaskQueue(store.db, settings.task_workers, responses, settings.background_yield_ms / 1000,
-                           tenant_share=settings.tenant_worker_share)
+    portal = Portal()
+    queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000,
+                           tenant_share=settings.tenant_worker_share, portal=portal, lease=store.lease)
     usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)
@@ -154,16 +156,16 @@ def local_adapters(settings: Settings) -> Adapters:
         ingest_counts=store.ingest_counts,
         bundler=LocalBundler(settings),
         # CPU a process used beyond its runs' measured time counts against its account's quota
-        runner=runner,
+        runner=AsyncNodeRunner(runner),
+        blocking_runner=runner,
+        writes=queue.writer,
         queue=queue,
-        responses=responses,
         scheduler=scheduler,
         **_outside(settings),
         secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
-        loop_users=[runner.attach],
-        finish_runs_on=queue.writer.run,
+        loop_users=[runner.attach, portal.attach],
     )
 
 
@@ -183,7 +185,7 @@ def _outside(settings: Settings) -> dict[str, Any]:
     }
 
 
-def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runner: Runner | None = None,
+def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runner: BlockingRunner | None = None,
                  bundler: Bundler | None = None) -> Adapters:
     """DynamoDB, SQS, EventBridge Scheduler and KMS behind the same ports (docs/aws.md). `clients` are
     boto3 clients by service name (built here at first use when not given: a warm Lambda
@@ -196,7 +198,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.kms_secrets import KmsSecrets
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
-    from headwater.adapters.responses import InProcessResponses
+    from headwater.adapters.threads import ThreadedRunner, ThreadWrites
 
     config = AwsConfig()
     clients = dict(clients or {})
@@ -207,8 +209,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     if config.payload_bucket:
         clients.setdefault("s3", boto3.client("s3", endpoint_url=config.endpoint_url))
         payloads = S3Payloads(clients["s3"], config.payload_bucket)
-    responses = InProcessResponses()
-    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, responses, routes=config.routes(),
+    queue = SqsTaskQueue(clients["sqs"], config.run_queue_url, store, routes=config.routes(),
                          payloads=payloads, after_commit=config.at_once,
                          ordered_url=config.run_order_queue_url or None)
     store.on_commit(queue.send)
@@ -226,16 +227,17 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         lease=store.lease,
         ingest_counts=store.ingest_counts,
         bundler=bundler,
-        runner=runner,
+        runner=ThreadedRunner(runner),
+        blocking_runner=runner,
+        writes=ThreadWrites(),
         queue=queue,
-        responses=responses,
         scheduler=scheduler,
         **_outside(settings),
         secrets=KmsSecrets(lambda: _client(clients, "kms", config), config.kms_key_arn),
     )
 
 
-def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -> tuple[Runner, Bundler]:
+def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -> tuple[BlockingRunner, Bundler]:
     """The runner Lambda, invoked one request at a time, runs components and bundles them. It has
     no AWS permission: the bundle bucket is read here and reached by the runner only through the
     presigned URLs a request carries (S3Bundles). Emulated, the same requests and answers go to the
@@ -315,20 +317,21 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     accounts = Accounts(a.uow, a.usage, settings)
     connected_accounts = ConnectedAccounts(a.uow, accounts, a.secrets)
     quota = Quota(a.uow, a.usage, settings)
-    components = Components(a.uow, accounts, a.bundler, a.runner, a.fetcher, settings, connected_accounts, quota)
+    components = Components(a.uow, accounts, a.bundler, a.blocking_runner, a.fetcher, settings, connected_accounts,
+                            quota)
     subscriptions = Subscriptions(a.uow, accounts)
-    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.secrets, a.bus, settings, connected_accounts, quota,
-                routes=functools.partial(for_commit, subscriptions), finish_on=a.finish_runs_on)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.blocking_runner, a.writes, a.secrets, a.bus, settings,
+                connected_accounts, quota, routes=functools.partial(for_commit, subscriptions))
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
     budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))
                if settings.ingest_rate else None)
-    ingest = Ingest(components, sources, runs, a.queue, a.responses, settings, budgets)
+    ingest = Ingest(components, sources, runs, a.queue, settings, budgets)
     webhooks = Webhooks(a.uow, accounts, subscriptions, a.sender, a.secrets, settings)
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
     destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
-    workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.runner, destinations,
+    workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.blocking_runner, destinations,
                           settings)
     oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
                              a.secrets, settings,
@@ -338,8 +341,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     # ConnectedAccounts.
     connected_accounts.fresh = oauth.fresh
     limit_source_labels(settings.metrics_sources)
-    a.queue.handle(RunSource, metered_runs(runs.start_batch),
-                   now=metered_runs(runs.start_now))
+    a.queue.handle(RunSource, metered_runs(runs.run_batch))
     a.queue.handle(TimerTick, timers.tick)
     a.queue.handle(SyncSchedule, timers.sync)
     a.queue.handle(DeleteEvents, events.delete)
@@ -366,7 +368,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
-        trials=Trials(components, runs, a.runner, settings),
+        trials=Trials(components, runs, a.blocking_runner, settings),
         connected_accounts=connected_accounts,
         oauth=oauth,
     )

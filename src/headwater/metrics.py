@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -18,7 +17,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.domain.runs import RunResult
-from headwater.ports import NowHandler, Task, TaskHandler, TaskResults, results_of
+from headwater.ports import AsyncTaskHandler, NowHandler, OnRespond, Task, TaskHandler, results_of
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -40,27 +39,21 @@ DELIVERIES = Counter("headwater_webhook_deliveries", "Webhook delivery attempts,
 _Handler = TypeVar("_Handler", TaskHandler, NowHandler)
 
 
-def metered_runs(handler: _Handler) -> _Handler:
+def metered_runs(handler: AsyncTaskHandler) -> AsyncTaskHandler:
     """Counts each run's outcome and duration as the RunSource handler returns them, in all and
     per source (source_metrics.py)."""
     from headwater.source_metrics import SOURCES, outcome_of
 
-    def count(tasks: list[Task], results: list[Any]) -> None:
+    async def handle(tasks: list[Task], on_respond: OnRespond) -> list[Any]:
+        results = list(await handler(tasks, on_respond))
         for result in results:
             if isinstance(result, RunResult):
                 RUNS.labels(outcome_of(result)).inc()
                 RUN_SECONDS.observe(result.duration_ms / 1000)
         SOURCES.count(tasks, results)
-
-    def handle(tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None]) -> TaskResults | None:
-        results = handler(tasks, on_partial)
-        if isinstance(results, Future):
-            results.add_done_callback(lambda done: None if done.exception() else count(tasks, done.result()))
-        elif results is not None:
-            count(tasks, results)
         return results
 
-    return handle  # type: ignore[return-value]
+    return handle
 
 
 def metered_deliveries(handler: _Handler) -> _Handler:

@@ -10,9 +10,9 @@ may raise `Conflict` at the write or only at `commit()`: callers handle both the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -26,6 +26,8 @@ from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.runs import RunResult
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
+
+T = TypeVar("T")
 
 # storage
 
@@ -286,52 +288,44 @@ class Task:
 # Handlers take consecutive tasks of one command type and lane, so they can commit them together,
 # and a callback for partial results (a run's respond()); they return one result a task. A handler
 # that returns has finished its tasks; one that raises has them retried later (TryLater: given back
-# without counting an attempt).
+# without counting an attempt). A coroutine handler (a run) is awaited on an event loop, holding no
+# thread while it waits; a plain one is called on a worker thread.
+OnRespond = Callable[["Task", dict[str, Any]], None]
 TaskResults = list[Any] | Future[list[Any]]
-TaskHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], TaskResults]
-"""A handler's results come back as a list, or in a Future when it has sent work off (a run) and
-holds no thread while it waits."""
+TaskHandler = Callable[[list["Task"], OnRespond], TaskResults]
+AsyncTaskHandler = Callable[[list["Task"], OnRespond], Awaitable[list[Any]]]
 
 
-NowHandler = Callable[[list[Task], Callable[[Task, dict[str, Any]], None]], "TaskResults | None"]
+NowHandler = Callable[[list[Task], OnRespond], "TaskResults | None"]
 
 
 def results_of(value: TaskResults) -> list[Any]:
-    """A handler's results, waited for when they come in a Future."""
+    """A plain handler's results, waited for when they come in a Future (webhook attempts)."""
     return value.result() if isinstance(value, Future) else value
 
 
-Answer = tuple[str, Any]
-"""What a waiting request hears of its run: ("respond", response) at the run's respond() call, or
-("done", the handler's result) when it ended without one, or ("failed", None)."""
+RunAnswer = dict[str, Any] | RunResult | None
+"""What a request waiting for its run hears (customResponse): the response the run gave to
+`respond()`, else the run's result when it ended without one, or None when neither came in time
+(or the run failed, to be retried by the queue)."""
 
 
 class TaskQueue(Protocol):
     """Delivers committed commands to their handlers, one at a time per lane, at least once."""
 
-    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
+    def handle(self, command: type[Command], handler: TaskHandler | AsyncTaskHandler,
+               now: NowHandler | None = None) -> None:
         """`now`: the handler's form for a task handled the moment it is committed, by the process
-        that committed it; it returns None to leave the task to the queue. The local queue calls
-        it on the event loop to start a waiting request's run (there it must not block: None when
-        it would have to); the SQS queue, for the types it handles after their commit (a webhook's
-        first attempt, when the webhook has not been slow here lately)."""
+        that committed it (the SQS queue's `after_commit` types: a webhook's first attempt); it
+        returns None to leave the task to the queue."""
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> str:
-        """Queues one run durably (group commit) and returns its task id once it is. With `respond`,
-        the caller waits for the run's answer (`Responses.wait`), and the run starts at once."""
+    async def ingest(self, command: RunSource) -> str:
+        """Queues one run durably (group commit) and returns its task id once it is."""
 
-
-class Responses(Protocol):
-    """Carries a run's answer to the request waiting for it (customResponse)."""
-
-    def expect(self, task_id: str) -> None:
-        """Somebody will wait for this task's answer (said before its run can answer)."""
-
-    def deliver(self, task_id: str, answer: Answer) -> None:
-        """From any thread; ignored for a task nobody waits on, and after the task's first answer."""
-
-    async def wait(self, task_id: str, timeout_s: float) -> Answer | None:
-        """The task's first answer, or None when none came in time."""
+    async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
+        """Queues one run durably and runs it in the caller's coroutine (the RunSource handler,
+        holding the source's lease): its answer as a value, returned only once the task is
+        durable. A run that fails is left to the queue, which retries it."""
 
 
 class Scheduler(Protocol):
@@ -351,11 +345,22 @@ class Scheduler(Protocol):
 
 
 class SourceLease(Protocol):
-    """One holder per source at a time, across machines (runs and hooks never overlap)."""
+    """One holder per source at a time, across machines (runs and hooks never overlap), taken in
+    the order asked for where the store can tell: the one place a source's order and exclusion live."""
 
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractContextManager[None]:
         """Waits for the lease (up to `wait_s`, by default `ttl_s`), holds it for the block; raises
         Busy when it cannot be had. A holder that dies loses it after `ttl_s`."""
+
+    def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractAsyncContextManager[None]:
+        """`hold` for a coroutine: it waits holding no thread."""
+
+
+class Writes(Protocol):
+    """Where a coroutine's blocking store work goes (a run's commit): locally the one writer's
+    thread, in order with the ingest groups; on AWS a worker thread."""
+
+    async def call(self, write: Callable[[], T]) -> T: ...
 
 
 class Busy(Exception):
@@ -415,9 +420,6 @@ class Instance:
     file_name: str | None = None  # code sent as text: the file its stacks name (domain.file_names)
 
 
-T = TypeVar("T")
-
-
 @dataclass(frozen=True)
 class Timed(Generic[T]):
     """A runner call's answer with the call's time as the caller measured it (from the request
@@ -427,17 +429,62 @@ class Timed(Generic[T]):
     duration_ms: float
 
 
+@dataclass(frozen=True)
+class Responded:
+    """A run's `respond()`: the HTTP answer for the request that started the `index`th run."""
+
+    index: int
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A runner call's outcome: each run's result, in order."""
+
+    results: list[RunResult]
+
+
+RunMessage = Responded | Finished
+
+
 class Runner(Protocol):
-    """The Node runner (docs/runner-protocol.md). A failure of the call itself (the code does not
-    load, the runner crashed) raises RunnerError; what the component's own code does wrong is in
-    `RunResult.error`. Calls without an instance (describe, additional_props, options) name the
-    `account` whose process makes them: no runner process serves two accounts.
+    """The Node runner (docs/runner-protocol.md), for coroutines: every call waits holding no
+    thread. A failure of the call itself (the code does not load, the runner crashed) raises
+    RunnerError; what the component's own code does wrong is in `RunResult.error`. Calls without
+    an instance (describe, additional_props, options) name the `account` whose process makes them:
+    no runner process serves two accounts.
 
     Every call names the user who pays for it: `bill_to` of the calls without an instance,
     `Instance.bill_to` of the others ("" only for the operator's own calls: registry publishing).
     Its time, measured here, comes back with its answer (`RunResult.duration_ms`, `Timed`) or its
     failure (`RunnerError.duration_ms`) for the caller to record; CPU a runner process uses beyond
     its calls' measured time is billed by the adapter to the payer of its last call."""
+
+    async def describe(self, bundle: Bundle, timeout_ms: int, account: str,
+                       bill_to: str) -> Timed[ComponentDefinition]: ...
+
+    def run(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int) -> AsyncIterator[RunMessage]:
+        """The events' runs in order in one call, each seeing the `db` the ones before it wrote:
+        the runner's messages as they come (each `respond()` as Responded), then Finished."""
+
+    async def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
+
+    async def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        """An action's `run({$, steps})`: the result carries return_value, exports, sends, flow_exit."""
+
+    async def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any],
+                               timeout_ms: int, account: str, bill_to: str) -> Timed[list[dict[str, Any]]]: ...
+
+    async def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                      prev_context: Any, query: str | None, timeout_ms: int, account: str,
+                      bill_to: str) -> Timed[dict[str, Any]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class BlockingRunner(Protocol):
+    """The Runner port for callers that are threads (sync routes, the CLI, plain task handlers):
+    the same calls, each holding its caller until it ends."""
 
     def describe(self, bundle: Bundle, timeout_ms: int, account: str, bill_to: str) -> Timed[ComponentDefinition]: ...
 
@@ -448,13 +495,6 @@ class Runner(Protocol):
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
         """`run` of each event in order, each seeing the `db` the ones before it wrote (their writes
         merged into `instance.db`), in one call; `on_respond(index, response)`."""
-
-    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
-                    wait: bool = True) -> Future[list[RunResult]]:
-        """`run_many` with its results in a Future: a run that waits need hold no thread. With
-        `wait=False` (a caller on the event loop), raises WouldBlock instead of waiting for a runner
-        process or starting one."""
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult: ...
 
@@ -469,10 +509,6 @@ class Runner(Protocol):
                 bill_to: str) -> Timed[dict[str, Any]]: ...
 
     def close(self) -> None: ...
-
-
-class WouldBlock(Exception):
-    """The call cannot be made without waiting, and its caller said it must not wait."""
 
 
 class RunnerError(Exception):

@@ -14,7 +14,6 @@ import pytest
 from headwater.adapters.aws import request_ids
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
-from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import SyncSchedule, to_message
 from headwater.entrypoints.aws import runtime
 from headwater.ports import Task
@@ -32,7 +31,7 @@ def test_a_consumer_logs_and_handles_a_message_under_its_request_id(
     monkeypatch.setenv("HEADWATER_IDEMPOTENCY_TABLE", "headwater-idempotency")
     monkeypatch.setattr(runtime, "_dynamodb", lambda: dynamodb)
     url = sqs.create_queue(QueueName="runs")["QueueUrl"]
-    queue = SqsTaskQueue(sqs, url, DynamoStore(dynamodb, RESOURCES, EVENTS), InProcessResponses())
+    queue = SqsTaskQueue(sqs, url, DynamoStore(dynamodb, RESOURCES, EVENTS))
     seen: list[tuple[str | None, str | None]] = []
 
     def sync(tasks: list[Task], _: Any) -> list[Any]:

@@ -18,7 +18,6 @@ import pytest
 from headwater.adapters.aws import request_ids
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
-from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import (
     Command,
     DeleteEvents,
@@ -78,7 +77,7 @@ def setup(aws_clients: Callable[[str], Any]) -> Setup:
     create_tables(dynamodb, RESOURCES, EVENTS)
     store = DynamoStore(dynamodb, RESOURCES, EVENTS)
     url = sqs.create_queue(QueueName="runs")["QueueUrl"]
-    queue = SqsTaskQueue(sqs, url, store, InProcessResponses(), lease_wait_s=0, inline_fallback_s=0)
+    queue = SqsTaskQueue(sqs, url, store, lease_wait_s=0, inline_fallback_s=0)
     store.on_commit(queue.send)
     return Setup(queue, store, sqs, url)
 
@@ -184,9 +183,9 @@ def test_an_inline_run_waiting_on_another_callers_work_tries_again_in_place(setu
         on_partial(tasks[0], {"status": 200})
         return ["ran"]
     setup.queue.handle(RunSource, waiting_once)
-    task_id, outcome = respond_inline(setup, run("dc_a"))
-    assert outcome == ("respond", {"status": 200})
-    assert [t.id for t in tries] == [task_id, task_id] and tries[1].deferred_since is not None
+    _, outcome = respond_inline(setup, run("dc_a"))
+    assert outcome == {"status": 200}
+    assert [t.id for t in tries] == [tries[0].id, tries[0].id] and tries[1].deferred_since is not None
 
 
 def test_a_message_that_is_not_a_command_is_left_for_the_dead_letter_queue(setup: Setup) -> None:
@@ -203,19 +202,20 @@ def test_an_ingested_run_is_queued_under_its_message_id(setup: Setup) -> None:
 
 
 def respond_inline(setup: Setup, command: RunSource) -> tuple[str, Any]:
-    async def main() -> tuple[str, Any]:
-        task_id = await setup.queue.ingest(command, respond=True)
-        outcome = await setup.queue.responses.wait(task_id, 30)
+    """The answer of a request that runs its own run, and the task id its run had."""
+    async def main() -> Any:
+        answer = await setup.queue.ingest_answered(command, 30)
         await setup.queue.drain()
-        assert outcome is not None
-        return task_id, outcome
-    return asyncio.run(main())
+        return answer
+    answer = asyncio.run(main())
+    task_id = setup.seen[0][1][0].id if setup.seen else ""
+    return task_id, answer
 
 
 def test_a_run_that_must_respond_runs_inline_and_its_message_is_dropped(setup: Setup) -> None:
     setup.queue.handle(RunSource, setup.record("runs", respond={"status": 201}))
     task_id, outcome = respond_inline(setup, run("dc_a"))
-    assert outcome == ("respond", {"status": 201})
+    assert outcome == {"status": 201}
     assert [t.id for _, tasks in setup.seen for t in tasks] == [task_id]
     assert setup.queue.poll_once() == 1  # its message, found done: deleted unrun
     assert len(setup.seen) == 1
@@ -225,13 +225,13 @@ def test_a_run_that_must_respond_runs_inline_and_its_message_is_dropped(setup: S
 def test_an_inline_run_without_a_response_resolves_with_its_result(setup: Setup) -> None:
     setup.queue.handle(RunSource, setup.record("runs"))
     task_id, outcome = respond_inline(setup, run("dc_a"))
-    assert outcome == ("done", f"runs:{task_id}")
+    assert outcome == f"runs:{task_id}"
 
 
 def test_a_failed_inline_run_runs_again_from_its_message(setup: Setup) -> None:
     setup.queue.handle(RunSource, setup.record("runs", fail=True))
     task_id, outcome = respond_inline(setup, run("dc_a"))
-    assert outcome == ("failed", None)
+    assert outcome is None
     setup.queue.handle(RunSource, setup.record("again"))
     assert setup.queue.poll_once() == 1
     assert [(name, tasks[0].id) for name, tasks in setup.seen] == [("runs", task_id), ("again", task_id)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -115,3 +116,35 @@ def test_a_lease_has_one_holder_at_a_time(store: Backend) -> None:
             assert other.submit(try_hold, "dc_one").result() == "busy"
             assert other.submit(try_hold, "dc_two").result() == "held"
         assert other.submit(try_hold, "dc_one").result() == "held"
+
+
+def test_coroutines_take_a_lease_in_the_order_they_asked_one_at_a_time(store: Backend) -> None:
+    """A run is a coroutine holding its source's lease: others wait for it holding no thread, and
+    a source's coroutines of one process get it in the order they asked (each task asks at its
+    first step, and the loop starts them in order)."""
+    events: list[tuple[str, int]] = []
+
+    async def run(n: int) -> None:
+        async with store.lease.held("dc_runs", ttl_s=30):
+            events.append(("in", n))
+            await asyncio.sleep(0)  # the run waits for its runner
+            events.append(("out", n))
+
+    async def main() -> None:
+        await asyncio.gather(*(run(n) for n in range(4)))
+
+    asyncio.run(main())
+    assert events == [(kind, n) for n in range(4) for kind in ("in", "out")]
+
+
+def test_a_coroutine_waits_for_a_threads_lease_and_gives_up_busy(store: Backend) -> None:
+    async def try_hold() -> str:
+        try:
+            async with store.lease.held("dc_one", ttl_s=30, wait_s=0.05):
+                return "held"
+        except Busy:
+            return "busy"
+
+    with store.lease.hold("dc_one", ttl_s=30), ThreadPoolExecutor(1) as other:  # the coroutine's own thread
+        assert other.submit(asyncio.run, try_hold()).result() == "busy"
+    assert asyncio.run(try_hold()) == "held"

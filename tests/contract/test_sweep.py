@@ -14,7 +14,6 @@ import pytest
 from headwater.adapters.aws.dynamodb import DynamoStore, create_tables
 from headwater.adapters.aws.scheduler import EventBridgeScheduler
 from headwater.adapters.aws.sqs_queue import SqsTaskQueue
-from headwater.adapters.responses import InProcessResponses
 from headwater.domain.commands import SyncSchedule, from_message
 from headwater.domain.timers import Timer
 from headwater.entrypoints.aws import runtime
@@ -48,7 +47,7 @@ def test_the_sweep_sends_a_crashed_outbox_item_and_rearms_a_lost_chain_once(
     create_tables(dynamodb, RESOURCES, EVENTS)
     url = sqs.create_queue(QueueName="runs")["QueueUrl"]
     store = Later(dynamodb, RESOURCES, EVENTS)
-    queue = SqsTaskQueue(sqs, url, store, InProcessResponses())
+    queue = SqsTaskQueue(sqs, url, store)
     now = [NOW]
     scheduler = EventBridgeScheduler(aws_clients("scheduler"), sqs, dynamodb, group_name="timers", queue_arn="arn:q",
                                      queue_url=url, role_arn="arn:role", dead_letter_arn=None, table_name=RESOURCES,

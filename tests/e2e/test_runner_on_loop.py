@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from headwater.adapters.local.async_runner import AsyncNodeRunner
 from headwater.adapters.local.bundler import LocalBundler
 from headwater.adapters.local.node_runner import NodeRunnerPool
-from headwater.ports import Instance, WouldBlock
+from headwater.ports import Finished, Instance, Responded, RunMessage
 from headwater.settings import Settings
 
 ECHO = """export default {
@@ -62,19 +63,31 @@ async def thread_of_the_loop() -> int:
     return threading.get_ident()
 
 
-def test_a_call_that_must_not_wait_is_refused_until_the_accounts_process_runs(tmp_path: Path) -> None:
-    """The event loop's own start of a run never starts a process or waits for a place in the pool."""
+def test_an_async_run_yields_each_respond_as_it_comes_then_its_outcome_and_starts_processes_off_the_loop(
+        tmp_path: Path, loop: asyncio.AbstractEventLoop) -> None:
+    """The async Runner on the loop the pool reads on: its messages come in order (each run's
+    respond before the outcome), and starting the account's process (blocking) is done on a
+    worker thread, never on the loop."""
     settings = Settings(data_dir=tmp_path, runner_processes=1)
     bundler, pool = LocalBundler(settings), NodeRunnerPool(settings)
+    pool.attach(loop)
+    runner = AsyncNodeRunner(pool)
+    started_on: list[int] = []
+    start = pool.launcher.start
+    pool.launcher.start = lambda account: started_on.append(threading.get_ident()) or start(account)  # type: ignore[method-assign]
+    instance = Instance(id="dc_echo", props={}, account="a", http={"endpoint": "x", "customResponse": True})
+    bundle = bundler.bundle(ECHO)
+
+    async def run(events: list[dict[str, int]]) -> tuple[int, list[RunMessage]]:
+        return threading.get_ident(), [message async for message in runner.run(bundle, instance, events, 10_000)]
+
     try:
-        instance = Instance(id="dc_echo", props={}, account="a", http={"endpoint": "x", "customResponse": True})
-        bundle = bundler.bundle(ECHO)
-        with pytest.raises(WouldBlock):
-            pool.submit_many(bundle, instance, [{"n": 0}], 10_000, wait=False)
-        pool.run_many(bundle, instance, [{"n": 1}], 10_000)  # the account's process starts
-        ran = pool.submit_many(bundle, instance, [{"n": 2}], 10_000, wait=False).result(timeout=30)
-        assert ran[0].error is None and ran[0].emits[0].event["n"] == 2
-        with pytest.raises(WouldBlock):  # the pool's one place is taken by account a
-            pool.submit_many(bundle, Instance(id="dc_b", props={}, account="b"), [{"n": 3}], 10_000, wait=False)
+        loop_thread, first = asyncio.run_coroutine_threadsafe(run([{"n": 0}, {"n": 1}]), loop).result(60)
+        _, second = asyncio.run_coroutine_threadsafe(run([{"n": 2}]), loop).result(60)
     finally:
         pool.close()
+    assert [type(m).__name__ for m in first] == ["Responded", "Responded", "Finished"]
+    assert [(m.index, m.response["body"]) for m in first if isinstance(m, Responded)] == [(0, "0"), (1, "1")]
+    assert isinstance(first[-1], Finished) and [r.emits[0].event["n"] for r in first[-1].results] == [0, 1]
+    assert isinstance(second[-1], Finished) and second[-1].results[0].error is None
+    assert len(started_on) == 1 and started_on[0] != loop_thread  # once, off the loop

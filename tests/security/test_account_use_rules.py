@@ -22,7 +22,7 @@ from headwater.ports import Instance, Timed
 from headwater.services.sources import SourceRequest
 from headwater.services.trials import TrialRequest
 from headwater.services.workflows import step_uses
-from tests.fakes import World, world
+from tests.fakes import World, to_end, world
 from tests.services.test_services import HTTP, component_code, run_task
 
 KEY = "sk-" + uuid.uuid4().hex
@@ -103,7 +103,7 @@ def test_a_reference_planted_in_a_sources_props_gives_its_runs_and_hooks_nothing
     seen.clear()
     plant(w, source.id, configured_props={**source.configured_props, "slack": {"authProvisionId": adas.id}})
 
-    [result] = w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
+    [result] = to_end(w.services.runs.run_batch([run_task(source.id, {})]))
     assert result is not None and result.error_code == "ACCOUNT_NOT_FOUND"
     assert seen == []
     [error] = errors(w, source.id)
@@ -137,11 +137,11 @@ def test_a_grant_counts_only_for_the_account_it_was_given_for() -> None:
     source = w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK]),
         configured_props={"slack": {"authProvisionId": adas.id}}), org)
-    w.services.runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
     assert seen == [{"slack": {"$auth": {"api_key": KEY}}}]
     # bob's account put in its place by no service, under ada's grant: refused
     plant(w, source.id, configured_props={**source.configured_props, "slack": {"authProvisionId": bobs.id}})
-    [result] = w.services.runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)
+    [result] = to_end(w.services.runs.run_batch([run_task(source.id, {}, "t2")]))
     assert result is not None and result.error_code == "ACCOUNT_NOT_FOUND" and len(seen) == 1
 
 
@@ -154,10 +154,10 @@ def test_a_members_personal_account_serves_an_org_source_only_while_its_owner_is
     source = w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK]),
         configured_props={"slack": {"authProvisionId": adas.id}}), org)
-    w.services.runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
     assert len(seen) == 1
     w.store.data.members.discard((org, ada.user.id))  # ada leaves the org (no service does it yet)
-    [result] = w.services.runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)
+    [result] = to_end(w.services.runs.run_batch([run_task(source.id, {}, "t2")]))
     assert result is not None and result.error_code == "ACCOUNT_NOT_FOUND" and len(seen) == 1
 
 

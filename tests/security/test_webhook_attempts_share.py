@@ -14,7 +14,7 @@ from headwater.domain.models import Principal
 from headwater.domain.routing import INLINE_DELIVERIES
 from headwater.domain.runs import RunResult
 from headwater.ports import Task
-from tests.fakes import World, world
+from tests.fakes import World, to_end, world
 from tests.services.test_services import deploy, run_task
 
 
@@ -27,7 +27,7 @@ def commit_with_webhooks(w: World, name: str, urls: list[str]) -> Task:
         hook, _ = w.services.webhooks.create(who, url, None, None, None)
         w.services.subscriptions.subscribe(who, source.id, hook.id, None, None)
     w.queue.drain()
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     [(task, _)] = [(t, d) for t, d in w.queue.pending if isinstance(t.command, DeliverFirstAttempts)]
     w.queue.pending.clear()
     return task

@@ -11,7 +11,7 @@ from headwater.domain.errors import BadRequest, Invalid
 from headwater.domain.runs import RunResult
 from headwater.ports import Instance
 from headwater.services.sources import SourceRequest
-from tests.fakes import world
+from tests.fakes import to_end, world
 from tests.services.test_services import HTTP, component_code, principal, run_task
 
 
@@ -28,9 +28,9 @@ def test_the_file_name_is_kept_and_travels_with_each_run_and_a_redeploy_can_chan
     code = component_code(configurable_props=HTTP)
     source = w.services.sources.create(ada, SourceRequest(component_code=code, component_file="orders.mjs"), None)
     assert w.services.components.get(ada, source.component_id).to_api()["component_file"] == "orders.mjs"
-    w.services.runs.run_batch([run_task(source.id, {}, "1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "1")]))
     w.services.sources.update(ada, source.id, SourceRequest(component_code=code, component_file="hook.ts"))
-    w.services.runs.run_batch([run_task(source.id, {}, "2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "2")]))
     assert [i.file_name for i in seen] == ["orders.mjs", "hook.ts"]
 
 

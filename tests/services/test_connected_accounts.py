@@ -4,7 +4,9 @@ owner (or the owner org's members) through `{"authProvisionId"}`, read afresh by
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from headwater.domain.runs import RunResult
 from headwater.ports import Instance, Task, Timed
 from headwater.services.connected_accounts import AccountChange
 from headwater.services.sources import SourceRequest
-from tests.fakes import World, world
+from tests.fakes import World, to_end, world
 from tests.services.test_services import HTTP, component_code, deploy, principal, run_task
 
 KEY = "sk-" + uuid.uuid4().hex
@@ -146,13 +148,13 @@ def test_runs_and_hooks_read_the_current_credentials_and_a_deleted_account_fails
                     props={"slack": {"authProvisionId": account.id}})
     assert hooked == [{"slack": {"$auth": {"api_key": KEY}}}]
     runs = w.services.runs
-    runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    to_end(runs.run_batch([run_task(source.id, {}, "t1")]))
     w.services.connected_accounts.update(ada, account.id, AccountChange(credentials={"api_key": NEW_KEY}))
-    runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)  # its source and state are in memory
+    to_end(runs.run_batch([run_task(source.id, {}, "t2")]))  # its source and state are in memory
     assert [p["slack"]["$auth"]["api_key"] for p in seen] == [KEY, NEW_KEY]
 
     w.services.connected_accounts.delete(ada, account.id)
-    [result] = runs.run_batch([run_task(source.id, {"n": 3}, "t3")], lambda t, r: None)
+    [result] = to_end(runs.run_batch([run_task(source.id, {"n": 3}, "t3")]))
     assert result is not None and result.error_code == "ACCOUNT_NOT_FOUND"
     assert len(seen) == 2  # the component never ran
     [error] = errors(w, source.id)
@@ -170,19 +172,29 @@ def test_an_account_waiting_for_a_reconnect_fails_runs_with_its_code() -> None:
     with w.store.uow() as uow:
         uow.connected_accounts.save(stored.__class__(**{**stored.__dict__, "status": NEEDS_RECONNECT}), 1)
         uow.commit()
-    w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {})]))
     assert seen == [] and errors(w, source.id)[0]["code"] == "ACCOUNT_NEEDS_RECONNECT"
 
 
-def test_a_source_with_an_account_is_never_started_on_the_event_loop() -> None:
+def test_a_source_with_an_account_has_its_credentials_read_off_the_event_loop() -> None:
     """Credentials are read from the store, which the event loop must not wait on."""
     w = world()
     ada = principal(w)
     account = connect(w, ada)
     source = deploy(w, ada, configurable_props=[*HTTP, SLACK], props={"slack": {"authProvisionId": account.id}})
     task = Task("t1", run_task(source.id, {}).command)
-    w.services.runs.run_batch([task], lambda t, r: None)  # the source is in memory now
-    assert w.services.runs.start_now([Task("t2", task.command)], lambda t, r: None) is None
+    to_end(w.services.runs.run_batch([task]))  # the source is in memory now
+    read_on: list[int] = []
+    real = w.services.runs.credentials
+    w.services.runs.credentials = lambda *args, **kwargs: read_on.append(threading.get_ident()) or real(  # type: ignore[method-assign]
+        *args, **kwargs)
+
+    async def run_on_the_loop() -> int:
+        await w.services.runs.run_batch([Task("t2", task.command)])
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(run_on_the_loop())
+    assert read_on and loop_thread not in read_on
 
 
 def test_an_update_by_another_org_member_keeps_the_account_it_cannot_see() -> None:

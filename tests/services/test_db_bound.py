@@ -16,7 +16,7 @@ from typing import Any
 from headwater.domain.events import Emit
 from headwater.domain.models import SourceState
 from headwater.domain.runs import RunResult
-from tests.fakes import World, world
+from tests.fakes import World, to_end, world
 from tests.services.test_services import deploy, principal, run_task
 
 LIMIT = 1000
@@ -51,8 +51,8 @@ def test_a_run_over_the_bound_keeps_no_write_but_its_emits_stand() -> None:
                                                        db_writes={**writes(event), "marker": 1})
     ada = principal(w)
     source = deploy(w, ada)
-    w.services.runs.run_batch([run_task(source.id, {"key": "small", "size": 10}, "t1")], lambda t, r: None)
-    w.services.runs.run_batch([run_task(source.id, {"key": "big", "size": 2000}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"key": "small", "size": 10}, "t1")]))
+    to_end(w.services.runs.run_batch([run_task(source.id, {"key": "big", "size": 2000}, "t2")]))
     state, errors = state_and_errors(w, source.id)
     assert state.db == {"small": "x" * 10, "marker": 1}  # none of the second run's writes, not even `marker`
     assert [e["code"] for e in errors] == ["DB_TOO_LARGE"]
@@ -68,7 +68,7 @@ def test_in_a_batch_only_the_run_over_the_bound_loses_its_writes() -> None:
     source = deploy(w, ada)
     tasks = [run_task(source.id, {"key": key, "size": size}, f"t{key}")
              for key, size in (("a", 100), ("b", 5000), ("c", 100))]
-    w.services.runs.run_batch(tasks, lambda t, r: None)
+    to_end(w.services.runs.run_batch(tasks))
     state, errors = state_and_errors(w, source.id)
     assert set(state.db) == {"a", "c"}
     assert [e["code"] for e in errors] == ["DB_TOO_LARGE"]
@@ -80,7 +80,7 @@ def test_many_small_runs_cannot_add_up_past_the_bound() -> None:
     ada = principal(w)
     source = deploy(w, ada)
     for i in range(20):
-        w.services.runs.run_batch([run_task(source.id, {"key": f"k{i}", "size": 90}, f"t{i}")], lambda t, r: None)
+        to_end(w.services.runs.run_batch([run_task(source.id, {"key": f"k{i}", "size": 90}, f"t{i}")]))
     state, errors = state_and_errors(w, source.id)
     assert len(state.db) < 20 and len(errors) == 20 - len(state.db)
     assert size(state.db) <= LIMIT
@@ -113,9 +113,9 @@ def test_an_oversized_db_from_before_may_still_shrink() -> None:
         version = uow.state.get(source.id).version
         uow.state.save(source.id, SourceState(db={"a": "x" * 3000, "b": "y" * 3000}), version)
         uow.commit()
-    w.services.runs.run_batch([run_task(source.id, {"a": None}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"a": None}, "t1")]))
     state, errors = state_and_errors(w, source.id)
     assert state.db == {"b": "y" * 3000} and errors == []
-    w.services.runs.run_batch([run_task(source.id, {"c": "z" * 10}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"c": "z" * 10}, "t2")]))
     state, errors = state_and_errors(w, source.id)
     assert "c" not in state.db and [e["code"] for e in errors] == ["DB_TOO_LARGE"]

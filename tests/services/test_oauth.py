@@ -26,7 +26,7 @@ from headwater.ports import OAuthGrantError, OAuthUnavailable, TryLater
 from headwater.services.clock import utc_day
 from headwater.services.connected_accounts import AccountUnusable
 from headwater.services.sources import SourceRequest
-from tests.fakes import FakeLease, FakeOAuthClient, World, world
+from tests.fakes import FakeLease, FakeOAuthClient, World, to_end, world
 from tests.services.test_connected_accounts import errors, runs_seeing
 from tests.services.test_services import HTTP, component_code, deploy, principal, run_task
 
@@ -110,10 +110,10 @@ def test_tokens_are_refreshed_before_a_run_when_they_expire_within_the_margin() 
     ada = principal(w)
     account = connect(w, provider, ada)
     source = deploy(w, ada, configurable_props=[*HTTP, GITHUB], props={"github": {"authProvisionId": account.id}})
-    w.services.runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
     clock.now += 3600 - 30  # within the 60 s margin
-    w.services.runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)
-    w.services.runs.run_batch([run_task(source.id, {}, "t3")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t2")]))
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t3")]))
     assert [p["github"]["$auth"]["oauth_access_token"] for p in seen] == ["access-1", "access-2", "access-2"]
     assert provider.refreshes == 1
     renewed = w.store.data.connected_accounts[account.id][1]
@@ -151,7 +151,7 @@ def test_a_refused_refresh_marks_the_account_errors_every_source_and_a_reconnect
         configurable_props=[*HTTP, GITHUB]), name="in-org", configured_props=props), org.id)
     clock.now += 3600
     provider.fail_next = [OAuthGrantError("the provider refused: invalid_grant: grant request is invalid")]
-    [result] = w.services.runs.run_batch([run_task(first.id, {}, "t1")], lambda t, r: None)
+    [result] = to_end(w.services.runs.run_batch([run_task(first.id, {}, "t1")]))
     assert result is not None and result.error_code == "ACCOUNT_NEEDS_RECONNECT" and seen == []
     assert w.store.data.connected_accounts[account.id][1].status == NEEDS_RECONNECT
     assert w.services.connected_accounts.get(ada, account.id).to_api()["status"] == NEEDS_RECONNECT
@@ -162,7 +162,7 @@ def test_a_refused_refresh_marks_the_account_errors_every_source_and_a_reconnect
 
     healed = connect(w, provider, ada, account=w.services.connected_accounts.get(ada, account.id))
     assert healed.id == account.id and healed.status == ACTIVE
-    w.services.runs.run_batch([run_task(second.id, {}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(second.id, {}, "t2")]))
     assert seen[-1]["github"]["$auth"]["oauth_access_token"] == "access-2"
 
 
@@ -250,13 +250,13 @@ def test_a_run_whose_account_is_being_refreshed_elsewhere_gives_its_batch_back_i
     clock.now += 3600 - 30  # due for a refresh, still valid
     finish, holder = refreshing_elsewhere(w, account.id)
     try:
-        within_5_s(lambda: w.services.runs.run_batch([run_task(source.id, {}, "t1", "manual")], lambda t, r: None))
+        within_5_s(lambda: to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1", "manual")])))
         assert seen[-1]["github"]["$auth"]["oauth_access_token"] == "access-1"
         clock.now += 60  # expired
         admitted = w.usage.days[(ada.user.id, utc_day())]["admitted"]
         task = run_task(source.id, {}, "t2", "manual")
         with pytest.raises(TryLater) as later:
-            within_5_s(lambda: w.services.runs.run_batch([task], lambda t, r: None))
+            within_5_s(lambda: to_end(w.services.runs.run_batch([task])))
         assert 0 < later.value.after_s <= 1 and "another refresh" in str(later.value)
         assert w.usage.days[(ada.user.id, utc_day())]["admitted"] == admitted and errors(w, source.id) == []
         assert len(seen) == 1 and provider.refreshes == 0
@@ -264,7 +264,7 @@ def test_a_run_whose_account_is_being_refreshed_elsewhere_gives_its_batch_back_i
         finish.set()
         holder.join()
     again = dataclasses.replace(task, deferred_since=time.time())
-    [result] = w.services.runs.run_batch([again], lambda t, r: None)
+    [result] = to_end(w.services.runs.run_batch([again]))
     assert result is not None and result.error_code is None
     assert seen[-1]["github"]["$auth"]["oauth_access_token"] == "access-2" and provider.refreshes == 1
 
@@ -280,11 +280,11 @@ def test_a_run_given_back_for_a_refresh_looks_again_less_often_and_fails_after_t
         def after_s(waited_s: float) -> float:
             task = dataclasses.replace(run_task(source.id, {}, "t1"), deferred_since=time.time() - waited_s)
             with pytest.raises(TryLater) as later:
-                w.services.runs.run_batch([task], lambda t, r: None)
+                to_end(w.services.runs.run_batch([task]))
             return later.value.after_s
         assert after_s(1) < after_s(20) <= 5
         gave_up = dataclasses.replace(run_task(source.id, {}, "t2"), deferred_since=time.time() - REFRESH_WAIT_S)
-        [result] = w.services.runs.run_batch([gave_up], lambda t, r: None)
+        [result] = to_end(w.services.runs.run_batch([gave_up]))
     finally:
         finish.set()
         holder.join()

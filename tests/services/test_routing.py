@@ -14,7 +14,7 @@ from headwater.domain.models import Principal
 from headwater.domain.routing import FAN_OUT_BYTES, INLINE_DELIVERIES, MAX_HOPS, carried
 from headwater.domain.runs import RunResult
 from headwater.ports import Task
-from tests.fakes import FakeDeliveries, World, world
+from tests.fakes import FakeDeliveries, World, to_end, world
 from tests.services.test_services import deploy, principal, run_task
 
 
@@ -33,7 +33,7 @@ def test_a_fan_out_delivered_twice_makes_one_delivery() -> None:
     hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
     w.queue.drain()
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     with w.store.uow(readonly=True) as uow:
         [event] = uow.events.newest(source.id, "", 1)
     fan_out = FanOut(source.id, source.namespace, "", (event.id,), events=(carried(event),))
@@ -53,7 +53,7 @@ def test_a_run_whose_only_listeners_are_webhooks_commits_their_deliveries_itself
     w.services.subscriptions.subscribe(ada, "dc_*", hooks[0].id, None, None)  # names hooks[0] a second time
     w.queue.drain()
     commits = w.store.commits
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     assert w.store.commits == commits + 1  # the run's own commit, nothing after it
     assert w.queue.of(FanOut) == []
     deliveries = sorted(w.store.data.deliveries.values(), key=lambda d: d.webhook_id)
@@ -78,8 +78,8 @@ def test_more_deliveries_than_a_commit_makes_or_other_listeners_go_through_a_fan
 
     def run(task_id: str, count: int, size: int = 10) -> list[FanOut]:
         w.queue.pending.clear()
-        w.services.runs.run_batch([run_task(source.id, {"id": task_id, "count": count, "size": size}, task_id)],
-                                  lambda t, r: None)
+        to_end(w.services.runs.run_batch([run_task(source.id, {"id": task_id, "count": count, "size": size}, task_id)],
+                                  lambda t, r: None))
         return w.queue.of(FanOut)
 
     assert run("a", INLINE_DELIVERIES) == [] and len(w.store.data.deliveries) == INLINE_DELIVERIES
@@ -99,7 +99,7 @@ def test_at_the_hop_limit_a_run_makes_no_delivery_itself() -> None:
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
     w.queue.drain()
     routed = Task("routed", RunSource(source.id, {"n": 1}, 1000, "subscription", route_key="r", hops=MAX_HOPS))
-    w.services.runs.run_batch([routed], lambda t, r: None)
+    to_end(w.services.runs.run_batch([routed]))
     assert w.store.data.deliveries == {}
     w.queue.drain()
     with w.store.uow(readonly=True) as uow:
@@ -114,7 +114,7 @@ def test_failures_are_retried_until_the_schedule_is_used_up() -> None:
     hook, secret = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     assert secret.startswith("whsec_") and hook.signing_secret != secret  # stored encrypted
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     w.queue.drain(FanOut)
     w.sender.statuses = [500, 500, 500]
     assert [result for _, result in w.queue.drain(DeliverFirstAttempts)] == [["failed"]]
@@ -131,7 +131,7 @@ def test_retry_delays_come_from_the_schedule() -> None:
     ada, source = emitter(w)
     hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     w.queue.drain(FanOut)
     w.sender.statuses = [503]
     w.services.webhooks.deliver([first_attempt(w)])
@@ -144,7 +144,7 @@ def test_410_gone_disables_the_webhook() -> None:
     ada, source = emitter(w)
     hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     w.sender.statuses = [410]
     w.queue.drain()
     assert w.store.data.webhooks[hook.id].active is False
@@ -156,7 +156,7 @@ def test_source_listeners_get_the_event_once_and_hops_are_capped() -> None:
     ada, first = emitter(w)
     second = deploy(w, ada, name="second")
     w.services.subscriptions.subscribe(ada, first.id, second.id, None, None)
-    w.services.runs.run_batch([run_task(first.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(first.id, {"n": 1})]))
     [fan_out] = w.queue.of(FanOut)
     w.queue.drain(FanOut)
     w.queue.redeliver(Task("again", fan_out))
@@ -182,7 +182,7 @@ def test_events_trimmed_before_their_fan_out_ran_are_still_delivered() -> None:
     w.services.subscriptions.subscribe(ada, source.id, listener.id, None, None)
     w.queue.drain()
     for n in range(150):
-        w.services.runs.run_batch([run_task(source.id, {"n": n}, f"t{n}")], lambda t, r: None)
+        to_end(w.services.runs.run_batch([run_task(source.id, {"n": n}, f"t{n}")]))
     assert len(w.queue.of(FanOut)) == 150
     w.queue.drain(FanOut)
     w.queue.drain(DeliverWebhook)
@@ -203,7 +203,7 @@ def hooked(w: World) -> tuple[Any, Any]:
     hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
     w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None)
     w.queue.drain()
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     return source, hook
 
 
@@ -260,13 +260,13 @@ def test_attempts_made_at_once_leave_a_webhook_to_the_queue_after_it_failed_or_w
     source, _ = hooked(w)
     first = first_attempt(w)
     assert w.services.webhooks.deliver_now([first]) == ["succeeded"]  # fast and fine: made here
-    w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")]))
     second = first_attempt(w)
     post = w.sender.post
     w.sender.post = lambda url, body, headers: replace(post(url, body, headers),  # type: ignore[method-assign]
                                                        duration_ms=webhooks.SLOW_MS + 1)
     assert w.services.webhooks.deliver_now([second]) == ["succeeded"]  # made, but slowly
-    w.services.runs.run_batch([run_task(source.id, {"n": 3}, "t3")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 3}, "t3")]))
     third = first_attempt(w)
     assert w.services.webhooks.deliver_now([third]) is None  # left to the queue: nothing sent here
     assert len(w.sender.sent) == 2
@@ -301,13 +301,13 @@ def test_a_commits_first_attempts_are_one_command_and_a_slow_webhook_leaves_only
     w.sender.post = lambda url, body, headers: replace(  # type: ignore[method-assign]
         post(url, body, headers), duration_ms=webhooks.SLOW_MS + 1 if url.endswith("slow") else 5)
 
-    w.services.runs.run_batch([run_task(source.id, {"n": 1}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1}, "t1")]))
     [(task, _)] = w.queue.pending
     assert len(task.command.delivery_ids) == 2  # type: ignore[attr-defined]
     assert w.services.webhooks.deliver_first_now([task]) == [["succeeded", "succeeded"]]  # both, side by side
     w.queue.pending.clear()
 
-    w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")]))
     [(task, _)] = w.queue.pending
     assert w.services.webhooks.deliver_first_now([task]) is None  # the slow webhook's attempt is left
     assert sorted(url for _, url, *_ in w.sender.sent[2:]) == ["https://example.com/fast"]
@@ -334,6 +334,6 @@ def test_a_commits_first_attempts_are_made_side_by_side() -> None:
         return post(url, body, headers)
 
     w.sender.post = together  # type: ignore[method-assign]
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     [(task, _)] = w.queue.pending
     assert w.services.webhooks.deliver_first([task]) == [["succeeded", "succeeded"]]

@@ -20,7 +20,7 @@ from headwater.domain.errors import Invalid
 from headwater.domain.pagination import PageRequest
 from headwater.domain.runs import RunResult
 from headwater.services.sources import SourceRequest
-from tests.fakes import World, world
+from tests.fakes import World, to_end, world
 from tests.services.test_services import component_code, deploy, principal, run_task
 
 SECRET = "hunter2-" + uuid.uuid4().hex
@@ -93,7 +93,7 @@ def test_new_code_without_secret_true_keeps_the_stored_value_encrypted_and_maske
         return RunResult()
 
     w.runner.script = run
-    w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {})]))
     assert seen == [SECRET]  # the component still gets the value itself
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -10,13 +11,13 @@ import pytest
 from headwater.domain.commands import DeleteEvents, PurgeSource, RunSource, SyncSchedule, TimerTick
 from headwater.domain.errors import Conflict, NotFound, QuotaExceeded
 from headwater.domain.events import Emit
-from headwater.domain.models import Principal
+from headwater.domain.models import Principal, SourceState
 from headwater.domain.runs import RunResult
 from headwater.ports import Instance, Task
 from headwater.services.clock import now_ms
 from headwater.services.recording import Outcome, commit_outcomes
 from headwater.services.sources import SourceRequest
-from tests.fakes import FakeUnitOfWork, World, world
+from tests.fakes import FakeState, FakeUnitOfWork, World, to_end, world
 
 
 def component_code(**fields: Any) -> str:
@@ -100,8 +101,8 @@ def test_runs_commit_events_state_and_usage_and_a_redelivered_task_writes_nothin
     ada = principal(w)
     source = deploy(w, ada, dedupe="unique")
     task = run_task(source.id, {"n": 1})
-    assert w.services.runs.run_batch([task], lambda t, r: None)[0] is not None
-    assert w.services.runs.run_batch([task], lambda t, r: None) == [None]  # SQS may deliver it again
+    assert to_end(w.services.runs.run_batch([task]))[0] is not None
+    assert to_end(w.services.runs.run_batch([task])) == [None]  # SQS may deliver it again
     with w.store.uow(readonly=True) as uow:
         assert uow.events.count(source.id, "") == 1
         assert uow.events.count(source.id, "$logs") == 1
@@ -129,7 +130,7 @@ def test_a_conflicting_writer_in_between_loses_nothing() -> None:
             commit_outcomes(w.store.uow, source.id, [Outcome(ctx, result, None, "other")], now_ms)
 
     w.store.before_commit = other_machine
-    w.services.runs.run_batch([run_task(source.id, {"n": 1})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1})]))
     with w.store.uow(readonly=True) as uow:
         state = uow.state.get(source.id)
         ids = [e.metadata["id"] for e in uow.events.newest(source.id, "", 10)]
@@ -143,7 +144,7 @@ def test_a_run_over_one_commits_writes_goes_in_several_commits() -> None:
     w.runner.script = lambda instance, event: RunResult(emits=[Emit({"i": i}) for i in range(60)])
     ada = principal(w)
     source = deploy(w, ada)
-    w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {})]))
     with w.store.uow(readonly=True) as uow:
         stored = uow.events.newest(source.id, "", 100)
     assert [e.event["i"] for e in stored] == list(range(59, -1, -1))
@@ -157,7 +158,7 @@ def test_a_gone_source_drops_its_runs_and_gives_back_their_places() -> None:
     assert admitted.reserved_day
     w.services.sources.delete(ada, source.id)
     command = RunSource(source.id, {}, 1000, "http", reserved_by=ada.user.id, reserved_day=admitted.reserved_day)
-    assert w.services.runs.run_batch([Task("t", command)], lambda t, r: None) == [None]
+    assert to_end(w.services.runs.run_batch([Task("t", command)])) == [None]
     assert w.usage.days[(ada.user.id, admitted.reserved_day)]["admitted"] == 0
 
 
@@ -174,7 +175,7 @@ def test_a_timer_run_past_the_cap_leaves_a_quota_error() -> None:
     ada = principal(w, "free")
     source = deploy(w, ada)
     assert w.services.runs.quota.admit(ada.user.id).admitted  # the day's only place
-    result = w.services.runs.run_batch([run_task(source.id, {}, trigger="timer")], lambda t, r: None)[0]
+    result = to_end(w.services.runs.run_batch([run_task(source.id, {}, trigger="timer")]))[0]
     assert result is not None and result.error_code == "QUOTA_EXCEEDED"
     assert w.runner.calls == []
 
@@ -212,7 +213,7 @@ def test_deleting_a_source_purges_state_events_and_schedule_by_command() -> None
     w = world()
     w.runner.script = lambda instance, event: RunResult(emits=[Emit({"x": 1})], db_writes={"a": 1})
     ada, source = timer_source(w)
-    w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {})]))
     w.services.sources.delete(ada, source.id)
     assert w.queue.of(PurgeSource) == [PurgeSource(source.id, ada.user.id)]
     with pytest.raises(NotFound):
@@ -228,7 +229,7 @@ def test_event_deletion_is_a_command_run_later() -> None:
     w.runner.script = lambda instance, event: RunResult(emits=[Emit({"i": i}) for i in range(5)])
     ada = principal(w)
     source = deploy(w, ada)
-    w.services.runs.run_batch([run_task(source.id, {})], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {})]))
     ids = [e["id"] for e in w.services.events.summaries(ada, source.id, 10, False, "")["data"]]
     w.services.events.request_delete(ada, source.id, ids[3], ids[1], "")
     assert w.queue.of(DeleteEvents) == [DeleteEvents(source.id, "", ids[3], ids[1], ada.user.id)]
@@ -259,7 +260,7 @@ def test_the_runner_sees_props_db_and_env_of_the_instance() -> None:
     w.runner.script = script
     ada = principal(w)
     source = deploy(w, ada, configurable_props=HTTP)
-    w.services.runs.run_batch([run_task(source.id, {}, "1"), run_task(source.id, {}, "2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "1"), run_task(source.id, {}, "2")]))
     assert [i.db for i in seen] == [{}, {"count": 1}]
     assert seen[0].env == {"PD_COMPONENT": source.id}
     assert seen[0].http and seen[0].http["endpoint"].endswith(f"/http/{source.endpoint_id}")
@@ -276,21 +277,34 @@ def test_a_source_that_runs_reads_its_state_once_and_keeps_it_in_memory(monkeypa
     real_get = FakeState.get
     monkeypatch.setattr(FakeState, "get", lambda self, source_id: reads.append(source_id) or real_get(self, source_id))
     for n in range(3):
-        w.services.runs.run_batch([run_task(source.id, {}, f"t{n}")], lambda t, r: None)
+        to_end(w.services.runs.run_batch([run_task(source.id, {}, f"t{n}")]))
     assert reads == [source.id]  # the first batch's read; the commits start from the state in memory
     with w.store.uow(readonly=True) as uow:
         assert uow.state.get(source.id).db == {"count": 3}
 
 
-def test_a_run_started_without_blocking_needs_its_source_in_memory() -> None:
+def test_a_run_reads_the_store_off_the_event_loop_and_then_not_at_all() -> None:
     w = world()
     ada = principal(w)
     source = deploy(w, ada, configurable_props=HTTP)
     paid = RunSource(source.id, {}, 1000, "http", reserved_by=ada.user.id, reserved_day="2026-01-01")
-    assert w.services.runs.start_now([Task("t1", paid)], lambda t, r: None) is None  # would read the store
-    w.services.runs.run_batch([Task("t1", paid)], lambda t, r: None)
-    started = w.services.runs.start_now([Task("t2", paid)], lambda t, r: None)
-    assert started is not None and started.result() != [None]
+    read_on: list[int] = []
+    real = FakeState.get
+
+    def get(self: FakeState, source_id: str) -> SourceState:
+        read_on.append(threading.get_ident())
+        return real(self, source_id)
+
+    async def two_runs() -> tuple[int, list[Any]]:
+        first = await w.services.runs.run_batch([Task("t1", paid)])
+        second = await w.services.runs.run_batch([Task("t2", paid)])
+        return threading.get_ident(), [*first, *second]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FakeState, "get", get)
+        loop_thread, results = asyncio.run(two_runs())
+    assert None not in results
+    assert len(read_on) == 1 and read_on[0] != loop_thread  # the first batch's read, on a worker thread
 
 
 def test_an_update_drops_the_state_in_memory_and_the_next_run_sees_the_change() -> None:
@@ -301,9 +315,9 @@ def test_an_update_drops_the_state_in_memory_and_the_next_run_sees_the_change() 
     ada = principal(w)
     source = deploy(w, ada, configurable_props=[*HTTP, {"name": "greeting", "type": "string"}],
                     props={"greeting": "hi"}, hooks=["activate"])
-    w.services.runs.run_batch([run_task(source.id, {}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
     w.services.sources.update(ada, source.id, SourceRequest(configured_props={"greeting": "hello"}))
-    w.services.runs.run_batch([run_task(source.id, {}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {}, "t2")]))
     assert [i.props["greeting"] for i in seen] == ["hi", "hello"]
     assert [i.db for i in seen] == [{"activated_with": "hi"}, {"activated_with": "hello"}]
 
@@ -315,9 +329,9 @@ def test_another_writer_after_a_run_loses_nothing_of_the_next_one() -> None:
     w.runner.script = lambda instance, event: RunResult(db_writes={f"k{event['n']}": 1})
     ada = principal(w)
     source = deploy(w, ada, configurable_props=HTTP)
-    w.services.runs.run_batch([run_task(source.id, {"n": 1}, "t1")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 1}, "t1")]))
     ctx = w.services.runs.context(source, w.services.runs.component(source.component_id))  # type: ignore[arg-type]
     commit_outcomes(w.store.uow, source.id, [Outcome(ctx, RunResult(db_writes={"other": 1}), None, "o")], now_ms)
-    w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")], lambda t, r: None)
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 2}, "t2")]))
     with w.store.uow(readonly=True) as uow:
         assert uow.state.get(source.id).db == {"k1": 1, "other": 1, "k2": 1}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import asyncio
 from typing import Any
 
 from headwater.domain.commands import RunSource
@@ -35,12 +35,11 @@ def test_runs_durations_errors_and_emits_are_counted_per_source_through_the_run_
         failed = RunResult(error={"code": "TIMEOUT"}, duration_ms=1000)
         other_runs = sample("headwater_source_runs_total", source=OTHER, outcome="ok")
 
-        def handler(tasks: list[Task], on_partial: Any) -> Future[list[Any]]:
-            done: Future[list[Any]] = Future()
-            done.set_result([ok, failed, ok][:len(tasks)])
-            return done
+        async def handler(tasks: list[Task], on_respond: Any) -> list[Any]:
+            return [ok, failed, ok][:len(tasks)]
 
-        metered_runs(handler)([task("dc_metered"), task("dc_metered"), task("dc_unlabelled")], lambda t, p: None)
+        asyncio.run(metered_runs(handler)([task("dc_metered"), task("dc_metered"), task("dc_unlabelled")],
+                                          lambda t, p: None))
         assert sample("headwater_source_runs_total", source="dc_metered", outcome="ok") == 1
         assert sample("headwater_source_runs_total", source="dc_metered", outcome="TIMEOUT") == 1
         assert sample("headwater_source_errors_total", source="dc_metered") == 1
@@ -58,7 +57,10 @@ def test_an_error_code_a_runner_forges_adds_no_label_value() -> None:
     """Trust ends at the runner process: the code of a run's error is whatever its pipe says, so
     only the codes the platform gives are label values, and any other counts as RUNTIME_ERROR."""
     forged = [RunResult(error={"code": f"FORGED_{i}"}) for i in range(20)]
-    metered_runs(lambda tasks, on_partial: forged)([task("dc_forger")] * len(forged), lambda t, p: None)
+    async def forging(tasks: list[Task], on_respond: Any) -> list[Any]:
+        return forged
+
+    asyncio.run(metered_runs(forging)([task("dc_forger")] * len(forged), lambda t, p: None))
     outcomes = {s.labels["outcome"] for metric in REGISTRY.collect() if metric.name == "headwater_source_runs"
                 for s in metric.samples if s.labels.get("source") in ("dc_forger", OTHER)}
     assert not any(o.startswith("FORGED_") for o in outcomes), outcomes

@@ -9,18 +9,18 @@ never the runner's word: the caller measures them (`Clock`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from headwater.domain.events import Emit
 from headwater.domain.http_interface import RESPOND_STATUSES
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
-from headwater.ports import Bundle, Instance, RunnerError, Timed, WouldBlock
+from headwater.ports import Bundle, Finished, Instance, Responded, RunMessage, RunnerError, Timed
 
 PartialHandler = Callable[[dict[str, Any]], None]
 DESCRIBE = "describe"  # the account of calls made for the operator (registry publishing)
@@ -194,7 +194,7 @@ def meta_account(account: str) -> str:
 
 
 class RunnerRequests(ABC):
-    """The Runner port's methods as runner requests (docs/runner-protocol.md), over `call`: the
+    """The BlockingRunner port's methods as runner requests (docs/runner-protocol.md), over `call`: the
     local pool and the runner Lambda's client differ only in how a request travels. `call`
     checks the answer's envelope; the methods here check its op's shape."""
 
@@ -213,14 +213,8 @@ class RunnerRequests(ABC):
                  bill_to: str = "") -> Timed[ComponentDefinition]:
         request = {"timeout_ms": timeout_ms, **self.meta_fields()}
 
-        def described() -> ComponentDefinition:
-            result = self.call("describe", request, bundle, account=meta_account(account), bill_to=bill_to)
-            try:
-                return ComponentDefinition.from_runner(result)
-            except (KeyError, TypeError, ValueError, AttributeError):
-                raise ProtocolViolation("a description without a name or version") from None
-
-        return _measured(described)
+        return _measured(lambda: _described(self.call("describe", request, bundle, account=meta_account(account),
+                                                      bill_to=bill_to)))
 
     def run(self, bundle: Bundle, instance: Instance, event: Any, timeout_ms: int,
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
@@ -229,29 +223,13 @@ class RunnerRequests(ABC):
 
     def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
-        return self.submit_many(bundle, instance, events, timeout_ms, on_respond).result()
-
-    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
-                    wait: bool = True) -> Future[list[RunResult]]:
-        """`run_many` whose results come in a Future. Here the call is made in the calling
-        thread (so never without waiting); the local pool overrides it so that a run that waits
-        holds no thread."""
-        if not wait:
-            raise WouldBlock("a runner call here holds the calling thread")
-        future: Future[list[RunResult]] = Future()
         collect = BatchResults(len(events), on_respond)
-        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
         try:
-            self.call("run", request, bundle, collect, account=account_of(instance),
-                      timeout_s=len(events) * timeout_ms / 1000 + GRACE_S, bill_to=instance.bill_to)
-            future.set_result(collect.outcomes(None))
+            self.call("run", run_request(instance, events, timeout_ms), bundle, collect, account=account_of(instance),
+                      timeout_s=batch_timeout_s(events, timeout_ms), bill_to=instance.bill_to)
         except RunnerError as e:
-            try:
-                future.set_result(collect.outcomes(e))
-            except RunnerError as failure:
-                future.set_exception(failure)
-        return future
+            return collect.outcomes(e)
+        return collect.outcomes(None)
 
     def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
         request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
@@ -273,14 +251,8 @@ class RunnerRequests(ABC):
                          timeout_ms: int, account: str = DESCRIBE, bill_to: str = "") -> Timed[list[dict[str, Any]]]:
         request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms, **self.meta_fields()}
 
-        def found() -> list[dict[str, Any]]:
-            configurable = self.call("additional_props", request, bundle, account=meta_account(account),
-                                     bill_to=bill_to).get("configurable_props")
-            if not isinstance(configurable, list) or not all(_is_dict(p) for p in configurable):
-                raise ProtocolViolation("configurable_props that is not a list of objects")
-            return configurable
-
-        return _measured(found)
+        return _measured(lambda: _configurable(self.call("additional_props", request, bundle,
+                                                         account=meta_account(account), bill_to=bill_to)))
 
     def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
                 prev_context: Any, query: str | None, timeout_ms: int, account: str = DESCRIBE,
@@ -288,12 +260,134 @@ class RunnerRequests(ABC):
         request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
                    "timeout_ms": timeout_ms, **self.meta_fields(), **({"query": query} if query is not None else {})}
 
-        def found() -> dict[str, Any]:
-            options = self.call("options", request, bundle, account=meta_account(account), bill_to=bill_to)
-            _need(isinstance(options.get("options", []), list), "options that are not a list")
-            return options
+        return _measured(lambda: _options(self.call("options", request, bundle, account=meta_account(account),
+                                                    bill_to=bill_to)))
 
-        return _measured(found)
+
+def run_request(instance: Instance, events: list[Any], timeout_ms: int) -> dict[str, Any]:
+    return {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
+
+
+def batch_timeout_s(events: list[Any], timeout_ms: int) -> float:
+    """How long a batch may take in all, the runner's grace included."""
+    return len(events) * timeout_ms / 1000 + GRACE_S
+
+
+def _described(result: dict[str, Any]) -> ComponentDefinition:
+    try:
+        return ComponentDefinition.from_runner(result)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ProtocolViolation("a description without a name or version") from None
+
+
+def _configurable(result: dict[str, Any]) -> list[dict[str, Any]]:
+    configurable = result.get("configurable_props")
+    if not isinstance(configurable, list) or not all(_is_dict(p) for p in configurable):
+        raise ProtocolViolation("configurable_props that is not a list of objects")
+    return configurable
+
+
+def _options(result: dict[str, Any]) -> dict[str, Any]:
+    _need(isinstance(result.get("options", []), list), "options that are not a list")
+    return result
+
+
+class AsyncRunnerRequests(ABC):
+    """The async Runner port's methods as runner requests, over an awaitable `call`: a run's
+    partials (its `respond()`s) are handed to the caller's coroutine as they are read, from
+    whatever thread reads them, and the call's outcome after them."""
+
+    @abstractmethod
+    async def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
+                   on_partial: PartialHandler | None = None, account: str = DESCRIBE,
+                   timeout_s: float | None = None, bill_to: str = "") -> dict[str, Any]:
+        """`RunnerRequests.call`, awaited. `on_partial` may be called from another thread."""
+
+    def meta_fields(self) -> dict[str, Any]:
+        return {}
+
+    async def describe(self, bundle: Bundle, timeout_ms: int, account: str = DESCRIBE,
+                       bill_to: str = "") -> Timed[ComponentDefinition]:
+        request = {"timeout_ms": timeout_ms, **self.meta_fields()}
+        return await _measured_async(self.call("describe", request, bundle, account=meta_account(account),
+                                               bill_to=bill_to), _described)
+
+    async def run(self, bundle: Bundle, instance: Instance, events: list[Any],
+                  timeout_ms: int) -> AsyncIterator[RunMessage]:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Responded | None] = asyncio.Queue()
+
+        def put(message: Responded | None) -> None:
+            if _running_loop() is loop:
+                inbox.put_nowait(message)
+            else:
+                loop.call_soon_threadsafe(inbox.put_nowait, message)
+
+        collect = BatchResults(len(events), lambda index, response: put(Responded(index, response)))
+        call = loop.create_task(self.call("run", run_request(instance, events, timeout_ms), bundle, collect,
+                                          account=account_of(instance), timeout_s=batch_timeout_s(events, timeout_ms),
+                                          bill_to=instance.bill_to))
+        call.add_done_callback(lambda _: put(None))  # after the partials read before the answer
+        try:
+            while (message := await inbox.get()) is not None:
+                yield message
+            error = call.exception()
+            if error is not None and not isinstance(error, RunnerError):
+                raise error
+            yield Finished(collect.outcomes(error))
+        finally:
+            if not call.done():
+                call.cancel()
+
+    async def hook(self, bundle: Bundle, instance: Instance, hook: str, timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "hook": hook, "timeout_ms": timeout_ms}
+        return await _timed_async(self.call("hook", request, bundle, account=account_of(instance),
+                                            bill_to=instance.bill_to))
+
+    async def run_step(self, bundle: Bundle, instance: Instance, steps: dict[str, Any], timeout_ms: int) -> RunResult:
+        request = {**instance_request(instance), "steps": steps, "timeout_ms": timeout_ms}
+        return await _timed_async(self.call("run", request, bundle, account=account_of(instance),
+                                            bill_to=instance.bill_to))
+
+    async def additional_props(self, bundle: Bundle, instance_id: str, props: dict[str, Any], timeout_ms: int,
+                               account: str = DESCRIBE, bill_to: str = "") -> Timed[list[dict[str, Any]]]:
+        request = {"instance": instance_id, "props": props, "timeout_ms": timeout_ms, **self.meta_fields()}
+        return await _measured_async(self.call("additional_props", request, bundle, account=meta_account(account),
+                                               bill_to=bill_to), _configurable)
+
+    async def options(self, bundle: Bundle, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                      prev_context: Any, query: str | None, timeout_ms: int, account: str = DESCRIBE,
+                      bill_to: str = "") -> Timed[dict[str, Any]]:
+        request = {"instance": instance_id, "prop": prop, "props": props, "page": page, "prevContext": prev_context,
+                   "timeout_ms": timeout_ms, **self.meta_fields(), **({"query": query} if query is not None else {})}
+        return await _measured_async(self.call("options", request, bundle, account=meta_account(account),
+                                               bill_to=bill_to), _options)
+
+    async def aclose(self) -> None:  # noqa: B027 - most have nothing to close
+        pass
+
+
+async def _measured_async(call: Awaitable[dict[str, Any]], shape: Callable[[dict[str, Any]], T]) -> Timed[T]:
+    clock = Clock()
+    try:
+        value = shape(await call)
+    except RunnerError as e:
+        e.duration_ms = clock.lap_ms()
+        raise
+    return Timed(value, clock.lap_ms())
+
+
+async def _timed_async(call: Awaitable[dict[str, Any]]) -> RunResult:
+    timed = await _measured_async(call, run_result)
+    timed.value.duration_ms = timed.duration_ms
+    return timed.value
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _measured(call: Callable[[], T]) -> Timed[T]:

@@ -43,7 +43,9 @@ class RunSource(Command):
     trigger: str  # http | timer | manual
     reserved_by: str | None = None  # the user whose free-tier cap admitted it at ingest ...
     reserved_day: str | None = None  # ... on this UTC day (a dropped run gives its place back there)
-    route_key: str | None = None  # an event routed here: remembered instead of the task id, so it runs once
+    # remembered instead of the task id, so it runs once: an event routed here, or a request whose
+    # run starts before its task's commit gives it an id
+    route_key: str | None = None
     hops: int = 0  # how many subscriptions the event went through to get here
     namespace: str | None = None
 

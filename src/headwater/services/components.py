@@ -15,7 +15,7 @@ from headwater.domain.connected_accounts import AccountUses
 from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
 from headwater.domain.pagination import Page, PageRequest
-from headwater.ports import Bundle, Bundler, Runner, RunnerError, Timed, UnitOfWorkFactory, UrlFetcher
+from headwater.ports import BlockingRunner, Bundle, Bundler, RunnerError, Timed, UnitOfWorkFactory, UrlFetcher
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
 from headwater.services.connected_accounts import ConnectedAccounts, app_prop_names
@@ -31,7 +31,7 @@ class Components:
         uow: UnitOfWorkFactory,
         accounts: Accounts,
         bundler: Bundler,
-        runner: Runner,
+        runner: BlockingRunner,
         fetcher: UrlFetcher,
         settings: Settings,
         connected: ConnectedAccounts,

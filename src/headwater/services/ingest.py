@@ -14,8 +14,7 @@ from headwater.domain.commands import RunSource
 from headwater.domain.errors import NotFound
 from headwater.domain.http_interface import HttpAnswer, answer_of
 from headwater.domain.models import Source
-from headwater.domain.runs import RunResult
-from headwater.ports import Responses, TaskQueue
+from headwater.ports import TaskQueue
 from headwater.services.components import Components
 from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.quota import Admission
@@ -29,12 +28,11 @@ _ACCEPTED = b'{"success": true}'
 
 class Ingest:
     def __init__(self, components: Components, sources: Sources, runs: Runs, queue: TaskQueue,
-                 responses: Responses, settings: Settings, budgets: IngestBudgets | None = None) -> None:
+                 settings: Settings, budgets: IngestBudgets | None = None) -> None:
         self.components = components
         self.sources = sources
         self.runs = runs
         self.queue = queue
-        self.responses = responses
         self.settings = settings
         self.budgets = budgets  # None: no ingest budget (HEADWATER_INGEST_RATE=0)
         self._custom: dict[str, bool] = {}
@@ -86,21 +84,25 @@ class Ingest:
         command = RunSource(source.id, event, timeout_ms, "http",
                             reserved_by=source.user_id if admission.reserved_day else None,
                             reserved_day=admission.reserved_day, namespace=source.namespace)
+        if not custom:
+            try:
+                await self.queue.ingest(command)
+            except BaseException:
+                await asyncio.to_thread(self.runs.release, command)
+                raise
+            return HttpAnswer(200, _ACCEPTED, {"content-type": "application/json"})
         try:
-            task_id = await self.queue.ingest(command, respond=custom)
-        except BaseException:
+            answer = await self.queue.ingest_answered(command, timeout_ms / 1000 + _GRACE_S)
+        except Exception:  # not committed (a request that goes away while its run runs keeps its place)
             await asyncio.to_thread(self.runs.release, command)
             raise
-        if not custom:
-            return HttpAnswer(200, _ACCEPTED, {"content-type": "application/json"})
-        answer = await self.responses.wait(task_id, timeout_ms / 1000 + _GRACE_S)
+        if isinstance(answer, dict):
+            return answer_of(answer)
         if answer is None:
             return HttpAnswer.json(504, {"error": "The source did not respond in time."})
-        kind, value = answer
-        if kind == "respond" and value:
-            return answer_of(value)
-        if isinstance(value, RunResult) and value.error and value.error.get("code") == "TIMEOUT":
+        if answer.error and answer.error.get("code") == "TIMEOUT":
             return HttpAnswer.json(504, {"error": "The source did not respond in time."})
-        if isinstance(value, RunResult) and value.error:
-            return HttpAnswer.json(502, {"error": f"The source failed before responding: {value.error.get('message')}"})
+        if answer.error:
+            message = answer.error.get("message")
+            return HttpAnswer.json(502, {"error": f"The source failed before responding: {message}"})
         return HttpAnswer.json(502, {"error": "The source ended without calling this.http.respond()."})

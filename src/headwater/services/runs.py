@@ -8,10 +8,10 @@ still queued, to run again; a task whose results are in is recognised and not ru
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,10 +23,14 @@ from headwater.domain.oauth import REFRESH_WAIT_S
 from headwater.domain.routing import Routed
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
+    BlockingRunner,
+    Bundle,
     Bundler,
-    Busy,
     EventBus,
+    Finished,
     Instance,
+    OnRespond,
+    Responded,
     Runner,
     RunnerError,
     Secrets,
@@ -36,7 +40,7 @@ from headwater.ports import (
     UnitOfWork,
     UnitOfWorkFactory,
     UsageRepository,
-    WouldBlock,
+    Writes,
 )
 from headwater.services import props as prop_forms
 from headwater.services.cache import BoundedDict, TtlCache
@@ -86,34 +90,33 @@ class Runs:
         lease: SourceLease,
         bundler: Bundler,
         runner: Runner,
+        blocking: BlockingRunner,
+        writes: Writes,
         secrets: Secrets,
         bus: EventBus,
         settings: Settings,
         connected: ConnectedAccounts,
         quota: Quota,
         routes: Routes | None = None,
-        finish_on: Callable[[Callable[[], None]], Any] | None = None,
     ) -> None:
         """`routes`: what a run's commit writes for its events (routing.for_commit; none routed
-        without it). `finish_on`: where the outcomes of runs the runner answered are committed."""
+        without it)."""
         self.uow = uow
         self.connected = connected
         self.quota = quota
         self.usage = usage
         self.lease = lease
         self.bundler = bundler
-        self.runner = runner
+        self.runner = runner  # runs: coroutines
+        self.blocking = blocking  # hooks and additionalProps: their callers are threads
+        self.writes = writes
         self.secrets = secrets
         self.bus = bus
         self.settings = settings
         self._components: TtlCache[str, Component] = TtlCache(float("inf"), _COMPONENT_CACHE)
         self._hot: BoundedDict[str, _Hot] = BoundedDict(_HOT_SOURCES)
+        self._bundles: BoundedDict[str, Bundle] = BoundedDict(_HOT_SOURCES)  # by component id
         self.routes: Routes = routes or (lambda uow, emitter_id, namespace, created_at, events, hops: Routed())
-        # Commits the outcomes of runs the runner answered (where its pipe is read, often the event loop,
-        # nothing may wait on the store): on a small pool, or where the composition root says (the
-        # local store's writer).
-        self._finishing = ThreadPoolExecutor(max(2, settings.task_workers // 2), thread_name_prefix="run-finish")
-        self.finish_on: Callable[[Callable[[], None]], Any] = finish_on or self._finishing.submit
 
     @property
     def lease_s(self) -> float:
@@ -172,7 +175,7 @@ class Runs:
 
     def call_hook(self, source: Source, component: Component, hook: str, db: dict[str, Any]) -> RunResult:
         """Compute of the source's owner: QuotaExceeded, and no code runs, when theirs is spent."""
-        return self.quota.metered(source.user_id, lambda: self._guarded(lambda: self.runner.hook(
+        return self.quota.metered(source.user_id, lambda: self._guarded(lambda: self.blocking.hook(
             self.bundler.bundle(component.code, component.packages), self.instance(source, db, component.file_name),
             hook, self.settings.hook_timeout_ms)))
 
@@ -181,7 +184,7 @@ class Runs:
         """Compute of `bill_to` (the caller): QuotaExceeded, and no code runs, when theirs is spent."""
         try:
             bundle = self.bundler.bundle(component.code, component.packages)
-            return self.quota.metered(bill_to, lambda: self.runner.additional_props(
+            return self.quota.metered(bill_to, lambda: self.blocking.additional_props(
                 bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms, namespace, bill_to)).value
         except RunnerError as e:
             raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
@@ -205,104 +208,54 @@ class Runs:
         if command.reserved_by and command.reserved_day:
             self.usage.release(command.reserved_by, command.reserved_day)
 
+    def _release_all(self, commands: list[RunSource]) -> None:
+        for command in commands:
+            self.release(command)
+
     # running
 
-    def run_batch(self, tasks: list[Task],
-                  on_partial: Callable[[Task, dict[str, Any]], None]) -> list[RunResult | None]:
-        """`start_batch`, waited for (the SQS workers, which run one batch per invocation)."""
-        return self.start_batch(tasks, on_partial).result()
+    async def run_batch(self, tasks: list[Task], on_respond: OnRespond | None = None) -> list[RunResult | None]:
+        """Consecutive queued runs of one source (the RunSource handler), as one coroutine: one
+        runner call for all of them, then committed together. None for each when the source is
+        gone or inactive. `on_respond(task, response)` hears each run's `respond()` as it comes.
 
-    def start_batch(self, tasks: list[Task],
-                    on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult | None]]:
-        started = self._start(tasks, on_partial, wait=True)
-        assert started is not None
-        return started
-
-    def start_now(self, tasks: list[Task],
-                  on_partial: Callable[[Task, dict[str, Any]], None]) -> Future[list[RunResult | None]] | None:
-        """`start_batch` that never blocks (the event loop's): None when it would have to."""
-        return self._start(tasks, on_partial, wait=False)
-
-    def _start(self, tasks: list[Task], on_partial: Callable[[Task, dict[str, Any]], None],
-               wait: bool) -> Future[list[RunResult | None]] | None:
-        """Consecutive queued runs of one source (the RunSource handler): one runner call for all
-        of them, then committed together. None for each when the source is gone or inactive.
-
-        The source's lease is taken here and its state read (or taken from memory: see `_hot`);
-        the runs go to the runner, and their outcomes are committed when it answers, on the
-        finishing pool: a run that only waits holds no thread (one account's sleeping runs cannot
-        hold every worker), nor does one whose account another caller is refreshing (TryLater: the
-        batch goes back to its queue for a moment, having used no quota). With `wait=False` (the
-        event loop's own start of a run) nothing here may block: when the lease is taken, the
-        source's state is not in memory or a run needs the store to be admitted, it returns None
-        and the caller hands the runs to a worker."""
+        The source's lease is held throughout (its runs never overlap, and go in the order they
+        asked for it) and its state read (or taken from memory: see `_hot`). Store reads go to a
+        worker thread only when the runs need them (a connected account's credentials, a free
+        user's admission), the commit to `writes`. A batch whose account another caller is
+        refreshing is given back (TryLater), having used no quota."""
         commands: list[RunSource] = [task.command for task in tasks]  # type: ignore[misc]
         assert all(isinstance(c, RunSource) for c in commands)
         source_id = tasks[0].command.lane or ""
-        if not wait:
-            known = self._hot.get(source_id)
-            if known is None or references(known.props) or not all(
-                    self._admitted_ahead(c, known.source.user_id) for c in commands):
-                return None  # (reading an account's credentials needs the store)
-        lease = self.lease.hold(source_id, self.lease_s, None if wait else 0.0)
-        try:
-            lease.__enter__()
-        except Busy:
-            if wait:
-                raise
-            return None
-        try:
-            hot = self._hot.get(source_id)
-            if hot is None:
-                if not wait:
-                    lease.__exit__(None, None, None)
-                    return None
-                hot = self._read_hot(source_id)
-            if hot is None:
-                for command in commands:
-                    self.release(command)
-                lease.__exit__(None, None, None)
-                return _done([None] * len(tasks))
-            props = self._props(hot, tasks)  # before runs are admitted: a batch given back used no quota
-            refused, runnable = self._admit(hot.source, hot.state, tasks)
-            ran = self._run(hot, props, [tasks[i] for i in runnable], on_partial, wait) if runnable else _done([])
-        except WouldBlock:  # no runner process ready for it: a worker will start one
-            lease.__exit__(None, None, None)
-            return None
-        except TryLater:  # the source's state in memory stays good
-            lease.__exit__(None, None, None)
-            raise
-        except BaseException:
-            self._hot.pop(source_id, None)
-            lease.__exit__(None, None, None)
-            raise
-        outcome: Future[list[RunResult | None]] = Future()
-
-        def finish(done: Future[list[RunResult]]) -> None:
-            """Commits the outcomes and lets the lease go before the queue hears of it: the
-            source's next batch may start from the queue's callback, on this thread."""
+        async with self.lease.held(source_id, self.lease_s):
             try:
-                try:
-                    reported = done.result()
-                except RunnerError as e:  # the runner failed before it reported any run
-                    reported = [e.as_result() if i == 0 else RunResult.failed(e.code, e.message, e.stack)
-                                for i in range(len(runnable))]  # the time it took is the first run's
-                results = dict(refused)
-                results.update(zip(runnable, reported, strict=True))
-                recorded = self._record(hot, tasks, results)
-            except BaseException as e:  # noqa: BLE001 - the queue retries the batch
+                return await self._run_held(source_id, tasks, commands, on_respond)
+            except TryLater:  # the source's state in memory stays good
+                raise
+            except BaseException:
                 self._hot.pop(source_id, None)
-                lease.__exit__(None, None, None)
-                outcome.set_exception(e)
-                return
-            lease.__exit__(None, None, None)
-            outcome.set_result(recorded)
+                raise
 
-        if ran.done() and wait:
-            finish(ran)
-        else:  # never committed on the event loop
-            ran.add_done_callback(lambda done: self.finish_on(functools.partial(finish, done)))
-        return outcome
+    async def _run_held(self, source_id: str, tasks: list[Task], commands: list[RunSource],
+                        on_respond: OnRespond | None) -> list[RunResult | None]:
+        hot = self._hot.get(source_id)
+        if hot is None:
+            hot = await asyncio.to_thread(self._read_hot, source_id)
+        if hot is None:
+            await asyncio.to_thread(self._release_all, commands)
+            return [None] * len(tasks)
+        known = hot
+
+        def prepare() -> tuple[dict[str, Any] | AccountUnusable, tuple[dict[int, RunResult], list[int]]]:
+            props = self._props(known, tasks)  # before runs are admitted: a batch given back used no quota
+            return props, self._admit(known.source, known.state, tasks)
+
+        needs_store = references(hot.props) or not all(self._admitted_ahead(c, hot.source.user_id) for c in commands)
+        props, (refused, runnable) = await asyncio.to_thread(prepare) if needs_store else prepare()
+        reported = await self._run(hot, props, [tasks[i] for i in runnable], on_respond) if runnable else []
+        results = dict(refused)
+        results.update(zip(runnable, reported, strict=True))
+        return await self.writes.call(functools.partial(self._record, hot, tasks, results))
 
     # the state of sources that run, kept while they do
 
@@ -387,29 +340,41 @@ class Runs:
         except AccountUnusable as e:
             return e
 
-    def _run(self, hot: _Hot, props: dict[str, Any] | AccountUnusable, tasks: list[Task],
-             on_partial: Callable[[Task, dict[str, Any]], None], wait: bool) -> Future[list[RunResult]]:
-        """The runs with the source's current credentials; each fails with the account's error
-        code (a `$errors` event) when a connected account cannot give them."""
+    async def _run(self, hot: _Hot, props: dict[str, Any] | AccountUnusable, tasks: list[Task],
+                   on_respond: OnRespond | None) -> list[RunResult]:
+        """The tasks' runs in order, each seeing the `this.db` the ones before it left, in one
+        runner call (no round trip to the runner per run), with the source's current credentials;
+        each fails with the account's error code (a `$errors` event) when a connected account
+        cannot give them."""
         if isinstance(props, AccountUnusable):
-            return _done([RunResult.failed(props.code, props.message)] * len(tasks))
+            return [RunResult.failed(props.code, props.message)] * len(tasks)
         instance = self._instance(hot.source, props, hot.state.db, hot.component.file_name)
-        return self._submit(hot.component, instance, tasks, on_partial, wait)
-
-    def _submit(self, component: Component, instance: Instance, tasks: list[Task],
-                on_partial: Callable[[Task, dict[str, Any]], None], wait: bool = True) -> Future[list[RunResult]]:
-        """The tasks' runs in order, each seeing the `this.db` the ones before it left: one runner
-        call for all of them (no round trip to the runner per run)."""
         commands: list[RunSource] = [t.command for t in tasks]  # type: ignore[misc]
         try:
-            bundle = self.bundler.bundle(component.code, component.packages)
-            return self.runner.submit_many(bundle, instance, [c.event for c in commands],
-                                           max(c.timeout_ms for c in commands),
-                                           lambda index, response: on_partial(tasks[index], response), wait)
+            bundle = await self._bundle(hot.component)
         except RunnerError as e:
-            return _done([RunResult.failed(e.code, e.message, e.stack)] * len(tasks))
+            return [RunResult.failed(e.code, e.message, e.stack)] * len(tasks)
         except HeadwaterError as e:
-            return _done([RunResult.failed("RUNTIME_ERROR", e.message)] * len(tasks))
+            return [RunResult.failed("RUNTIME_ERROR", e.message)] * len(tasks)
+        try:
+            async for message in self.runner.run(bundle, instance, [c.event for c in commands],
+                                                 max(c.timeout_ms for c in commands)):
+                if isinstance(message, Responded):
+                    if on_respond is not None:
+                        on_respond(tasks[message.index], message.response)
+                elif isinstance(message, Finished):
+                    return message.results
+        except RunnerError as e:  # the runner failed before it reported any run
+            return [e.as_result() if i == 0 else RunResult.failed(e.code, e.message, e.stack)
+                    for i in range(len(tasks))]  # the time it took is the first run's
+        raise RunnerError("RUNNER_CRASHED", "the runner ended the call without its outcome")
+
+    async def _bundle(self, component: Component) -> Bundle:
+        bundle = self._bundles.get(component.id)
+        if bundle is None:
+            bundle = await asyncio.to_thread(self.bundler.bundle, component.code, component.packages)
+            self._bundles.put(component.id, bundle)
+        return bundle
 
     def refuse(self, source_id: str, trigger: Any, quota: QuotaExceeded) -> None:
         """A request turned away for quota (429) still leaves its QUOTA_EXCEEDED error event."""
@@ -446,8 +411,3 @@ def _retry_after(tasks: list[Task]) -> float | None:
         return None
     return min(_RETRY_MOST_S, max(_RETRY_FIRST_S, waited / 4))
 
-
-def _done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future

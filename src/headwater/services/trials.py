@@ -19,7 +19,7 @@ from headwater.domain.models import ComponentDefinition, Principal
 from headwater.domain.props import validate
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.trial_answer import MAX_EMITS, MAX_LOGS, bounded
-from headwater.ports import Bundle, Instance, Runner, RunnerError
+from headwater.ports import BlockingRunner, Bundle, Instance, RunnerError
 from headwater.services.clock import now_s
 from headwater.services.components import Components, check_file_name
 from headwater.services.connected_accounts import app_prop_names
@@ -40,7 +40,7 @@ class TrialRequest:
 
 
 class Trials:
-    def __init__(self, components: Components, runs: Runs, runner: Runner, settings: Settings) -> None:
+    def __init__(self, components: Components, runs: Runs, runner: BlockingRunner, settings: Settings) -> None:
         self.components = components
         self.runs = runs
         self.runner = runner

@@ -37,7 +37,7 @@ from headwater.domain.workflows import (
     expression_of,
     parse_workflow,
 )
-from headwater.ports import Bundler, Instance, Runner, RunnerError, Task, UnitOfWork, UnitOfWorkFactory
+from headwater.ports import BlockingRunner, Bundler, Instance, RunnerError, Task, UnitOfWork, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s, utc_day
 from headwater.services.components import Components
@@ -55,7 +55,7 @@ COMPONENT_FILES = (".mjs", ".js", ".cjs", ".ts", ".mts")
 
 class Workflows:
     def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, components: Components,
-                 subscriptions: Subscriptions, runs: Runs, bundler: Bundler, runner: Runner,
+                 subscriptions: Subscriptions, runs: Runs, bundler: Bundler, runner: BlockingRunner,
                  destinations: Destinations, settings: Settings) -> None:
         self.uow = uow
         self.accounts = accounts

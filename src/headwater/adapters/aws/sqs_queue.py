@@ -28,12 +28,12 @@ sent back after its `after_s`, not counted, with `deferred_since` in their envel
 first sent back: the handler bounds how long they wait in all); an inline run tries again in place
 instead, within `inline_wait_s`.
 
-`ingest(respond=True)`: a response cannot come back through SQS, so the run is done inline, in
-this process, and its respond()/result resolve the outcome. For durability the message is still
-sent first, delayed by `inline_fallback_s`: a process that dies mid-run leaves it to run later.
-SQS cannot delete a message before receiving it, so after an inline run succeeded the store
-marks the task done and the delayed message is deleted unrun when it arrives (the run handler
-would also recognise its task id among the source's applied ones).
+`ingest_answered`: a response cannot come back through SQS, so the run is done inline, in the
+request's own coroutine, and its respond() (else its result) is the answer, returned as a value.
+For durability the message is still sent first, delayed by `inline_fallback_s`: a process that
+dies mid-run leaves it to run later. SQS cannot delete a message before receiving it, so after an
+inline run succeeded the store marks the task done and the delayed message is deleted unrun when
+it arrives (the run handler would also recognise its task id among the source's applied ones).
 
 Committed tasks of the types in `after_commit` (fan-outs and webhook attempts on the run consumer,
 whose role may write what they write) are handled at once by the process that committed them,
@@ -48,20 +48,32 @@ idempotent either way.
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import functools
+import inspect
 import json
 import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from headwater.adapters.answered import answer_of
 from headwater.adapters.aws import request_ids
 from headwater.domain.commands import Command, RunSource, from_message, to_message
-from headwater.ports import Busy, NowHandler, Responses, Task, TaskHandler, TryLater, results_of
+from headwater.ports import (
+    AsyncTaskHandler,
+    Busy,
+    NowHandler,
+    OnRespond,
+    RunAnswer,
+    Task,
+    TaskHandler,
+    TryLater,
+    results_of,
+)
 
 log = logging.getLogger("headwater.sqs")
 
@@ -77,6 +89,7 @@ _Entry = tuple[str, str, int, str, str | None]  # (key, body, delay, message gro
 
 class WaitingLease(Protocol):
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractContextManager[None]: ...
+    def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractAsyncContextManager[None]: ...
 
 
 class PayloadStore(Protocol):
@@ -129,7 +142,6 @@ class SqsTaskQueue:
         client: Any,
         queue_url: str,
         store: TaskStore,
-        responses: Responses,
         *,
         routes: Mapping[str, str] | None = None,
         lease_ttl_s: float = 300.0,
@@ -152,7 +164,6 @@ class SqsTaskQueue:
         self.client = client
         self.queue_url = queue_url
         self.store = store
-        self.responses = responses
         self.routes = dict(routes or {})
         self.lease_ttl_s = lease_ttl_s
         self.lease_wait_s = lease_wait_s
@@ -161,16 +172,17 @@ class SqsTaskQueue:
         self.inline_fallback_s = inline_fallback_s
         self.payloads = payloads
         self.clock = clock
-        self.handlers: dict[str, TaskHandler] = {}
+        self.handlers: dict[str, TaskHandler | AsyncTaskHandler] = {}
         self.now_handlers: dict[str, NowHandler] = {}
         self.after_commit = after_commit
         self.ordered_url = ordered_url
         self.ordered_wait_s = ordered_wait_s
-        self._inline: set[asyncio.Future[None]] = set()
+        self._inline: set[asyncio.Future[Any]] = set()
 
-    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
-        """`now` is used for the types handled after their commit (`after_commit`) only: a waiting
-        request's run goes inline here (`ingest`) by its handler."""
+    def handle(self, command: type[Command], handler: TaskHandler | AsyncTaskHandler,
+               now: NowHandler | None = None) -> None:
+        """`now` is used for the types handled after their commit (`after_commit`) only; a waiting
+        request's run goes inline (`ingest_answered`) by its handler."""
         self.handlers[command.name] = handler
         if now is not None:
             self.now_handlers[command.name] = now
@@ -210,11 +222,10 @@ class SqsTaskQueue:
         name = task.command.name
         try:
             with self._holding(task, 0):
-                answered = self.now_handlers.get(name, self.handlers[name])([task], lambda _task, _response: None)
+                answered = _handled(self.now_handlers.get(name, self.handlers[name]), [task])
                 if answered is None:
                     log.debug("task %s (%s) left to its queue", task.id, name)
                     return False
-                results_of(answered)
         except Exception:  # noqa: BLE001 - Busy or a failure: its queue's consumer retries it
             log.info("task %s (%s) goes to its queue", task.id, name, exc_info=True)
             return False
@@ -227,23 +238,24 @@ class SqsTaskQueue:
             self.send(tasks)
         return len(tasks)
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> str:
+    async def ingest(self, command: RunSource) -> str:
         """Durable once SQS accepted the message; the task id is its message id."""
-        if not respond:
-            return await asyncio.to_thread(self._send_one, command, 0, False)
+        return await asyncio.to_thread(self._send_one, command, 0, False)
+
+    async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
+        """The message sent first (delayed by `inline_fallback_s`: durable, and run later if this
+        process dies mid-run), then the run done here, in this coroutine; the answer is its first
+        `respond()`, else its result."""
         message_id = await asyncio.to_thread(self._send_one, command, self.inline_fallback_s, True)
-        self.responses.expect(message_id)
-        running = asyncio.get_running_loop().run_in_executor(  # in this context: the request's id goes on
-            None, contextvars.copy_context().run, self._run_inline, Task(message_id, command))
-        self._inline.add(running)
-        running.add_done_callback(self._inline.discard)
-        return message_id
+        return await answer_of(functools.partial(self._run_inline, Task(message_id, command)), timeout_s, self._inline)
 
     async def drain(self) -> None:
-        """Waits for inline runs still finishing their bookkeeping (before a Lambda invocation
-        returns and its process is frozen; in tests)."""
-        while self._inline:
-            await asyncio.gather(*list(self._inline), return_exceptions=True)
+        """Waits for this loop's inline runs still finishing their bookkeeping (before a Lambda
+        invocation returns and its process is frozen; in tests). Another loop's (the emulator
+        serves requests on several) are that loop's to wait for."""
+        loop = asyncio.get_running_loop()
+        while mine := [run for run in list(self._inline) if run.get_loop() is loop]:
+            await asyncio.gather(*mine, return_exceptions=True)
 
     # receiving
 
@@ -315,7 +327,7 @@ class SqsTaskQueue:
             return
         try:
             with request_ids.bound(request_ids.of_message(group[0][1])), self._holding(tasks[0], wait_s):
-                results_of(handler(tasks, lambda task, response: None))
+                _handled(handler, tasks)
         except TryLater as later:
             self._send_back(group, max(1, math.ceil(later.after_s)), settled, deferred_since=self.clock())
             return
@@ -331,10 +343,10 @@ class SqsTaskQueue:
         settled.finished += [m for _, m in group]
         settled.handled += len(tasks)
 
-    def _run_inline(self, task: Task) -> None:
-        def partial(_: Task, response: dict[str, Any]) -> None:
-            self.responses.deliver(task.id, ("respond", response))
-
+    async def _run_inline(self, task: Task, on_respond: OnRespond) -> list[Any] | None:
+        """The run of a request's task, holding its source's lease (up to `inline_wait_s` for its
+        turn); one waiting on another caller's refresh tries again in place within that time.
+        None when it failed: its queued message runs it again later."""
         handler = self.handlers.get(task.command.name)
         deadline = time.monotonic() + self.inline_wait_s
         try:
@@ -342,23 +354,35 @@ class SqsTaskQueue:
                 raise LookupError(f"no handler for {task.command.name!r}")
             while True:
                 try:
-                    with self._holding(task, self.inline_wait_s):
-                        results = results_of(handler([task], partial))
+                    async with self._held(task, self.inline_wait_s):
+                        if inspect.iscoroutinefunction(handler):
+                            results = list(await handler([task], on_respond))
+                        else:  # a plain handler holds a thread anyway
+                            plain: TaskHandler = handler  # type: ignore[assignment]
+                            results = list(results_of(await asyncio.to_thread(plain, [task], on_respond)))
                     break
                 except TryLater as later:  # its request waits: this invocation tries again, holding nothing else
                     if time.monotonic() + later.after_s > deadline:
                         raise
-                    time.sleep(later.after_s)
+                    await asyncio.sleep(later.after_s)
                     task = replace(task, deferred_since=task.deferred_since or self.clock())
         except Exception:
             log.exception("inline run %s failed; its queued message runs it again later", task.id)
-            self.responses.deliver(task.id, ("failed", None))
-            return
-        self.responses.deliver(task.id, ("done", results[0] if results else None))
+            return None
         try:
-            self.store.mark_done([task.id])
+            await asyncio.to_thread(self.store.mark_done, [task.id])
         except Exception:  # noqa: BLE001 - the run handler still recognises the task id when it comes
             log.exception("could not mark inline run %s done", task.id)
+        return results
+
+    @asynccontextmanager
+    async def _held(self, task: Task, wait_s: float) -> AsyncIterator[None]:
+        lane = task.command.lane
+        if lane is None:
+            yield
+            return
+        async with self.store.lease.held(lane, self.lease_ttl_s, wait_s=wait_s):
+            yield
 
     @contextmanager
     def _holding(self, task: Task, wait_s: float) -> Iterator[None]:
@@ -466,6 +490,35 @@ class SqsTaskQueue:
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"],
                  "VisibilityTimeout": RETRY_DELAYS_S[min(t.attempts, len(RETRY_DELAYS_S) - 1)]}
                 for i, (t, m) in enumerate(chunk)])
+
+
+def _handled(handler: TaskHandler | AsyncTaskHandler | NowHandler, tasks: list[Task]) -> list[Any] | None:
+    """A handler's results, waited for: a coroutine handler's run to its end on a loop of this
+    thread's own (a consumer invocation handles one batch at a time), in this thread's context
+    (the lane's lease it holds, the request id)."""
+    answered = handler(tasks, _no_respond)
+    if answered is None:
+        return None
+    if inspect.iscoroutine(answered):
+        return list(_run_to_end(answered))
+    return results_of(answered)  # type: ignore[arg-type]
+
+
+def _run_to_end(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    import concurrent.futures
+    import contextvars
+
+    context = contextvars.copy_context()  # called on a loop (tests): on a thread of its own
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        return thread.submit(context.run, asyncio.run, coroutine).result()
+
+
+def _no_respond(_: Task, __: dict[str, Any]) -> None:
+    """A queued run's respond() has nobody waiting."""
 
 
 def _by_queue(messages: list[dict[str, Any]], default: str) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -3,9 +3,9 @@
 Requests hand their task to the writer's thread, which commits whatever has queued up meanwhile in
 one transaction (no fsync per row) and deletes, in the same transaction, the tasks whose handlers
 have finished since. The caller hears of its commit through `on_committed`, once per group. Other
-writes may be handed to the same thread (`run`: the outcomes of runs), so that the store's writes
-come from one thread, in the order they were handed over, and no other thread is woken for them.
-Nothing run there may wait for anything but the store.
+writes may be handed to the same thread (`call`: the outcomes of runs, awaited by their
+coroutine), so that the store's writes come from one thread, in the order they were handed over,
+and no other thread is woken for them. Nothing run there may wait for anything but the store.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import chunks, insert_rows
@@ -27,15 +27,17 @@ from headwater.domain.commands import RunSource, to_message
 log = logging.getLogger("headwater.tasks")
 
 MAX_GROUP = 1024
+T = TypeVar("T")
 
 
 class Pending:
     """One request's task on its way to the store."""
 
-    __slots__ = ("command", "loop", "committed", "respond", "handed")
+    __slots__ = ("command", "loop", "committed", "answered", "handed")
 
-    def __init__(self, command: RunSource, loop: asyncio.AbstractEventLoop, respond: bool) -> None:
-        self.command, self.loop, self.respond = command, loop, respond
+    def __init__(self, command: RunSource, loop: asyncio.AbstractEventLoop, answered: bool = False) -> None:
+        """`answered`: the request runs it itself (`LocalTaskQueue.ingest_answered`), not a worker."""
+        self.command, self.loop, self.answered = command, loop, answered
         self.committed: asyncio.Future[str] = loop.create_future()
         self.handed = time.monotonic()
 
@@ -69,6 +71,22 @@ class GroupCommitWriter:
     def run(self, write: Callable[[], None]) -> None:
         """Runs `write` on the writer's thread after the group it arrives with is committed."""
         self._inbox.put(write)
+
+    async def call(self, write: Callable[[], T]) -> T:
+        """`run`, awaited by a coroutine: the write's result or its exception (the Writes port)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+
+        def run() -> None:
+            try:
+                result = write()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                loop.call_soon_threadsafe(_fail, done, e)
+                return
+            loop.call_soon_threadsafe(_settle, done, result)
+
+        self._inbox.put(run)
+        return await done
 
     def stop(self) -> None:
         self._inbox.put(None)
@@ -146,6 +164,11 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
     return [str(task_id) for task_id in range(last - len(rows) + 1, last + 1)]
 
 
-def _fail(future: asyncio.Future[str], error: BaseException) -> None:
+def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)
+
+
+def _settle(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)

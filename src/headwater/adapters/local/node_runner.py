@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -30,22 +29,17 @@ from headwater.adapters.local.egress import EgressProxy
 from headwater.adapters.local.runner_launch import Launcher, cgroups_for, runner_command
 from headwater.adapters.local.runner_process import STOP_GRACE_S, ComputeBill, RunnerProcess
 from headwater.adapters.local.sandbox import sandbox_for
-from headwater.adapters.runner_protocol import (
-    DESCRIBE,
-    GRACE_S,
-    BatchResults,
-    PartialHandler,
-    RunnerRequests,
-    account_of,
-    instance_request,
-)
-from headwater.domain.runs import RunResult
-from headwater.ports import Bundle, Instance, RunnerError, WouldBlock
+from headwater.adapters.runner_protocol import DESCRIBE, GRACE_S, PartialHandler, RunnerRequests, instance_request
+from headwater.ports import Bundle, RunnerError
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater.runner")
 
-__all__ = ["DESCRIBE", "NodeRunnerPool", "instance_request", "runner_command"]
+__all__ = ["DESCRIBE", "NodeRunnerPool", "NotRunning", "instance_request", "runner_command"]
+
+
+class NotRunning(Exception):
+    """A call asked not to wait finds no runner process of its account running."""
 
 
 class NodeRunnerPool(RunnerRequests):
@@ -71,12 +65,12 @@ class NodeRunnerPool(RunnerRequests):
     def _acquire(self, account: str, wait: bool = True) -> RunnerProcess:
         """The account's process, marked busy; past the bound, the least recently used idle one is
         stopped first (or, all busy, this waits for one to finish). Without `wait`, only a process
-        that is running already: WouldBlock otherwise."""
+        that is running already: NotRunning otherwise."""
         with self._cond:
             while True:
                 process = self._processes.get(account)
                 if not wait and (process is None or not process.alive):
-                    raise WouldBlock(f"no runner process is running for {account}")
+                    raise NotRunning(f"no runner process is running for {account}")
                 if process is None and len(self._processes) < self.max_processes:
                     process = self._processes[account] = RunnerProcess(
                         account, self.launcher, self.deadlines, self.settings.account_max_concurrent_runs,
@@ -135,7 +129,8 @@ class NodeRunnerPool(RunnerRequests):
     def submit(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
                on_partial: PartialHandler | None = None, account: str = DESCRIBE,
                timeout_s: float | None = None, bill_to: str = "", wait: bool = True) -> Future[dict[str, Any]]:
-        """`call` whose result comes in a Future, completed where the process's pipe is read."""
+        """`call` whose result comes in a Future, completed where the process's pipe is read. Without
+        `wait`, NotRunning unless the account's process is running (nothing here then blocks)."""
         process = self._acquire(account, wait)
         limit_s = timeout_s - GRACE_S if timeout_s else request.get("timeout_ms", 30_000) / 1000
         message: dict[str, Any] = {"op": op, **request}
@@ -168,25 +163,6 @@ class NodeRunnerPool(RunnerRequests):
 
         process.submit(op, message, limit_s, on_partial, bill_to).add_done_callback(answered)
         return result
-
-    def submit_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
-                    on_respond: Callable[[int, dict[str, Any]], None] | None = None,
-                    wait: bool = True) -> Future[list[RunResult]]:
-        """The runs of one instance in one request; nothing waits for them but the Future."""
-        collect = BatchResults(len(events), on_respond)
-        request = {**instance_request(instance), "events": events, "timeout_ms": timeout_ms}
-        outcome: Future[list[RunResult]] = Future()
-
-        def answered(sent: Future[dict[str, Any]]) -> None:
-            error = sent.exception()
-            try:
-                outcome.set_result(collect.outcomes(error if isinstance(error, RunnerError) else None))
-            except RunnerError as failure:
-                outcome.set_exception(failure)
-
-        self.submit("run", request, bundle, collect, account_of(instance),
-                    len(events) * timeout_ms / 1000 + GRACE_S, instance.bill_to, wait).add_done_callback(answered)
-        return outcome
 
     def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:
         """What the runner Lambda (lambda.mjs) answers to one invocation: the request run whole on

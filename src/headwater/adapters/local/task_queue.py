@@ -6,17 +6,17 @@ work, here. Other commands arrive from units of work (their outbox rows commit w
 made them). A task leaves the table only after its handler returned, so a crash re-runs it, never
 loses it (handlers are idempotent: a run whose results are in is recognised by its task id).
 
-Where work runs: a request waiting for its run's answer (customResponse) has its run started on
-the event loop the moment its task is committed, by the handler's non-blocking form (`now`), with
-no thread in between; the runner's answer comes back to the loop, and the request gets it as a
-value (`Responses`). Work that cannot start without blocking (a source whose state is not in
-memory, a lease held elsewhere), and everything else, goes to the worker threads. When a source's
-batch finishes, its next batch starts right there, on the thread that finished it.
+Where work runs: a request waiting for its run's answer (customResponse) runs it itself, in its
+own coroutine, once its task is committed (`ingest_answered`): the RunSource handler is a
+coroutine holding the source's lease, and the answer is a value it returns. Queued work goes to
+the dispatchers (the worker threads): a coroutine handler (a run) is started on the event loop
+(`Portal`) and holds no thread while it waits; a plain handler runs on the worker.
 
-No tenant holds the workers: one tenant's work holds at most `tenant_share` of them at once (the
-lanes count a worker from when it takes a lane until it is free again), and a handler that would
-wait on another caller's work (an account's refresh) raises TryLater: its batch is deferred, first
-in its lane, for a moment, holding no worker and counting no failed attempt.
+No tenant holds more than its share: one tenant's work has at most `tenant_share` batches in
+hand at once (the lanes count one from when a dispatcher takes a lane until its batch is over, a
+run as a coroutine waiting, not a thread held), and a handler that would wait on another caller's
+work (an account's refresh) raises TryLater: its batch is deferred, first in its lane, for a
+moment, holding nothing and counting no failed attempt.
 """
 
 from __future__ import annotations
@@ -25,19 +25,35 @@ import asyncio
 import dataclasses
 import functools
 import heapq
+import inspect
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.adapters.answered import answer_of
+from headwater.adapters.in_process_lease import InProcessLease
 from headwater.adapters.local.group_commit import GroupCommitWriter, Pending
-from headwater.adapters.local.lanes import Lanes, lane_of
+from headwater.adapters.local.lanes import MAX_RUN_BATCH, Lanes
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import task_from_row
+from headwater.adapters.loops import Portal
 from headwater.domain.commands import Command, RunSource
-from headwater.ports import NowHandler, Responses, Task, TaskHandler, TaskResults, TryLater
+from headwater.ports import (
+    AsyncTaskHandler,
+    NowHandler,
+    OnRespond,
+    RunAnswer,
+    SourceLease,
+    Task,
+    TaskHandler,
+    TaskResults,
+    TryLater,
+)
 
 log = logging.getLogger("headwater.tasks")
 
@@ -46,16 +62,32 @@ YIELD_CHECK_S = 0.02  # how often yielding work looks again
 CPU_SAMPLE_S = 0.05  # how often the process's CPU is read while requests come
 POLL_S = 1.0
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
+ANSWERED_DEFER_S = 20.0  # how long a request's run waits in place on another caller's refresh
+ANSWERED_LEASE_S = 300.0  # how long a batch of requests' runs may wait for its source's lease
+
+
+@dataclass(eq=False)
+class _Gathered:
+    """Requests' runs of one source gathered while its lease is held: the next batch."""
+
+    done: asyncio.Future[list[Any] | None]
+    tasks: list[Task] = field(default_factory=list)
+    responders: dict[int, OnRespond] = field(default_factory=dict)  # by id() of the task
+    committing: list[asyncio.Future[str]] = field(default_factory=list)
+
 
 class LocalTaskQueue:
-    def __init__(self, db: Database, workers: int, responses: Responses, yield_s: float = 0.0,
-                 quiet_s: float = QUIET_S, tenant_share: int | None = None) -> None:
-        """`tenant_share`: the workers one tenant's work may hold at once (default a quarter of them)."""
+    def __init__(self, db: Database, workers: int, yield_s: float = 0.0,
+                 quiet_s: float = QUIET_S, tenant_share: int | None = None, portal: Portal | None = None,
+                 lease: SourceLease | None = None) -> None:
+        """`tenant_share`: the batches one tenant's work may have in hand at once (default a
+        quarter of the workers). `portal`: the event loop coroutine handlers run on. `lease`: the
+        store's source lease, which requests' runs of one source gather behind."""
         self.db = db
+        self.lease: SourceLease = lease or InProcessLease()
         self.workers = workers
-        self.responses = responses
-        self.handlers: dict[str, TaskHandler] = {}
-        self.now_handlers: dict[str, NowHandler] = {}
+        self.portal = portal or Portal()
+        self.handlers: dict[str, TaskHandler | AsyncTaskHandler] = {}
         self.tenant_share = tenant_share or max(1, workers // 4)
         self.lanes = Lanes(time.monotonic, yield_s, quiet_s, tenant_share=self.tenant_share)
         self.writer = GroupCommitWriter(db, self._committed)
@@ -67,13 +99,14 @@ class LocalTaskQueue:
         self._watermark = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._nonblocking_threads: set[int] = set()  # event loops that ingest, and the writer
+        self._answering: set[asyncio.Future[Any]] = set()  # requests' runs (a task is only weakly kept by its loop)
+        self._gathering: dict[str, _Gathered] = {}  # by lane: requests' runs waiting for their source's lease
         self._cpu_mark = (time.monotonic(), time.process_time())  # when the process's CPU was last read
 
-    def handle(self, command: type[Command], handler: TaskHandler, now: NowHandler | None = None) -> None:
+    def handle(self, command: type[Command], handler: TaskHandler | AsyncTaskHandler,
+               now: NowHandler | None = None) -> None:
+        """`now` is not used here: committed work goes to its lane."""
         self.handlers[command.name] = handler
-        if now is not None:
-            self.now_handlers[command.name] = now
 
     def start(self) -> None:
         backlog = self.db.connection().execute("SELECT * FROM tasks ORDER BY id").fetchall()
@@ -81,8 +114,6 @@ class LocalTaskQueue:
             self._dispatch(task_from_row(row))
         self._watermark = int(backlog[-1]["id"]) if backlog else self._max_id()
         self.writer.start()
-        assert self.writer.thread_id is not None
-        self._nonblocking_threads.add(self.writer.thread_id)
         self._spawn(self._poll_loop, "task-poll")
         self._spawn(self._delay_loop, "task-delays")
         for i in range(self.workers):
@@ -102,12 +133,14 @@ class LocalTaskQueue:
         for thread in self._threads:
             thread.join(timeout=5)
         self.writer.stop()  # after the workers: what they finished is deleted with its last group
+        self.portal.close()
 
     # adding tasks
 
-    async def ingest(self, command: RunSource, respond: bool = False) -> str:
-        pending = Pending(command, asyncio.get_running_loop(), respond)
-        self._nonblocking_threads.add(threading.get_ident())
+    async def ingest(self, command: RunSource) -> str:
+        return await self._commit(Pending(command, asyncio.get_running_loop()))
+
+    async def _commit(self, pending: Pending) -> str:
         with self._cond:
             self.lanes.request_started()
         self.writer.submit(pending)
@@ -116,6 +149,91 @@ class LocalTaskQueue:
         finally:
             with self._cond:
                 self.lanes.request_ended()
+
+    async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
+        """The task goes into the writer's next group and its run starts at once, overlapping the
+        commit, here, in this coroutine; the answer is its first `respond()`, else its result,
+        returned once the task is durable. The run goes on after the answer (its outcome is
+        committed in a later group: the writer takes what it is handed in order); one that fails
+        is retried by the queue. The task's source remembers it by a key of its own
+        (`route_key`), known before the commit gives the task its id, so a run of it again
+        (after a crash) is recognised."""
+        command = dataclasses.replace(command, route_key=command.route_key or f"request:{uuid.uuid4().hex}")
+        committing = asyncio.ensure_future(self._commit(Pending(command, asyncio.get_running_loop(), answered=True)))
+        try:
+            answer = await answer_of(functools.partial(self._join, command, committing), timeout_s, self._answering)
+        finally:
+            await committing  # durable before any answer; a failed commit fails the request
+        return answer
+
+    async def _join(self, command: RunSource, committing: asyncio.Future[str],
+                    on_respond: OnRespond) -> list[Any] | None:
+        """The request's run, in its source's next batch: the requests that come while the source's
+        lease is held by another batch gather, and run together (one runner call, one commit) once
+        it is theirs, in the order they came."""
+        lane = command.lane or ""
+        batch = self._gathering.get(lane)
+        if batch is None or len(batch.tasks) >= MAX_RUN_BATCH:
+            batch = self._gathering[lane] = _Gathered(asyncio.get_running_loop().create_future())
+            running = asyncio.ensure_future(self._run_gathered(lane, batch))
+            self._answering.add(running)
+            running.add_done_callback(self._answering.discard)
+        task = Task("", command)  # its id comes with the commit
+        batch.tasks.append(task)
+        batch.responders[id(task)] = on_respond
+        batch.committing.append(committing)
+        results = await asyncio.shield(batch.done)
+        return None if results is None else [results[batch.tasks.index(task)]]
+
+    async def _run_gathered(self, lane: str, batch: _Gathered) -> None:
+        """Holds the source's lease (the handler holds it again: re-entrant), closes the batch, runs
+        it: waiting on another caller's refresh (TryLater) it tries again for a while, then leaves
+        the tasks to their lane; failing, it leaves them to the queue's retries."""
+        results: list[Any] | None = None
+        try:
+            async with self.lease.held(lane, ANSWERED_LEASE_S):
+                if self._gathering.get(lane) is batch:
+                    del self._gathering[lane]  # later requests gather for the batch after this one
+                results = await self._run_answered(batch)
+        except Exception:  # noqa: BLE001 - the lease could not be had: the queue runs them
+            log.exception("%d requests' runs of %s could not start; the queue runs them", len(batch.tasks), lane)
+            for task, committing in zip(batch.tasks, batch.committing, strict=True):
+                self._retry(dataclasses.replace(task, id=await committing))
+        finally:
+            if self._gathering.get(lane) is batch:
+                del self._gathering[lane]
+            batch.done.set_result(results)
+
+    async def _run_answered(self, batch: _Gathered) -> list[Any] | None:
+        handler = self.handlers[batch.tasks[0].command.name]
+        deadline = time.monotonic() + ANSWERED_DEFER_S
+        tasks = list(batch.tasks)
+
+        def on_respond(task: Task, response: dict[str, Any]) -> None:
+            batch.responders[id(task)](task, response)
+
+        while True:
+            try:
+                results = list(await handler(tasks, on_respond))  # type: ignore[misc]
+            except TryLater as later:
+                tasks = [t if t.deferred_since is not None else dataclasses.replace(t, deferred_since=time.time())
+                         for t in tasks]
+                batch.responders.update({id(t): batch.responders[id(o)] for t, o in zip(tasks, batch.tasks,
+                                                                                     strict=True)})
+                if time.monotonic() + later.after_s > deadline:
+                    for task, committing in zip(tasks, batch.committing, strict=True):
+                        self._dispatch(dataclasses.replace(task, id=await committing,
+                                                           not_before=time.time() + later.after_s))
+                    return None
+                await asyncio.sleep(later.after_s)
+                continue
+            except Exception:  # noqa: BLE001 - its lane retries them
+                log.exception("%d requests' runs failed; the queue retries them", len(tasks))
+                for task, committing in zip(tasks, batch.committing, strict=True):
+                    self._retry(dataclasses.replace(task, id=await committing))
+                return None
+            self.writer.finished([await committing for committing in batch.committing])
+            return results
 
     def stats(self, now: float) -> tuple[int, float]:
         """(tasks in the table, seconds the oldest due one has waited): what /metrics shows."""
@@ -130,32 +248,19 @@ class LocalTaskQueue:
             self._dispatch(task)
 
     def _committed(self, group: list[tuple[Pending, str]]) -> None:
-        """The writer committed a group of requests' tasks: they join their lanes, a waiting
-        request's run is claimed for its event loop when its lane is free, and each loop hears of
-        its group in one wake-up (with the runs to start)."""
-        by_loop: dict[asyncio.AbstractEventLoop, tuple[list[tuple[Pending, str]], list[tuple[str, list[Task]]]]] = {}
-        for p, task_id in group:
-            if p.respond:
-                self.responses.expect(task_id)
+        """The writer committed a group of requests' tasks: those not run by their request join
+        their lanes, and each loop hears of its group in one wake-up."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Pending, str]]] = {}
         with self._cond:
             for p, task_id in group:
-                settled, starts = by_loop.setdefault(p.loop, ([], []))
-                settled.append((p, task_id))
-                task = Task(task_id, p.command)
-                if not self.lanes.add(task, urgent=p.respond):
-                    continue
-                claimed = self.lanes.claim(lane_of(task)) if p.respond and p.command.name in self.now_handlers \
-                    else None
-                if claimed is None:
+                by_loop.setdefault(p.loop, []).append((p, task_id))
+                if not p.answered and self.lanes.add(Task(task_id, p.command)):
                     self._cond.notify()
-                else:
-                    starts.append((lane_of(task), claimed))
         handed = time.monotonic()
-        for loop, (settled, starts) in by_loop.items():
-            loop.call_soon_threadsafe(self._on_loop, settled, starts, handed)
+        for loop, settled in by_loop.items():
+            loop.call_soon_threadsafe(self._on_loop, settled, handed)
 
-    def _on_loop(self, settled: list[tuple[Pending, str]], starts: list[tuple[str, list[Task]]],
-                 handed: float) -> None:
+    def _on_loop(self, settled: list[tuple[Pending, str]], handed: float) -> None:
         now = time.monotonic()
         with self._cond:
             self.lanes.note_commit(len(settled), now - handed)
@@ -166,8 +271,6 @@ class LocalTaskQueue:
         for p, task_id in settled:
             if not p.committed.done():
                 p.committed.set_result(task_id)
-        for lane, batch in starts:
-            self._start_now(lane, batch)
 
     def _dispatch(self, task: Task) -> None:
         if task.not_before > time.time() + 0.001:
@@ -221,6 +324,9 @@ class LocalTaskQueue:
     # running tasks
 
     def _work_loop(self) -> None:
+        """A dispatcher: takes the next ready lane's batch; a coroutine handler's goes to the
+        event loop (the lane, and its tenant's share, stay taken until it is over), a plain one is
+        run here."""
         while True:
             with self._cond:
                 while not self._stopping:
@@ -234,75 +340,58 @@ class LocalTaskQueue:
                     return
             assert taken is not None
             lane, batch = taken
+            handler = self.handlers.get(batch[0].command.name)
+            if handler is not None and inspect.iscoroutinefunction(handler):
+                started = self.portal.submit(self._awaited(handler, batch))
+                started.add_done_callback(functools.partial(self._async_done, lane, batch))
+                continue
             try:
-                self._drive(lane, batch, self._call(self.handlers, batch))
+                self._finish(lane, batch, self._call(handler, batch))
             finally:
-                with self._cond:
-                    if self.lanes.release(batch):
-                        self._cond.notify()
+                self._release(batch)
 
-    def _start_now(self, lane: str, batch: list[Task]) -> None:
-        """On the event loop: the batch's run started without blocking, or handed to a worker."""
-        started = self._call(self.now_handlers, batch)
-        if started is None or isinstance(started, BaseException):
-            self._give_back(lane, batch)
-            return
-        self._drive(lane, batch, started)
+    @staticmethod
+    async def _awaited(handler: AsyncTaskHandler, batch: list[Task]) -> list[Any]:
+        return list(await handler(batch, _no_respond))
 
-    def _give_back(self, lane: str, batch: list[Task]) -> None:
+    def _async_done(self, lane: str, batch: list[Task], done: Future[list[Any]]) -> None:
+        try:
+            self._finish(lane, batch, done.exception() or done.result())
+        finally:
+            self._release(batch)
+
+    def _release(self, batch: list[Task]) -> None:
         with self._cond:
-            self.lanes.give_back(lane, batch)
-            self._cond.notify()
+            if self.lanes.release(batch):
+                self._cond.notify()
 
-    def _call(self, handlers: dict[str, Any], batch: list[Task]) -> TaskResults | BaseException | None:
-        handler = handlers.get(batch[0].command.name)
-        if handler is None and handlers is self.now_handlers:
-            return None
+    def _call(self, handler: TaskHandler | AsyncTaskHandler | None,
+              batch: list[Task]) -> TaskResults | BaseException | None:
         if handler is None:
             log.error("no handler for %r; %d tasks dropped", batch[0].command.name, len(batch))
             return [None] * len(batch)
         try:
-            return handler(batch, self._partial)  # type: ignore[no-any-return, unused-ignore]
+            return handler(batch, _no_respond)  # type: ignore[return-value]
         except Exception as e:  # noqa: BLE001 - the tasks are retried
             return e
 
-    def _partial(self, task: Task, response: dict[str, Any]) -> None:
-        self.responses.deliver(task.id, ("respond", response))
-
-    def _drive(self, lane: str, batch: list[Task], results: TaskResults | BaseException | None) -> None:
-        """Finishes a lane's batch when its results are in (a handler that sent its work off
+    def _finish(self, lane: str, batch: list[Task], results: TaskResults | BaseException | None) -> None:
+        """A lane's batch is over when its results are in (a plain handler that sent its work off
         returned a Future: the lane stays busy until it completes, so a source's runs stay in
-        order and never overlap), then starts the lane's next batch on this same thread: the
-        blocking way on a worker, the non-blocking way on the event loop or the writer (which must
-        never wait), else it goes to a worker."""
-        while True:
-            if isinstance(results, Future):
-                future = results
-                if not future.done():
-                    future.add_done_callback(functools.partial(self._drive, lane, batch))
-                    return
-                error = future.exception()
-                results = error if error is not None else future.result()
-            if isinstance(results, TryLater):
-                self._defer(lane, batch, results)
+        order and never overlap); its lane's next batch goes to a dispatcher."""
+        if isinstance(results, Future):
+            future = results
+            if not future.done():
+                future.add_done_callback(lambda done: self._finish(lane, batch, done.exception() or done.result()))
                 return
-            self._settle(batch, results)
-            with self._cond:
-                more = self.lanes.done(lane, batch)
-                following = self.lanes.claim(lane) if more else None
-            if following is None:
-                if more:
-                    with self._cond:
-                        self._cond.notify()
-                return
-            if threading.get_ident() in self._nonblocking_threads:
-                results = self._call(self.now_handlers, following)
-                if results is None or isinstance(results, BaseException):
-                    self._give_back(lane, following)
-                    return
-            else:
-                results = self._call(self.handlers, following)
-            batch = following
+            results = future.exception() or future.result()
+        if isinstance(results, TryLater):
+            self._defer(lane, batch, results)
+            return
+        self._settle(batch, results)
+        with self._cond:
+            if self.lanes.done(lane, batch):
+                self._cond.notify()
 
     def _defer(self, lane: str, batch: list[Task], later: TryLater) -> None:
         """The batch waits on another caller's work: back first in its lane for `later.after_s`,
@@ -321,19 +410,26 @@ class LocalTaskQueue:
             log.error("%d %s tasks failed (first %s, attempt %d)", len(batch), batch[0].command.name, batch[0].id,
                       batch[0].attempts + 1, exc_info=error)
             for task in batch:
-                self.responses.deliver(task.id, ("failed", None))
                 self._retry(task)
             return
         self.writer.finished([task.id for task in batch])
-        for task, result in zip(batch, results, strict=True):
-            self.responses.deliver(task.id, ("done", result))
 
     def _retry(self, task: Task) -> None:
+        """Counts the failed attempt and queues the task again after its delay (the update is the
+        writer's: this may be the event loop)."""
         if task.attempts >= len(RETRY_DELAYS_S):
             log.error("task %s (%s) dropped after %d attempts", task.id, task.command.name, task.attempts + 1)
             self.writer.finished([task.id])
             return
         run_at = time.time() + RETRY_DELAYS_S[task.attempts]
-        with self.db.writing() as conn:
-            conn.execute("UPDATE tasks SET attempts = attempts + 1, run_at = ? WHERE id = ?", (run_at, task.id))
-        self._dispatch(Task(task.id, task.command, task.attempts + 1, run_at))
+
+        def again() -> None:
+            with self.db.writing() as conn:
+                conn.execute("UPDATE tasks SET attempts = attempts + 1, run_at = ? WHERE id = ?", (run_at, task.id))
+            self._dispatch(Task(task.id, task.command, task.attempts + 1, run_at))
+
+        self.writer.run(again)
+
+
+def _no_respond(_: Task, __: dict[str, Any]) -> None:
+    """Queued work has nobody waiting for its respond()."""
