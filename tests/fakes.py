@@ -15,10 +15,11 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from headwater.adapters.in_process_lease import InProcessLease
 from headwater.bootstrap import Adapters, Services, bootstrap
 from headwater.domain.commands import Command, RunSource, TimerTick
 from headwater.domain.connected_accounts import ConnectedAccount
@@ -541,7 +542,14 @@ class FakeIngestCounts:
             return before
 
 
-class FakeLease:
+class FakeLease(InProcessLease):
+    """The in-process lease (adapters/in_process_lease.py) is in memory already: the fakes use it as
+    is, so a service test's waits and order are the stores' (the contract suite checks all three)."""
+
+
+class LeaseHeldElsewhere:
+    """A lease as a stuck machine holds it: any id held is refused at once, even to its holder."""
+
     def __init__(self) -> None:
         self.holding: set[str] = set()
 
@@ -554,11 +562,6 @@ class FakeLease:
             yield
         finally:
             self.holding.discard(source_id)
-
-    @asynccontextmanager
-    async def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AsyncIterator[None]:
-        with self.hold(source_id, ttl_s, wait_s):
-            yield
 
 
 class FakeWrites:

@@ -26,7 +26,7 @@ from headwater.ports import OAuthGrantError, OAuthUnavailable, TryLater
 from headwater.services.clock import utc_day
 from headwater.services.connected_accounts import AccountUnusable
 from headwater.services.sources import SourceRequest
-from tests.fakes import FakeLease, FakeOAuthClient, World, to_end, world
+from tests.fakes import FakeOAuthClient, LeaseHeldElsewhere, World, to_end, world
 from tests.services.test_connected_accounts import errors, runs_seeing
 from tests.services.test_services import HTTP, component_code, deploy, principal, run_task
 
@@ -183,7 +183,7 @@ def test_a_transient_failure_keeps_a_valid_token_and_otherwise_fails_the_call_wi
 
 def test_a_refresh_lease_held_elsewhere_keeps_a_valid_token_and_otherwise_fails_for_now() -> None:
     w, provider, clock = oauth_world()
-    w.services.oauth.lease = FakeLease()  # refuses a lease that is held, as one held by a stuck machine
+    w.services.oauth.lease = LeaseHeldElsewhere()  # type: ignore[assignment]
     account = connect(w, provider, principal(w))
     clock.now += 3600 - 30
     with w.services.oauth.lease.hold(account.id, 90):
