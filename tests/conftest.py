@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -167,6 +168,51 @@ def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     template.yaml's settings, HEADWATER_SSE_MAX_S too). Shared as `local_server` is."""
     with running_server(tmp_path_factory.mktemp("headwater-aws"), HEADWATER_BACKEND="aws-emulated") as srv:
         yield srv
+
+
+class Gate:
+    """A loopback listener that holds every request until the test releases it: a component that
+    `await fetch(gate.url)` is mid-run for as long as the test wants, with no sleep on either side."""
+
+    def __init__(self) -> None:
+        self.arrivals = 0
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                gate.arrivals += 1
+                gate.arrived.set()
+                gate.released.wait(300)
+                self.send_response(200)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def gate() -> Iterator[Gate]:
+    held = Gate()
+    try:
+        yield held
+    finally:
+        held.close()
 
 
 @dataclass
