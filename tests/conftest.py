@@ -90,7 +90,7 @@ class Server:
 
 
 ACCOUNT_VERBS = {("users", "create"), ("orgs", "create"), ("orgs", "add-member"), ("keys", "create"),
-                 ("keys", "revoke")}
+                 ("keys", "revoke"), ("workflows", "deploy"), ("workflows", "list")}
 
 
 class AdminWorker:
