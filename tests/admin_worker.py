@@ -1,5 +1,6 @@
 """`python -m tests.admin_worker`: the account verbs of the `headwater` command (users, orgs, keys)
-for the tests' services, one process per service that bootstraps once.
+and the operator's `workflows deploy` and `workflows list` for the tests' services, one process per
+service that bootstraps once.
 
 Each `headwater users create` costs a new interpreter, its imports and a bootstrap (about a second of
 a core); the end-to-end tests make a user or two for almost every test. Here the same commands run
@@ -22,7 +23,8 @@ from headwater.bootstrap import Services, bootstrap
 from headwater.cli import admin, main
 from headwater.settings import Settings
 
-VERBS = {("users", "create"), ("orgs", "create"), ("orgs", "add-member"), ("keys", "create"), ("keys", "revoke")}
+VERBS = {("users", "create"), ("orgs", "create"), ("orgs", "add-member"), ("keys", "create"), ("keys", "revoke"),
+         ("workflows", "deploy"), ("workflows", "list")}
 
 
 def serve(services: Services) -> None:

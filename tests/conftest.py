@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -89,7 +90,7 @@ class Server:
 
 
 ACCOUNT_VERBS = {("users", "create"), ("orgs", "create"), ("orgs", "add-member"), ("keys", "create"),
-                 ("keys", "revoke")}
+                 ("keys", "revoke"), ("workflows", "deploy"), ("workflows", "list")}
 
 
 class AdminWorker:
@@ -169,6 +170,51 @@ def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
+class Gate:
+    """A loopback listener that holds every request until the test releases it: a component that
+    `await fetch(gate.url)` is mid-run for as long as the test wants, with no sleep on either side."""
+
+    def __init__(self) -> None:
+        self.arrivals = 0
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                gate.arrivals += 1
+                gate.arrived.set()
+                gate.released.wait(300)
+                self.send_response(200)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def gate() -> Iterator[Gate]:
+    held = Gate()
+    try:
+        yield held
+    finally:
+        held.close()
+
+
 @dataclass
 class User:
     id: str
@@ -205,9 +251,37 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"openapi: {checked} API answers validated against /openapi.json")
 
 
+# The modules that took 30 s or more of a test process in a full run (pytest --durations=0 summed
+# per module), slowest first. With two test processes and a module to a process, a slow module that
+# starts last is the run's tail, with one core idle: they start first, the many short ones fill in.
+SLOWEST_MODULES = [
+    "tests/e2e/test_routing.py", "tests/e2e/test_api_basics.py", "tests/e2e/test_http_interface.py",
+    "tests/e2e/test_runs.py", "tests/e2e/test_fuzz.py", "tests/e2e/test_durability.py",
+    "tests/e2e/test_sources_api.py", "tests/e2e/test_workflows.py", "tests/security/test_compute_billing.py",
+    "tests/e2e/security/test_boundary.py", "tests/e2e/test_http_requests.py", "tests/e2e/test_describe.py",
+    "tests/e2e/test_bench_smoke.py", "tests/security/test_tenant_output.py", "tests/e2e/test_cli.py",
+    "tests/e2e/test_timers.py", "tests/e2e/test_readme.py", "tests/e2e/security/test_bundler.py",
+    "tests/e2e/test_cli_develop.py", "tests/e2e/test_sse.py", "tests/e2e/test_ingest_budget.py",
+    "tests/e2e/test_console.py", "tests/e2e/test_oauth.py", "tests/security/test_metrics.py",
+    "tests/e2e/aws/test_aws_cost.py",
+]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`@pytest.mark.local_only(reason)`: a guarantee the AWS deployment does not give (docs/aws.md,
-    Limits), so its aws-emulated run is skipped with that reason."""
+    """The slowest modules first, then the others by their number of tests (xdist's own order), each
+    module's tests in their order. And `@pytest.mark.local_only(reason)`: a guarantee the AWS deployment
+    does not give (docs/aws.md, Limits), so its aws-emulated run is skipped with that reason."""
+    counts: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        counts[module] = counts.get(module, 0) + 1
+    rank = {module: i for i, module in enumerate(SLOWEST_MODULES)}
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        module = item.nodeid.split("::")[0]
+        return (rank.get(module, len(rank)), -counts[module] if module not in rank else 0)
+
+    items.sort(key=order)  # stable: a module's tests keep their order, and modules of equal count theirs
     for item in items:
         marker = item.get_closest_marker("local_only")
         if marker and "aws-emulated" in item.name:

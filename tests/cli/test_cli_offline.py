@@ -1,10 +1,15 @@
 """The CLI with no Headwater service behind it: its help and version, and one error line (no
 traceback) when the saved URL is not one, nothing listens there, or what answers is not Headwater.
-Each test runs the real `headwater` command; tests/e2e/test_cli.py runs it against a live service."""
+`hw` runs the real `headwater` command in a process of its own; `hw_in_process` runs the same
+`headwater.cli.main` in this one, for the many error-message cases (a new interpreter and its imports
+cost about a second of a core each). tests/e2e/test_cli.py runs it against a live service."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
 import re
 import subprocess
@@ -16,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from headwater.cli import main
 from tests.conftest import COMPONENTS, HEADWATER, free_port
 
 
@@ -30,6 +36,38 @@ def hw(env: dict[str, str], *args: str, check: bool = True,
     proc = subprocess.run([*HEADWATER, *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"headwater {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def hw_in_process(env: dict[str, str], *args: str, check: bool = True,
+                  cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`hw` without the process: `headwater.cli.main(args)` with `env` as the whole environment, `cwd`
+    as the current directory, and what it prints (its log lines too, as `main` configures them in a
+    process of its own) captured. For verbs that end by themselves: not `serve`, `events -f` or `dev`."""
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    root = logging.getLogger()
+    log_handler = logging.StreamHandler(err)
+    log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    saved_level = root.level
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        root.addHandler(log_handler)
+        root.setLevel(logging.INFO)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            returncode = main(list(args))
+    finally:
+        root.removeHandler(log_handler)
+        root.setLevel(saved_level)
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    proc = subprocess.CompletedProcess(["headwater", *args], returncode, out.getvalue(), err.getvalue())
+    if check and returncode != 0:
+        raise AssertionError(f"headwater {' '.join(args)} exited {returncode}: {proc.stderr[-2000:]}")
     return proc
 
 
@@ -75,15 +113,16 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize("verb", VERBS, ids=verb_id)
 def test_every_verb_says_in_one_line_that_the_server_is_down(env: dict[str, str], verb: list[str]) -> None:
     saved_login(env, f"http://127.0.0.1:{free_port()}", "hw_whatever")
-    line = one_error_line(hw(env, *verb, check=False))
+    line = one_error_line(hw_in_process(env, *verb, check=False))
     assert line.startswith("error: Cannot reach http://127.0.0.1:") and "connection refused" in line
 
 
 @pytest.mark.parametrize("url", ["localhost:8000", "http://256.1.1.1:8000", "ftp://127.0.0.1/"])
 def test_a_url_that_is_not_one_is_one_line(env: dict[str, str], url: str) -> None:
-    assert f"error: {url!r} is not" in one_error_line(hw(env, "login", "--url", url, "--key", "hw_x", check=False))
+    login = hw_in_process(env, "login", "--url", url, "--key", "hw_x", check=False)
+    assert f"error: {url!r} is not" in one_error_line(login)
     saved_login(env, url, "hw_x")
-    assert f"error: {url!r} is not" in one_error_line(hw(env, "list", check=False))
+    assert f"error: {url!r} is not" in one_error_line(hw_in_process(env, "list", check=False))
 
 
 def test_an_answer_the_cli_does_not_expect_is_still_one_line(env: dict[str, str]) -> None:
@@ -102,7 +141,7 @@ def test_an_answer_the_cli_does_not_expect_is_still_one_line(env: dict[str, str]
     threading.Thread(target=not_headwater.serve_forever, daemon=True).start()
     try:
         saved_login(env, f"http://127.0.0.1:{not_headwater.server_address[1]}", "hw_x")
-        proc = hw(env, "list", check=False)
+        proc = hw_in_process(env, "list", check=False)
         assert proc.returncode == 3 and "Traceback" not in proc.stderr
         assert proc.stderr.startswith("error: unexpected KeyError: 'data' (HEADWATER_DEBUG=1 shows the traceback)")
         assert len(proc.stderr.strip().splitlines()) == 1

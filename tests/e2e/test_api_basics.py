@@ -202,32 +202,34 @@ def test_org_member_access_and_non_member_403(server: Server) -> None:
         assert r.status_code == 403
 
 
-def test_pagination_over_25_items_both_ways(server: Server) -> None:
+def test_pagination_over_12_items_both_ways(server: Server) -> None:
+    # 12 items in pages of 5 cross two page boundaries each way and are more than the default page
+    # of 10 (each item is a component saved, a describe in Node: 25 of them took 15-19 s)
     owner = new_user(server)
     with client_for(server, owner.api_key) as c:
-        ids = [save(c, 100 + n)["id"] for n in range(25)]
+        ids = [save(c, 100 + n)["id"] for n in range(12)]
         newest_first = ids[::-1]
 
         pages, cursor = [], None
         while True:
-            r = c.get("/users/me/components", params={"limit": 10, **({"after": cursor} if cursor else {})})
+            r = c.get("/users/me/components", params={"limit": 5, **({"after": cursor} if cursor else {})})
             body = r.json()
-            assert body["page_info"]["total_count"] == 25
+            assert body["page_info"]["total_count"] == 12
             assert body["page_info"]["count"] == len(body["data"])
             if not body["data"]:
                 break
             pages.append([x["id"] for x in body["data"]])
             cursor = body["page_info"]["end_cursor"]
-        assert [len(p) for p in pages] == [10, 10, 5]
+        assert [len(p) for p in pages] == [5, 5, 2]
         assert sum(pages, []) == newest_first
 
         # `cursor` now points at the oldest item: walk back to the newest with `before`.
         back = []
-        r = c.get("/users/me/components", params={"limit": 10, "before": cursor}).json()
+        r = c.get("/users/me/components", params={"limit": 5, "before": cursor}).json()
         while r["data"]:
-            assert len(r["data"]) <= 10
+            assert len(r["data"]) <= 5
             back = [x["id"] for x in r["data"]] + back
-            r = c.get("/users/me/components", params={"limit": 10, "before": r["page_info"]["start_cursor"]}).json()
+            r = c.get("/users/me/components", params={"limit": 5, "before": r["page_info"]["start_cursor"]}).json()
         assert back == newest_first[:-1]
 
         assert len(c.get("/users/me/components").json()["data"]) == 10

@@ -12,18 +12,18 @@ import pytest
 
 from headwater.domain.http_interface import MAX_JSON_DEPTH
 from tests.api.test_bad_input import assert_error, cursor_of, deep
-from tests.conftest import COMPONENTS, Server, client_for, new_user, running_server
+from tests.conftest import COMPONENTS, Server, client_for, new_user
 from tests.e2e.test_runs import component, deploy, wait_until
 
-LIMIT = 64 * 1024  # the private server's body limit, /v1 and /http alike
+V1_LIMIT = 1024 * 1024  # the default body limits (HEADWATER_MAX_BODY_BYTES, settings.py) of /v1
+ENDPOINT_LIMIT = 512 * 1024  # and of the sources' endpoints (HEADWATER_HTTP_MAX_BODY_BYTES)
 DEEP = 2000
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("bad-input"), HEADWATER_MAX_BODY_BYTES=str(LIMIT),
-                        HEADWATER_HTTP_MAX_BODY_BYTES=str(LIMIT)) as server:
-        yield server
+def srv(local_server: Server) -> Server:
+    """The session's local service, at its default limits (its own user and sources for this module)."""
+    return local_server
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +201,8 @@ def chunks(total: int) -> Iterator[bytes]:
 
 def test_a_chunked_body_over_the_limit_to_an_endpoint_is_413(srv: Server, plain: tuple[str, str]) -> None:
     with httpx.Client(timeout=30) as client:
-        r = client.post(plain[1], content=chunks(LIMIT + 4096), headers={"content-type": "application/json"})
-        assert_error(r, 413, f"The body is over {LIMIT} bytes.")
+        r = client.post(plain[1], content=chunks(ENDPOINT_LIMIT + 4096), headers={"content-type": "application/json"})
+        assert_error(r, 413, f"The body is over {ENDPOINT_LIMIT} bytes.")
         assert_still_serving(client, srv)
 
 
@@ -210,9 +210,9 @@ def test_a_chunked_body_over_the_limit_to_an_endpoint_is_413(srv: Server, plain:
                                               ("POST", "/sources/{sid}/run")])
 def test_a_chunked_body_over_the_limit_on_v1_is_413(srv: Server, api: httpx.Client, plain: tuple[str, str],
                                                     method: str, path: str) -> None:
-    r = api.request(method, path.format(sid=plain[0]), content=chunks(LIMIT + 4096),
+    r = api.request(method, path.format(sid=plain[0]), content=chunks(V1_LIMIT + 4096),
                     headers={"content-type": "application/json"})
-    assert_error(r, 413, f"The body is over {LIMIT} bytes.")
+    assert_error(r, 413, f"The body is over {V1_LIMIT} bytes.")
     assert_still_serving(api, srv)
 
 

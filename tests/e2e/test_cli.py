@@ -1,5 +1,8 @@
 """The `pd`-style CLI against a live service: login, deploy, list, events (-f), logs, update, delete.
-What the CLI does with no service to talk to is tests/cli/test_cli_offline.py."""
+What the CLI does with no service to talk to is tests/cli/test_cli_offline.py. Most commands run
+`headwater.cli.main` in this process (`hw_in_process`); the real `headwater` process runs where the
+process is the point: exit codes through the entry point, `events -f`, and the verbs that open the
+service's data directory themselves (publish, workflows deploy)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli.test_cli_offline import UNKNOWN_SOURCE, VERBS, hw, one_error_line, saved_login, verb_id
+from tests.cli.test_cli_offline import UNKNOWN_SOURCE, VERBS, hw, hw_in_process, one_error_line, saved_login, verb_id
 from tests.conftest import COMPONENTS, HEADWATER, Server, User, client_for, new_user
 from tests.e2e.test_routing import Receiver, wait_delivery
 
@@ -37,7 +40,7 @@ def env(server: Server, tmp_path: Path) -> Iterator[dict[str, str]]:
 @pytest.fixture
 def logged_in(server: Server, env: dict[str, str]) -> User:
     user = new_user(server, tier="paid")
-    out = json.loads(hw(env, "login", "--url", server.base_url, "--key", user.api_key, "--json").stdout)
+    out = json.loads(hw_in_process(env, "login", "--url", server.base_url, "--key", user.api_key, "--json").stdout)
     assert out["user"] == user.id
     return user
 
@@ -58,10 +61,10 @@ def test_a_bad_key_or_no_login_is_a_clear_error(server: Server, env: dict[str, s
 def test_deploy_list_events_logs_update_delete(logged_in: User, env: dict[str, str], tmp_path: Path) -> None:
     code = tmp_path / "source.mjs"
     code.write_text(SOURCE)
-    source = json.loads(hw(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "cli-one",
+    source = json.loads(hw_in_process(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "cli-one",
                            "--json").stdout)
     url = source["configured_props"]["http"]["endpoint_url"]
-    listed = json.loads(hw(env, "list", "--json").stdout)["data"]
+    listed = json.loads(hw_in_process(env, "list", "--json").stdout)["data"]
     assert [s["id"] for s in listed] == [source["id"]]
 
     follower = subprocess.Popen([*HEADWATER, "events", "cli-one", "-f", "--json"], stdout=subprocess.PIPE,
@@ -77,27 +80,28 @@ def test_deploy_list_events_logs_update_delete(logged_in: User, env: dict[str, s
         follower.terminate()
         follower.wait(timeout=10)
 
-    printed = hw(env, "events", source["id"], "-n", "5").stdout
+    printed = hw_in_process(env, "events", source["id"], "-n", "5").stdout
     # A readable local time, the id, the summary, then the event.
     assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \d+-\d+  number 1  \{"n": 1, "greeting": "hello"\}\n',
                         printed), printed
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  log    hello 1\n", hw(env, "logs", "cli-one").stdout)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  log    hello 1\n",
+                        hw_in_process(env, "logs", "cli-one").stdout)
 
-    updated = json.loads(hw(env, "update", "cli-one", "--prop", "greeting=hey", "--json").stdout)
+    updated = json.loads(hw_in_process(env, "update", "cli-one", "--prop", "greeting=hey", "--json").stdout)
     assert updated["configured_props"]["greeting"] == "hey"
     httpx.post(url, json={"n": 2})
-    inactive = json.loads(hw(env, "update", "cli-one", "--inactive", "--json").stdout)
+    inactive = json.loads(hw_in_process(env, "update", "cli-one", "--inactive", "--json").stdout)
     assert inactive["active"] is False and inactive["configured_props"]["greeting"] == "hey"
-    assert json.loads(hw(env, "delete", "cli-one", "--json").stdout) == {"deleted": source["id"]}
-    assert json.loads(hw(env, "list", "--json").stdout)["data"] == []
-    proc = hw(env, "delete", "cli-one", check=False)
+    assert json.loads(hw_in_process(env, "delete", "cli-one", "--json").stdout) == {"deleted": source["id"]}
+    assert json.loads(hw_in_process(env, "list", "--json").stdout)["data"] == []
+    proc = hw_in_process(env, "delete", "cli-one", check=False)
     assert proc.returncode == 2 and "No source named" in proc.stderr
 
 
 def test_deploy_a_registry_component_and_a_bad_prop(logged_in: User, env: dict[str, str]) -> None:
-    source = json.loads(hw(env, "deploy", "headwater-http", "--json").stdout)
+    source = json.loads(hw_in_process(env, "deploy", "headwater-http", "--json").stdout)
     assert source["configured_props"]["http"]["endpoint_url"].startswith("http://")
-    proc = hw(env, "deploy", "headwater-http", "--prop", "nonsense", check=False)
+    proc = hw_in_process(env, "deploy", "headwater-http", "--prop", "nonsense", check=False)
     assert proc.returncode == 2 and "name=value" in proc.stderr
 
 
@@ -134,76 +138,80 @@ UNKNOWN = [(["events", UNKNOWN_SOURCE], "No source"), (["logs", "some-name"], "N
 def test_every_verb_says_in_one_line_that_the_key_is_wrong(server: Server, env: dict[str, str],
                                                            verb: list[str]) -> None:
     saved_login(env, server.base_url, "hw_" + "x" * 40)
-    line = one_error_line(hw(env, *verb, check=False))
+    line = one_error_line(hw_in_process(env, *verb, check=False))
     assert "The API key is not valid." in line and "headwater login" in line
 
 
 @pytest.mark.parametrize(("verb", "expected"), UNKNOWN, ids=[verb_id(v) for v, _ in UNKNOWN])
 def test_every_verb_says_in_one_line_that_a_name_or_id_is_unknown(logged_in: User, env: dict[str, str],
                                                                   verb: list[str], expected: str) -> None:
-    line = one_error_line(hw(env, *verb, check=False))
+    line = one_error_line(hw_in_process(env, *verb, check=False))
     assert line.startswith("error: ") and expected in line
 
 
 def test_other_api_errors_print_the_services_sentence_and_fields(logged_in: User, env: dict[str, str]) -> None:
-    line = one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", check=False))
+    line = one_error_line(hw_in_process(env, "deploy", "headwater-http", "--prop", "colour=red", check=False))
     assert line.startswith("error: ") and "colour: is not a prop of this component" in line
-    as_json = json.loads(one_error_line(hw(env, "deploy", "headwater-http", "--prop", "colour=red", "--json",
+    as_json = json.loads(one_error_line(hw_in_process(env, "deploy", "headwater-http", "--prop", "colour=red", "--json",
                                             check=False)))
     assert as_json["details"] == {"colour": ["is not a prop of this component"]}
 
 
 def test_whoami_then_logout(server: Server, logged_in: User, env: dict[str, str]) -> None:
-    me = json.loads(hw(env, "whoami", "--json").stdout)
+    me = json.loads(hw_in_process(env, "whoami", "--json").stdout)
     assert (me["id"], me["username"], me["url"]) == (logged_in.id, logged_in.username, server.base_url)
-    assert hw(env, "whoami").stdout.startswith(f"{logged_in.username} ({logged_in.id}, ")
-    assert json.loads(hw(env, "logout", "--json").stdout)["logged_out"] is True
+    assert hw_in_process(env, "whoami").stdout.startswith(f"{logged_in.username} ({logged_in.id}, ")
+    assert json.loads(hw_in_process(env, "logout", "--json").stdout)["logged_out"] is True
     assert not Path(env["HEADWATER_CONFIG"]).exists()
-    assert "not logged in" in hw(env, "logout").stdout
-    assert "Not logged in" in one_error_line(hw(env, "whoami", check=False))
+    assert "not logged in" in hw_in_process(env, "logout").stdout
+    assert "Not logged in" in one_error_line(hw_in_process(env, "whoami", check=False))
 
 
 def test_list_and_describe_show_the_endpoint_configuration_and_component(logged_in: User, env: dict[str, str],
                                                                          tmp_path: Path) -> None:
     code = tmp_path / "source.mjs"
     code.write_text(SOURCE)
-    source = json.loads(hw(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "described",
+    source = json.loads(hw_in_process(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "described",
                            "--json").stdout)
     url = source["configured_props"]["http"]["endpoint_url"]
-    assert f"{source['id']}  described" in hw(env, "list").stdout and url in hw(env, "list").stdout
-    text = hw(env, "describe", "described").stdout
+    listed = hw_in_process(env, "list").stdout
+    assert f"{source['id']}  described" in listed and url in listed
+    text = hw_in_process(env, "describe", "described").stdout
     assert f"endpoint   {url}" in text and "component  CLI source 0.0.1" in text
     assert '  greeting = "hello"' in text and "inactive" not in text
-    described = json.loads(hw(env, "describe", source["id"], "--json").stdout)
+    described = json.loads(hw_in_process(env, "describe", source["id"], "--json").stdout)
     assert described["component"]["name"] == "CLI source" and described["configured_props"]["greeting"] == "hello"
     assert "code" not in described["component"]
-    assert hw(env, "describe", "described", "--code").stdout == SOURCE
+    assert hw_in_process(env, "describe", "described", "--code").stdout == SOURCE
 
 
 def test_webhooks_and_subscriptions(server: Server, logged_in: User, env: dict[str, str]) -> None:
     receiver = Receiver()
     try:
-        source = json.loads(hw(env, "deploy", "headwater-http", "--name", "hooked", "--json").stdout)
-        hook = json.loads(hw(env, "webhooks", "create", "--url", receiver.url, "--name", "mine", "--json").stdout)
+        source = json.loads(hw_in_process(env, "deploy", "headwater-http", "--name", "hooked", "--json").stdout)
+        hook = json.loads(hw_in_process(env, "webhooks", "create", "--url", receiver.url, "--name", "mine",
+                                        "--json").stdout)
         assert hook["signing_secret"].startswith("whsec_")
-        assert f"{hook['id']}  {receiver.url}  active  mine" in hw(env, "webhooks", "list").stdout
-        sub = json.loads(hw(env, "subscriptions", "create", "--emitter", "hooked", "--listener", hook["id"],
+        assert f"{hook['id']}  {receiver.url}  active  mine" in hw_in_process(env, "webhooks", "list").stdout
+        sub = json.loads(hw_in_process(env, "subscriptions", "create", "--emitter", "hooked", "--listener", hook["id"],
                             "--json").stdout)
         assert (sub["emitter_id"], sub["listener_id"]) == (source["id"], hook["id"])
-        assert f"{source['id']} -> {hook['id']}  events" in hw(env, "subscriptions", "list").stdout
+        assert f"{source['id']} -> {hook['id']}  events" in hw_in_process(env, "subscriptions", "list").stdout
 
         httpx.post(source["configured_props"]["http"]["endpoint_url"], json={"n": 1})
         receiver.wait(1)
         with client_for(server, logged_in.api_key) as api:
             [delivery] = wait_delivery(api, hook["id"], lambda d: d["status"] == "succeeded")
-        listed = hw(env, "webhooks", "deliveries", hook["id"]).stdout
+        listed = hw_in_process(env, "webhooks", "deliveries", hook["id"]).stdout
         assert f"{delivery['id']}  succeeded" in listed and "1 attempt  last answer 200" in listed
-        assert json.loads(hw(env, "webhooks", "deliveries", hook["id"], "--json").stdout)["data"] == [delivery]
+        as_json = hw_in_process(env, "webhooks", "deliveries", hook["id"], "--json").stdout
+        assert json.loads(as_json)["data"] == [delivery]
 
-        hw(env, "subscriptions", "delete", "--emitter", "hooked", "--listener", hook["id"])
-        assert json.loads(hw(env, "subscriptions", "list", "--json").stdout)["data"] == []
-        assert json.loads(hw(env, "webhooks", "delete", hook["id"], "--json").stdout) == {"deleted": hook["id"]}
-        assert hw(env, "webhooks", "list").stdout == "no webhooks\n"
+        hw_in_process(env, "subscriptions", "delete", "--emitter", "hooked", "--listener", hook["id"])
+        assert json.loads(hw_in_process(env, "subscriptions", "list", "--json").stdout)["data"] == []
+        deleted = hw_in_process(env, "webhooks", "delete", hook["id"], "--json").stdout
+        assert json.loads(deleted) == {"deleted": hook["id"]}
+        assert hw_in_process(env, "webhooks", "list").stdout == "no webhooks\n"
     finally:
         receiver.close()
 
@@ -224,9 +232,9 @@ def test_relative_files_mean_the_current_directory(server: Server, logged_in: Us
                                                    tmp_path: Path) -> None:
     (tmp_path / "source.mjs").write_text(SOURCE)
     (tmp_path / "v2.mjs").write_text(SOURCE.replace('"0.0.1"', '"0.0.2"'))
-    source = json.loads(hw(env, "deploy", "source.mjs", "--name", "relative", "--json", cwd=tmp_path).stdout)
-    hw(env, "update", "relative", "--code", "v2.mjs", cwd=tmp_path)
-    assert "CLI source 0.0.2" in hw(env, "describe", source["id"]).stdout
+    source = json.loads(hw_in_process(env, "deploy", "source.mjs", "--name", "relative", "--json", cwd=tmp_path).stdout)
+    hw_in_process(env, "update", "relative", "--code", "v2.mjs", cwd=tmp_path)
+    assert "CLI source 0.0.2" in hw_in_process(env, "describe", source["id"]).stdout
 
     (tmp_path / "flows" / "steps").mkdir(parents=True)
     (tmp_path / "flows" / "steps" / "double.mjs").write_text((COMPONENTS / "workflow" / "double.mjs").read_text())

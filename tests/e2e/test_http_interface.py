@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user
+from tests.conftest import Server, client_for, gate, new_user
 from tests.e2e.test_runs import (
     assert_newest_first,
     component,
@@ -106,16 +105,18 @@ def test_sequential_requests_run_in_send_order(paid_api: httpx.Client) -> None:
 
 
 def test_plain_endpoint_answers_success_before_the_run(api: httpx.Client) -> None:
-    sid, url = deploy(api, component("""
-    await new Promise((resolve) => setTimeout(resolve, 10000));
-    this.$emit({ done: true });
+    with gate() as held:
+        sid, url = deploy(api, component(f"""
+    await fetch("{held.url}");
+    this.$emit({{ done: true }});
 """))
-    started = time.monotonic()
-    r = httpx.post(url, json={})
-    assert r.status_code == 200
-    assert r.json() == {"success": True}
-    assert time.monotonic() - started < 8  # answered once queued, not after the 10 s run (a busy machine's margin)
-    wait_events(api, sid, 1)
+        # The run cannot end while the gate holds it (its time limit is 30 s): an answer that waited
+        # for the run's end would time out here.
+        r = httpx.post(url, json={}, timeout=20)
+        assert r.status_code == 200
+        assert r.json() == {"success": True}
+        held.release()
+        assert wait_events(api, sid, 1)[0]["event"] == {"done": True}
 
 
 # 2. custom responses
@@ -191,14 +192,16 @@ def test_custom_response_throwing_before_responding_is_502(api: httpx.Client) ->
 
 @pytest.mark.local_only("a Lambda answers API Gateway when it returns: the response waits for the run's end")
 def test_custom_response_first_respond_wins_and_answers_before_the_run_ends(api: httpx.Client) -> None:
-    sid, url = deploy(api, component("""
-    await this.http.respond({ status: 200, body: "first" });
-    await this.http.respond({ status: 500, body: "second" });
-    await new Promise((resolve) => setTimeout(resolve, 10000));
-    this.$emit({ finished: true });
+    with gate() as held:
+        sid, url = deploy(api, component(f"""
+    await this.http.respond({{ status: 200, body: "first" }});
+    await this.http.respond({{ status: 500, body: "second" }});
+    await fetch("{held.url}");
+    this.$emit({{ finished: true }});
 """, http=CUSTOM))
-    started = time.monotonic()
-    r = httpx.post(url, json={}, timeout=30)
-    assert (r.status_code, r.text) == (200, "first")
-    assert time.monotonic() - started < 8  # answered at respond(), not after the 10 s run (a busy machine's margin)
-    wait_events(api, sid, 1)
+        # answered at respond(), while the gate still holds the run (an answer at the run's end
+        # would time out here: the run's time limit is 30 s)
+        r = httpx.post(url, json={}, timeout=20)
+        assert (r.status_code, r.text) == (200, "first")
+        held.release()
+        assert wait_events(api, sid, 1)[0]["event"] == {"finished": True}

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user, running_server
+from tests.conftest import Server, client_for, new_user
 from tests.e2e.test_routing import EMITTER
 from tests.e2e.test_runs import deploy
 from tests.e2e.test_sources_api import events_of, wait_events
@@ -92,10 +91,11 @@ export default {
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("account-use")) as srv:
-        yield srv
+@pytest.fixture
+def server(local_server: Server) -> Server:
+    """The session's local service: this module needs no settings of its own (each test makes its
+    own users)."""
+    return local_server
 
 
 @dataclass

@@ -16,21 +16,21 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user, running_server
+from tests.conftest import Server, client_for, gate, new_user, running_server
 
 SLOW_OPTIONS = """export default {
   name: "Slow options %(tag)s", key: "slow-options-%(tag)s", version: "0.0.1", type: "source",
   props: {
-    pick: { type: "string", async options() { await new Promise((r) => setTimeout(r, 6000)); return ["a"] } },
+    pick: { type: "string", async options() { await fetch("%(gate)s"); return ["a"] } },
     http: "$.interface.http",
   },
   async run(event) {},
 }
 """
 CALLS = 60  # more than the request thread pool's 40
-# A call beyond the tenant's share waits this long for its turn (30 s by default), then gets 429:
-# at the default, the test's calls took 40 s to drain (the tenant's options() calls take turns in
-# its runner, 6 s each); here, the few turns taken before the 429s.
+# A call beyond the tenant's share waits this long for its turn (30 s by default), then gets 429.
+# The tenant's options() calls take turns in its runner, each held by the test's gate until the
+# other tenant's request is answered: here the drain after that is the few turns before the 429s.
 TURN_WAIT_S = 4
 
 
@@ -51,19 +51,22 @@ def timed(client: httpx.Client, path: str) -> float:
 def test_a_tenants_slow_calls_leave_other_tenants_requests_answered(server: Server) -> None:
     attacker = client_for(server, new_user(server, tier="paid").api_key)
     other = client_for(server, new_user(server, tier="paid").api_key)
-    r = attacker.post("/components", json={"component_code": SLOW_OPTIONS % {"tag": uuid.uuid4().hex[:8]}})
-    assert r.status_code == 200, r.text
-    options = f"/components/{r.json()['data']['id']}/props/pick/options"
     idle = max(timed(other, "/users/me") for _ in range(3))
 
-    def call(_: int) -> int:
+    def call(options: str) -> int:
         with httpx.Client(base_url=server.base_url + "/v1", timeout=120, headers=attacker.headers) as c:
             return c.post(options, json={}).status_code
 
-    with ThreadPoolExecutor(CALLS) as pool:
-        calls = [pool.submit(call, i) for i in range(CALLS)]
-        time.sleep(1.5)  # the calls are in: each holds its thread for the options()' 6 s
+    with gate() as held, ThreadPoolExecutor(CALLS) as pool:
+        code = SLOW_OPTIONS % {"tag": uuid.uuid4().hex[:8], "gate": held.url}
+        r = attacker.post("/components", json={"component_code": code})
+        assert r.status_code == 200, r.text
+        options = f"/components/{r.json()['data']['id']}/props/pick/options"
+        calls = [pool.submit(call, options) for _ in range(CALLS)]
+        assert held.arrived.wait(60)  # the tenant's runner is held by an options() call
+        time.sleep(1.5)  # and the other calls are in, each holding its request thread (nothing to await)
         busy = timed(other, "/users/me")
+        held.release()
         statuses = [c.result() for c in calls]
     bound = max(2.0, 3 * idle)
     assert busy < bound, f"another tenant's request took {busy:.2f} s while one tenant's calls ran (idle {idle:.2f} s)"

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Server, client_for, new_user, running_server
+from tests.conftest import Server, client_for, new_user
 
 FLOOD = """export default {
   name: "flood", version: "1",
@@ -42,10 +41,11 @@ SOURCES = 8
 HEALTHY_WITHIN_S = 3.0  # generous: an idle service answers in milliseconds
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("output")) as srv:
-        yield srv
+@pytest.fixture
+def server(local_server: Server) -> Server:
+    """The session's local service: this module needs no settings of its own (each test makes its
+    own users)."""
+    return local_server
 
 
 def slowest_health_answer(server: Server, busy: threading.Thread) -> float:
