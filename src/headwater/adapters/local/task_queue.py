@@ -61,6 +61,7 @@ QUIET_S = 0.002  # no request for this long: requests have paused, background wo
 YIELD_CHECK_S = 0.02  # how often yielding work looks again
 CPU_SAMPLE_S = 0.05  # how often the process's CPU is read while requests come
 POLL_S = 1.0
+STOP_WAIT_S = 5.0  # how long a stop waits for the runs in flight to finish
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 ANSWERED_DEFER_S = 20.0  # how long a request's run waits in place on another caller's refresh
 ANSWERED_LEASE_S = 300.0  # how long a batch of requests' runs may wait for its source's lease
@@ -96,6 +97,7 @@ class LocalTaskQueue:
         self._delay_cond = threading.Condition(lock)  # the delay thread waits here for due tasks
         self._delayed: list[tuple[float, str, Task]] = []
         self._stopping = False
+        self._runs_in_flight = 0  # coroutine batches started and not yet finished (guarded by _cond)
         self._watermark = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -132,6 +134,8 @@ class LocalTaskQueue:
             self._delay_cond.notify_all()
         for thread in self._threads:
             thread.join(timeout=5)
+        with self._cond:  # runs in flight on the loop finish first: their tasks' deletion goes to the writer
+            self._cond.wait_for(lambda: self._runs_in_flight == 0, timeout=STOP_WAIT_S)
         self.writer.stop()  # after the workers: what they finished is deleted with its last group
         self.portal.close()
 
@@ -342,6 +346,8 @@ class LocalTaskQueue:
             lane, batch = taken
             handler = self.handlers.get(batch[0].command.name)
             if handler is not None and inspect.iscoroutinefunction(handler):
+                with self._cond:
+                    self._runs_in_flight += 1
                 started = self.portal.submit(self._awaited(handler, batch))
                 started.add_done_callback(functools.partial(self._async_done, lane, batch))
                 continue
@@ -359,6 +365,9 @@ class LocalTaskQueue:
             self._finish(lane, batch, done.exception() or done.result())
         finally:
             self._release(batch)
+            with self._cond:
+                self._runs_in_flight -= 1
+                self._cond.notify_all()
 
     def _release(self, batch: list[Task]) -> None:
         with self._cond:
