@@ -80,6 +80,16 @@ class InProcessLease:
             following.grant()
 
     @contextmanager
+    def _holder(self, source_id: str, mine: frozenset[str]) -> Iterator[None]:
+        """The lease taken: this context holds it (so holding it again here passes) until the block ends."""
+        self._mine.set(mine | {source_id})
+        try:
+            yield
+        finally:
+            self._mine.set(mine)
+            self._release(source_id)
+
+    @contextmanager
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
         mine = self._mine.get()
         if source_id in mine:
@@ -93,12 +103,8 @@ class InProcessLease:
             waiter.event.wait(max(0.0, ttl_s if wait_s is None else wait_s))
             if not self._leave(source_id, waiter):
                 raise Busy(f"source {source_id} is busy")
-        self._mine.set(mine | {source_id})
-        try:
+        with self._holder(source_id, mine):
             yield
-        finally:
-            self._mine.set(mine)
-            self._release(source_id)
 
     @asynccontextmanager
     async def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AsyncIterator[None]:
@@ -122,12 +128,8 @@ class InProcessLease:
                     if isinstance(e, asyncio.CancelledError):
                         raise
                     raise Busy(f"source {source_id} is busy") from None
-        self._mine.set(mine | {source_id})
-        try:
+        with self._holder(source_id, mine):
             yield
-        finally:
-            self._mine.set(mine)
-            self._release(source_id)
 
 
 def _settle(future: asyncio.Future[None]) -> None:
