@@ -792,6 +792,14 @@ class FakeSecrets:
 class FakeBus:
     def __init__(self) -> None:
         self.published_to: list[tuple[str, str]] = []
+        self._forgetters: list[Callable[[str], None]] = []
+
+    def endpoint_changed(self, endpoint_id: str) -> None:
+        for forget in self._forgetters:
+            forget(endpoint_id)
+
+    def on_endpoint_changed(self, forget: Callable[[str], None]) -> None:
+        self._forgetters.append(forget)
 
     def published(self, emitter_id: str, channel: str) -> None:
         self.published_to.append((emitter_id, channel))

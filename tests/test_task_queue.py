@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -30,7 +31,7 @@ class Recorder:
     def __init__(self) -> None:
         self.ran: list[tuple[str, int, int]] = []  # (source, event n, thread)
         self.changed = threading.Condition()
-        self.lease = LocalLease()
+        self.lease = LocalLease(Path(tempfile.mkdtemp()) / "leases")  # the real lease, its slots' file too
         self.overlaps = 0
         self.running: set[str] = set()
         self.loops: list[asyncio.AbstractEventLoop] = []

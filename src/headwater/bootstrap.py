@@ -133,7 +133,10 @@ class Services:
 def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.async_runner import AsyncNodeRunner
     from headwater.adapters.local.bundler import LocalBundler
+    from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.local.node_runner import NodeRunnerPool
+    from headwater.adapters.local.peers import Peers
+    from headwater.adapters.local.process_share import ProcessShare
     from headwater.adapters.local.scheduler import LocalScheduler
     from headwater.adapters.local.secrets import FernetSecrets
     from headwater.adapters.local.sqlite.store import SqliteStore
@@ -142,8 +145,13 @@ def local_adapters(settings: Settings) -> Adapters:
 
     store = SqliteStore(settings.database_path)
     portal = Portal()
+    share, peers = ProcessShare(0, 1, settings.run_dir), None
+    if settings.process_index is not None:  # one of `headwater serve`'s processes
+        share = ProcessShare(settings.process_index, settings.processes, settings.run_dir)
+        peers = Peers(settings.run_dir, settings.process_index, settings.processes)
     queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000,
-                           tenant_share=settings.tenant_worker_share, portal=portal, lease=store.lease)
+                           tenant_share=settings.tenant_worker_share, portal=portal, lease=store.lease,
+                           share=share, peers=peers)
     usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow)
@@ -162,6 +170,7 @@ def local_adapters(settings: Settings) -> Adapters:
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
+        bus=LocalEventBus(peers),
         secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
@@ -172,13 +181,11 @@ def local_adapters(settings: Settings) -> Adapters:
 def _outside(settings: Settings) -> dict[str, Any]:
     """The adapters both sets share: what reaches outside the store (URLs, mail, S3)."""
     from headwater.adapters.destinations import S3ObjectStore, SmtpMailer
-    from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.url_fetcher import HttpUrlFetcher
     from headwater.adapters.webhook_sender import HttpWebhookSender
 
     return {
         "fetcher": HttpUrlFetcher(settings),
-        "bus": LocalEventBus(),
         "sender": HttpWebhookSender(settings),
         "mailer": SmtpMailer(settings),
         "objects": S3ObjectStore(settings),
@@ -198,6 +205,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.kms_secrets import KmsSecrets
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
+    from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.threads import ThreadedRunner, ThreadWrites
 
     config = AwsConfig()
@@ -233,6 +241,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         queue=queue,
         scheduler=scheduler,
         **_outside(settings),
+        bus=LocalEventBus(),  # a Lambda's live readers are its own; the others read the table
         secrets=KmsSecrets(lambda: _client(clients, "kms", config), config.kms_key_arn),
     )
 
@@ -322,7 +331,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     subscriptions = Subscriptions(a.uow, accounts)
     runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.blocking_runner, a.writes, a.secrets, a.bus, settings,
                 connected_accounts, quota, routes=functools.partial(for_commit, subscriptions))
-    sources = Sources(a.uow, accounts, components, runs, a.secrets, settings)
+    sources = Sources(a.uow, accounts, components, runs, a.secrets, settings, a.bus)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
     budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))

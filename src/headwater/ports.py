@@ -355,6 +355,10 @@ class SourceLease(Protocol):
     def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AbstractAsyncContextManager[None]:
         """`hold` for a coroutine: it waits holding no thread."""
 
+    def taken_elsewhere(self, source_id: str) -> bool:
+        """Asked with the lease held: whether another process may have held it since this one
+        last did, so that what this process keeps of the source in memory is read again."""
+
 
 class Writes(Protocol):
     """Where a coroutine's blocking store work goes (a run's commit): locally the one writer's
@@ -577,11 +581,15 @@ class Secrets(Protocol):
 
 
 class EventBus(Protocol):
-    """Tells live readers (SSE) of this process that an emitter's channel has new events."""
+    """Tells live readers (SSE) that an emitter's channel has new events, and the caches of
+    endpoints that a source behind one changed: in this process and the others that serve the
+    same store where they can be told (elsewhere caches expire on their own)."""
 
     def published(self, emitter_id: str, channel: str) -> None: ...
     def listen(self, emitter_id: str, channel: str) -> asyncio.Event: ...
     def unlisten(self, emitter_id: str, channel: str, event: asyncio.Event) -> None: ...
+    def endpoint_changed(self, endpoint_id: str) -> None: ...
+    def on_endpoint_changed(self, forget: Callable[[str], None]) -> None: ...
 
 
 # OAuth 2.0 (issue 22, part B)

@@ -43,6 +43,13 @@ def _count(name: str, default: int) -> int:
     return int(value)
 
 
+def _processes() -> int:
+    value = _count("PROCESSES", os.cpu_count() or 1)
+    if not 1 <= value <= 64:
+        raise SettingError(f"HEADWATER_PROCESSES must be from 1 to 64, not {value}.")
+    return value
+
+
 def _token(name: str) -> str:
     """A bearer secret, or "" (none): at least 16 printable ASCII characters without spaces."""
     value = _env(name, "")
@@ -121,6 +128,13 @@ class Settings:
     # and its client reconnects with Last-Event-ID.
     sse_max_s: float = field(default_factory=lambda: float(_env("SSE_MAX_S", "0")))
     task_workers: int = field(default_factory=lambda: _int("TASK_WORKERS", 8))
+    # Serving processes of `headwater serve` (local): one port, one store, each a share of the
+    # sources' queued work (docs/processes.md). Default: one per core.
+    processes: int = field(default_factory=lambda: _processes())
+    # Which of them this process is: set by `headwater serve` for the processes it starts; None in
+    # any other process (a `headwater` command, a test's services), which runs every lane it has.
+    process_index: int | None = field(
+        default_factory=lambda: _count("PROCESS_INDEX", 0) if _env("PROCESS_INDEX", "") else None)
     # The task workers one tenant's work (its sources, workflows, webhooks) may hold at once; its
     # further work waits, holding none, while other tenants' goes (0: a quarter of them, at least 1).
     tenant_task_workers: int = field(default_factory=lambda: _count("TENANT_TASK_WORKERS", 0))
@@ -146,6 +160,8 @@ class Settings:
     metrics_token: str = field(default_factory=lambda: _token("METRICS_TOKEN"), repr=False)
 
     def __post_init__(self) -> None:
+        if self.process_index is not None and self.process_index >= self.processes:
+            raise SettingError(f"HEADWATER_PROCESS_INDEX must be below HEADWATER_PROCESSES ({self.processes}).")
         problem = budget_problem(self.ingest_rate, self.ingest_burst)
         if problem:
             raise SettingError(problem)
@@ -165,3 +181,8 @@ class Settings:
     @property
     def database_path(self) -> Path:
         return self.data_dir / "headwater.db"
+
+    @property
+    def run_dir(self) -> Path:
+        """What the serving processes of this data dir share while they run (locks, sockets)."""
+        return self.data_dir / "run"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from headwater.adapters.local.lease import LocalLease
+from headwater.adapters.in_process_lease import InProcessLease
 from headwater.domain.connected_accounts import ACTIVE, NEEDS_RECONNECT, AccountUse
 from headwater.domain.errors import BadRequest, Invalid
 from headwater.domain.models import Principal
@@ -49,7 +49,7 @@ def oauth_world() -> tuple[World, FakeOAuthClient, Clock]:
     provider = FakeOAuthClient(clock, lifetime_s=3600)
     w.services.oauth.client = provider
     w.services.oauth.clock = clock
-    w.services.oauth.lease = LocalLease()
+    w.services.oauth.lease = InProcessLease()
     w.services.oauth.set_client(OPERATOR, "github", CLIENT)
     return w, provider, clock
 

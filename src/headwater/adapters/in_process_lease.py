@@ -89,6 +89,9 @@ class InProcessLease:
             self._mine.set(mine)
             self._release(source_id)
 
+    def taken_elsewhere(self, source_id: str) -> bool:
+        return False  # every holder is in this process
+
     @contextmanager
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
         mine = self._mine.get()

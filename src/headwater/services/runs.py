@@ -238,7 +238,7 @@ class Runs:
 
     async def _run_held(self, source_id: str, tasks: list[Task], commands: list[RunSource],
                         on_respond: OnRespond | None) -> list[RunResult | None]:
-        hot = self._hot.get(source_id)
+        hot = None if self.lease.taken_elsewhere(source_id) else self._hot.get(source_id)
         if hot is None:
             hot = await asyncio.to_thread(self._read_hot, source_id)
         if hot is None:

@@ -28,7 +28,7 @@ from headwater.domain.props import ValidatedProps, validate
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.timers import Timer
-from headwater.ports import Secrets, UnitOfWork, UnitOfWorkFactory
+from headwater.ports import EventBus, Secrets, UnitOfWork, UnitOfWorkFactory
 from headwater.services import props as prop_forms
 from headwater.services.accounts import Accounts
 from headwater.services.cache import TtlCache
@@ -70,7 +70,9 @@ class Sources:
         runs: Runs,
         secrets: Secrets,
         settings: Settings,
+        bus: EventBus,
     ) -> None:
+        """`bus`: where a change of a source is told, so every cache of its endpoint forgets it."""
         self.uow = uow
         self.accounts = accounts
         self.components = components
@@ -78,6 +80,8 @@ class Sources:
         self.secrets = secrets
         self.settings = settings
         self.endpoints: TtlCache[str, Source | None] = TtlCache(_ENDPOINT_TTL_S)
+        self.bus = bus
+        bus.on_endpoint_changed(self.endpoints.forget)
 
     # reading
 
@@ -317,9 +321,9 @@ class Sources:
         return channels
 
     def _changed(self, source: Source, channels: set[str]) -> None:
-        """After a committed change: this process's endpoint cache forgets, live readers hear of it."""
+        """After a committed change: the endpoint's caches forget it, live readers hear of it."""
         if source.endpoint_id:
-            self.endpoints.forget(source.endpoint_id)
+            self.bus.endpoint_changed(source.endpoint_id)
         self.runs.announce(source.id, channels)
 
     def by_endpoint(self, endpoint_id: str) -> Source | None:

@@ -138,8 +138,8 @@ class GroupCommitWriter:
 
     def _commit(self, conn: sqlite3.Connection, group: list[Pending], done: list[int]) -> list[str]:
         now = time.time()
-        rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), 0, self.db.origin, now)
-                for p in group]
+        rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), 0, self.db.origin, now,
+                 self.db.origin if p.answered else None) for p in group]
         try:
             with self.db.write_lock:
                 conn.execute("BEGIN IMMEDIATE")
@@ -159,7 +159,8 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
     consecutive ids under the one writer's lock."""
     if not rows:
         return []
-    last = insert_rows(conn, "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at)", rows)
+    last = insert_rows(conn, "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at, answered_by)",
+                       rows)
     assert last is not None
     return [str(task_id) for task_id in range(last - len(rows) + 1, last + 1)]
 

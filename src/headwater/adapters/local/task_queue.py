@@ -39,6 +39,8 @@ from headwater.adapters.answered import answer_of
 from headwater.adapters.in_process_lease import InProcessLease
 from headwater.adapters.local.group_commit import GroupCommitWriter, Pending
 from headwater.adapters.local.lanes import MAX_RUN_BATCH, Lanes
+from headwater.adapters.local.peers import Peers
+from headwater.adapters.local.process_share import Liveness, ProcessShare
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import task_from_row
 from headwater.adapters.loops import Portal
@@ -80,11 +82,22 @@ class _Gathered:
 class LocalTaskQueue:
     def __init__(self, db: Database, workers: int, yield_s: float = 0.0,
                  quiet_s: float = QUIET_S, tenant_share: int | None = None, portal: Portal | None = None,
-                 lease: SourceLease | None = None) -> None:
+                 lease: SourceLease | None = None, share: ProcessShare | None = None,
+                 peers: Peers | None = None) -> None:
         """`tenant_share`: the batches one tenant's work may have in hand at once (default a
         quarter of the workers). `portal`: the event loop coroutine handlers run on. `lease`: the
-        store's source lease, which requests' runs of one source gather behind."""
+        store's source lease, which requests' runs of one source gather behind. `share`: which
+        lanes' queued work is this process's, when several serve the database; `peers`: how it
+        tells the others of work for them, and hears of work for it."""
         self.db = db
+        self.share = share or ProcessShare(0, 1)
+        self.peers = peers
+        self._liveness = Liveness(self.share.run_dir, db.origin)
+        self._polled = threading.Lock()  # the watermark: one reader of the table's new rows at a time
+        self._poll_now = threading.Event()
+        self._adopted: set[str] = set()  # requests' tasks of dead processes, queued here
+        if peers is not None:
+            peers.on("tasks", lambda _: self._poll_now.set())
         self.lease: SourceLease = lease or InProcessLease()
         self.workers = workers
         self.portal = portal or Portal()
@@ -111,10 +124,15 @@ class LocalTaskQueue:
         self.handlers[command.name] = handler
 
     def start(self) -> None:
-        backlog = self.db.connection().execute("SELECT * FROM tasks ORDER BY id").fetchall()
-        for row in backlog:
-            self._dispatch(task_from_row(row))
-        self._watermark = int(backlog[-1]["id"]) if backlog else self._max_id()
+        self._liveness.claim()
+        if self.peers is not None:
+            self.peers.open()
+        with self._polled:
+            backlog = self.db.connection().execute("SELECT * FROM tasks ORDER BY id").fetchall()
+            for row in backlog:
+                if self._takes(row):
+                    self._dispatch(task_from_row(row))
+            self._watermark = int(backlog[-1]["id"]) if backlog else self._max_id()
         self.writer.start()
         self._spawn(self._poll_loop, "task-poll")
         self._spawn(self._delay_loop, "task-delays")
@@ -138,6 +156,9 @@ class LocalTaskQueue:
             self._cond.wait_for(lambda: self._runs_in_flight == 0, timeout=STOP_WAIT_S)
         self.writer.stop()  # after the workers: what they finished is deleted with its last group
         self.portal.close()
+        if self.peers is not None:
+            self.peers.close()
+        self._liveness.release()
 
     # adding tasks
 
@@ -247,18 +268,29 @@ class LocalTaskQueue:
         return int(row[0]), max(0.0, now - (row[1] if row[1] is not None else now))
 
     def dispatch(self, tasks: list[Task]) -> None:
-        """Committed tasks from a unit of work's outbox (SqliteStore.on_commit)."""
+        """Committed tasks from a unit of work's outbox (SqliteStore.on_commit): this process's
+        share goes to its lanes, after what other processes committed before them."""
+        self._catch_up()
         for task in tasks:
-            self._dispatch(task)
+            if self._owns(task.command):
+                self._dispatch(task)
+            else:
+                self._tell_owner(task.command)
 
     def _committed(self, group: list[tuple[Pending, str]]) -> None:
         """The writer committed a group of requests' tasks: those not run by their request join
-        their lanes, and each loop hears of its group in one wake-up."""
+        their lanes (this process's share; the others' owners are told), and each loop hears of
+        its group in one wake-up."""
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Pending, str]]] = {}
+        self._catch_up()
         with self._cond:
             for p, task_id in group:
                 by_loop.setdefault(p.loop, []).append((p, task_id))
-                if not p.answered and self.lanes.add(Task(task_id, p.command)):
+                if p.answered:
+                    continue
+                if not self._owns(p.command):
+                    self._tell_owner(p.command)
+                elif self.lanes.add(Task(task_id, p.command)):
                     self._cond.notify()
         handed = time.monotonic()
         for loop, settled in by_loop.items():
@@ -290,17 +322,70 @@ class LocalTaskQueue:
         return int(self.db.connection().execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence "
                                                 "WHERE name = 'tasks'").fetchone()[0])
 
-    def _poll_loop(self) -> None:
-        """Tasks committed by another process on the same database (the `headwater` command, a
-        second server) are picked up within a second; ids become visible in increasing order
-        because writers are serialized, so a watermark finds every new one."""
-        conn = self.db.connection()
-        while not self._stopped.wait(timeout=POLL_S):  # not self._cond: its notify() is the workers'
+    # several processes on one database
+
+    def _owns(self, command: Command) -> bool:
+        return self.share.owns(command.lane or "")
+
+    def _tell_owner(self, command: Command) -> None:
+        if self.peers is not None:
+            self.peers.send(self.share.owner(command.lane or ""), "tasks")
+
+    def _takes(self, row: Any) -> bool:
+        """Whether a task row is this process's to queue: in its share, and not a request's that a
+        live process is running for its answer."""
+        if not self.share.owns(row["source_id"] or ""):
+            return False
+        return row["answered_by"] is None or not self._liveness.alive(row["answered_by"])
+
+    def _catch_up(self) -> None:
+        """Before this process's own new tasks join their lanes, those other processes committed
+        before them do: a source's work runs in commit order whichever process took it in."""
+        if self.share.count > 1:
+            self._poll(self.db.connection())
+
+    def _poll(self, conn: Any) -> None:
+        """Tasks committed by another process on the same database (the `headwater` command, another
+        serving process): ids become visible in increasing order because writers are serialized,
+        so a watermark finds every new one."""
+        with self._polled:
             rows = conn.execute("SELECT * FROM tasks WHERE id > ? ORDER BY id", (self._watermark,)).fetchall()
             for row in rows:
                 self._watermark = max(self._watermark, int(row["id"]))
-                if row["origin"] != self.db.origin:  # this process's own tasks were dispatched at commit
+                # this process's own tasks were dispatched at commit
+                if row["origin"] != self.db.origin and row["answered_by"] is None and self._takes(row):
                     self._dispatch(task_from_row(row))
+
+    def _adopt(self, conn: Any) -> None:
+        """Requests' tasks whose process died before they were done: their owners queue them."""
+        for (origin,) in conn.execute("SELECT DISTINCT answered_by FROM tasks WHERE answered_by IS NOT NULL "
+                                      "AND answered_by != ?", (self.db.origin,)).fetchall():
+            if self._liveness.alive(origin):
+                continue
+            for row in conn.execute("SELECT * FROM tasks WHERE answered_by = ? ORDER BY id", (origin,)).fetchall():
+                if self.share.owns(row["source_id"] or "") and str(row["id"]) not in self._adopted:
+                    self._adopted.add(str(row["id"]))
+                    self._dispatch(task_from_row(row))
+
+    def _poll_loop(self) -> None:
+        """Other processes' tasks are picked up when their writer says so (`peers`), or within a
+        second (the `headwater` command says nothing)."""
+        conn = self.db.connection()
+        looked = time.monotonic()
+        while not self._stopped.is_set():
+            if self.peers is not None and self.peers.listening:
+                self.peers.receive(POLL_S)
+            else:
+                self._stopped.wait(timeout=POLL_S)  # not self._cond: its notify() is the workers'
+            if self._stopped.is_set():
+                return
+            now = time.monotonic()
+            if self._poll_now.is_set() or now - looked >= POLL_S:
+                self._poll_now.clear()
+                self._poll(conn)
+            if now - looked >= POLL_S:
+                looked = now
+                self._adopt(conn)
 
     def _delay_loop(self) -> None:
         """Dispatches delayed tasks when due, and gives parked and deferred lanes back to the

@@ -39,6 +39,11 @@ class DynamoLease:
         self._held: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(f"leases_held_{id(self)}",
                                                                                    default=frozenset())
 
+    def taken_elsewhere(self, source_id: str) -> bool:
+        # The lock item is deleted at release, so it cannot say who held it last: a machine's
+        # copy of a source is dropped by its own changes and by a commit that loses a race.
+        return False
+
     @contextmanager
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
         """The port's hold; `wait_s` (default `ttl_s`, as the port has it) lets a caller that has

@@ -10,19 +10,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from headwater.adapters.local.sqlite.migrations import migrate
+from headwater.adapters.local.sqlite.writer_lock import WriterLock
 
 
 class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
-        # One writer at a time, queued here rather than in SQLite's busy handler, which polls with
-        # sleeps of up to 100 ms: every writer of the local service is in this one process.
-        self.write_lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.write_lock = WriterLock(path)  # one writer at a time, across processes
         # Tasks this process writes carry it, so its queue tells them from another process's.
         self.origin = secrets.token_hex(8)
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        migrate(self.connection())
+        with self.write_lock:  # processes starting together migrate once
+            migrate(self.connection())
 
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:

@@ -213,6 +213,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sources ADD COLUMN account_grants TEXT NOT NULL DEFAULT '{}';
     """,
+    # a request's task run by the serving process that answers it (issue 32: several processes)
+    """
+    ALTER TABLE tasks ADD COLUMN answered_by TEXT;
+    CREATE INDEX tasks_answered ON tasks(answered_by) WHERE answered_by IS NOT NULL;
+    """,
 ]
 
 

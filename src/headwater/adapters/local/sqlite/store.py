@@ -17,7 +17,7 @@ class SqliteStore:
         self.db = Database(path)
         self.usage = SqliteUsage(self.db)
         self.ingest_counts = SqliteIngestCounts(self.db)
-        self.lease = LocalLease()
+        self.lease = LocalLease(path.with_name(path.name + ".leases"))
         self._callbacks: list[Callable[[list[Task]], None]] = []
 
     def uow(self, readonly: bool = False) -> SqliteUnitOfWork:
