@@ -137,6 +137,9 @@ def make_server(data_dir: Path, **extra_env: str) -> Server:
         "HEADWATER_DATA_DIR": str(data_dir),
         # no ingest budget: a test's (or bench's) requests are not throttled unless it asks for one
         "HEADWATER_INGEST_RATE": "0",
+        # one serving process: a test's server is one process it can look into and signal;
+        # tests/e2e/test_processes.py runs several
+        "HEADWATER_PROCESSES": "1",
         **extra_env,
     }
     return Server(base_url=f"http://127.0.0.1:{port}", data_dir=data_dir, port=port, env=env)

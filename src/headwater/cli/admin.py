@@ -21,6 +21,7 @@ import click
 from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
+from headwater.cli.serving import inherited_socket, supervise, tell_ready
 from headwater.cli.stopping import STOP_SIGNALS, Stopped, exit_like, stop_on_signals
 from headwater.deployments import registered
 from headwater.services.publish_cache import PublishCache, publisher_version
@@ -78,17 +79,27 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     services: Services | None = None
     with stop_on_signals():
         try:
+            if settings.processes > 1 and settings.process_index is None:
+                supervise(settings, log_level)  # the serving processes, each this command again
+                return
+            sock = inherited_socket()
             services = bootstrap(settings)
             services.start()
             app = create_app(services)
-            publish_shipped_registry(services.registry, settings)
+            if not settings.process_index:  # the first (or only) serving process
+                publish_shipped_registry(services.registry, settings)
+            tell_ready()
             quiet_garbage_collector()
             # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
             # uvicorn's requests (docs/performance.md). Open streams (SSE) would hold a graceful shutdown
             # forever: they get a few seconds, then end. It raises the signal that stopped it once
             # it has, so that Stopped comes out of it.
-            uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
-                        timeout_graceful_shutdown=3)
+            config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
+                                    access_log=False, timeout_graceful_shutdown=3)
+            server = uvicorn.Server(config)
+            server.run(sockets=[sock] if sock is not None else None)
+            if not server.started:
+                sys.exit(3)  # uvicorn's startup failure (the port taken, say), as uvicorn.run has it
         except Stopped as e:
             stopped_by = e
         finally:
