@@ -154,7 +154,7 @@ def local_adapters(settings: Settings) -> Adapters:
                            share=share, peers=peers)
     usage = store.usage
     store.on_commit(queue.dispatch)
-    scheduler = LocalScheduler(store.db, store.uow)
+    scheduler = LocalScheduler(store.db, store.uow, share, peers)
     _local_gauges(queue)
     runner = NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms))
     return Adapters(

@@ -44,6 +44,15 @@ SEQUENCE = """export default {
 """
 
 
+TICKS = """export default {
+  name: "Ticks",
+  version: "0.0.1",
+  props: { timer: { type: "$.interface.timer", default: { intervalSeconds: 1 } } },
+  async run(event) { this.$emit({ due: event.timestamp }); },
+};
+"""
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = make_server(tmp_path_factory.mktemp("processes"), HEADWATER_PROCESSES="2")
@@ -108,6 +117,19 @@ def test_a_sources_runs_stay_in_the_order_its_requests_were_answered(service: Se
                 assert http.post(url, json={"i": i}, headers={"Connection": "close"}).status_code == 200
         emitted = wait_for("the 60th run", lambda: found if len(found := events(api, source_id)) == 60 else None)
     assert sorted((e["i"], e["seen"]) for e in emitted) == [(i, i + 1) for i in range(60)]
+
+
+def test_a_timer_ticks_once_for_each_due_time(service: Server) -> None:
+    """Both processes look at the timers; each tick is fired by one (a tick fired twice emits its
+    due time twice)."""
+    with client_for(service, new_user(service, tier="paid").api_key) as api:
+        r = api.post("/sources", json={"component_code": TICKS})
+        assert r.status_code == 200, r.text
+        source_id = r.json()["data"]["id"]
+        ticks = wait_for("five ticks", lambda: found if len(found := events(api, source_id)) >= 5 else None)
+        api.delete(f"/sources/{source_id}")
+    dues = [t["due"] for t in ticks]
+    assert len(set(dues)) == len(dues), dues
 
 
 def test_a_killed_serving_process_is_started_again_and_loses_nothing_it_answered(service: Server) -> None:

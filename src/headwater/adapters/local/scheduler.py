@@ -2,6 +2,7 @@
 
 Timers live in the `timers` table with their next fire time, so they survive restarts. A due
 timer becomes a TimerTick command (whose handler skips the tick while a run is still pending);
+with several serving processes, each fires the timers of the sources in its share;
 the next fire is computed from now, so ticks missed while the service was down are not replayed:
 one catch-up run at most. Moving `next_at` is conditional, so a tick fires once.
 """
@@ -14,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from headwater.adapters.local.peers import Peers
+from headwater.adapters.local.process_share import ProcessShare
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.uow import SqliteUnitOfWork
 from headwater.domain.commands import TimerTick
@@ -21,11 +24,20 @@ from headwater.domain.timers import Timer
 
 log = logging.getLogger("headwater.scheduler")
 
+LOOK_S = 5.0
+
 
 class LocalScheduler:
-    def __init__(self, db: Database, uow: Callable[[], SqliteUnitOfWork]) -> None:
+    def __init__(self, db: Database, uow: Callable[[], SqliteUnitOfWork], share: ProcessShare | None = None,
+                 peers: Peers | None = None) -> None:
+        """`share`: the sources whose timers this process fires; `peers`: how the process firing a
+        timer set here hears of it at once."""
         self.db = db
         self.uow = uow
+        self.share = share or ProcessShare(0, 1)
+        self.peers = peers
+        if peers is not None:
+            peers.on("timers", lambda _: self._wake.set())
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -48,7 +60,10 @@ class LocalScheduler:
             "ON CONFLICT(source_id) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at",
             (source_id, json.dumps(timer.stored()), timer.next_fire(time.time())),
         )
-        self._wake.set()
+        if self.share.owns(source_id):
+            self._wake.set()
+        elif self.peers is not None:
+            self.peers.send(self.share.owner(source_id), "timers")
 
     def remove(self, source_id: str) -> None:
         self._write("DELETE FROM timers WHERE source_id = ?", (source_id,))
@@ -69,7 +84,9 @@ class LocalScheduler:
             except Exception:
                 log.exception("scheduler tick failed")
                 wait = 1.0
-            self._wake.wait(timeout=wait)
+            # another process on the store (a serving process, a `headwater` command) may set a timer:
+            # looked for at least every LOOK_S (moving a tick is conditional, so each fires once)
+            self._wake.wait(timeout=LOOK_S if wait is None else min(wait, LOOK_S))
             self._wake.clear()
 
     def tick(self, now: float) -> float | None:
@@ -79,6 +96,8 @@ class LocalScheduler:
         ).fetchall()
         soonest: float | None = None
         for source_id, spec, next_at, namespace in rows:
+            if not self.share.owns(source_id):
+                continue
             if next_at > now:
                 soonest = next_at if soonest is None else min(soonest, next_at)
                 continue
