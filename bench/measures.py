@@ -193,12 +193,15 @@ def deploy(hw: Headwater, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def rss(hw: Headwater) -> dict[str, Any]:
-    """VmRSS of the service process and of its children (the Node runners), MiB."""
+    """VmRSS of the service's processes (`headwater serve` and its serving processes) and of the
+    rest of its tree (the Node runners and their sandboxes), MiB."""
     by_pid = tree_rss_kb(hw.pid)
-    service = by_pid.pop(hw.pid)
-    return {"service_mib": round(service / 1024, 1), "runners_mib": round(sum(by_pid.values()) / 1024, 1),
-            "total_mib": round((service + sum(by_pid.values())) / 1024, 1),
-            "children": dict(Counter(command_name(pid) for pid in by_pid))}
+    names = {pid: command_name(pid) for pid in by_pid}
+    service = sum(kb for pid, kb in by_pid.items() if pid == hw.pid or names[pid].startswith("python"))
+    runners = sum(by_pid.values()) - service
+    return {"service_mib": round(service / 1024, 1), "runners_mib": round(runners / 1024, 1),
+            "total_mib": round((service + runners) / 1024, 1),
+            "children": dict(Counter(names[pid] for pid in by_pid if pid != hw.pid))}
 
 
 def idle_rss(hw: Headwater, count: int, settle_s: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:

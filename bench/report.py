@@ -126,7 +126,7 @@ def problems(results: dict[str, Any]) -> list[str]:
                 where = f"ingest {scenario} c={conns} {name}"
                 if not row["rps"] > 0 or not 0 < row["p50_ms"] <= row["p99_ms"]:
                     found.append(f"{where}: {row}")
-                if row["failed"] and name in ("headwater", "starlette"):
+                if row["failed"] and name in ("headwater", "headwater-1p", "starlette"):
                     found.append(f"{where}: {row['failed']} failed requests")
     for key in ("bare_node_round_trip", "pool_ping_round_trip", "pool_run_round_trip", "pool_cold_run_round_trip"):
         if not results["runner"][key]["p50_ms"] > 0:

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+PROCESSES = str(os.cpu_count() or 1)  # the service as it runs by default: a serving process per core
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from bench import measures  # noqa: E402
@@ -102,7 +103,7 @@ class Platform:
 
     @classmethod
     def prepare(cls, data_dir: Path, plan: Plan) -> Platform:
-        hw = Headwater.start(data_dir)
+        hw = Headwater.start(data_dir, HEADWATER_PROCESSES=PROCESSES)
         try:
             idle_rss, sources = measures.idle_rss(hw, plan.rss_sources, plan.settle_s)
             filled = sources[:plan.summary_sources]
@@ -234,16 +235,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # "a" takes the ingest rounds and the webhooks; "b" meanwhile gets its 10,000 sources (its
         # idle RSS measured then), the events of 1,000 of them and its timer sources (inactive),
         # then idles through the ingest rounds.
-        starters: dict[str, Callable[[], Any]] = {"headwater": lambda: Headwater.start(work / "a"),
+        starters: dict[str, Callable[[], Any]] = {"headwater": lambda: Headwater.start(
+                                                      work / "a", HEADWATER_PROCESSES=PROCESSES),
                                                   "headwater-b": lambda: Platform.prepare(work / "b", plan),
                                                   "starlette": lambda: start_starlette(work)}
-        if use_peers:
+        if use_peers:  # the service as one process beside it: what the other processes add
+            (work / "a1").mkdir()
+            starters["headwater-1p"] = lambda: Headwater.start(work / "a1", HEADWATER_PROCESSES="1")
             starters["node-red"] = lambda: start_node_red(NODE, INSTALLED_PEERS, work)
         if with_n8n:
             starters["n8n"] = lambda: start_n8n(NODE, N8N, work, args.n8n_engine)
         say(f"starting {', '.join(starters)}")
         servers = start_all(starters)
         hw, platform_b = servers.pop("headwater"), servers.pop("headwater-b")
+        if "headwater-1p" in servers:
+            servers["headwater-1p"] = servers["headwater-1p"].target("headwater-1p")
         hw_b = platform_b.hw
         results["idle_rss"], results["fill"] = platform_b.idle_rss, platform_b.fill
         targets: list[Target] = []

@@ -204,11 +204,11 @@ class Headwater:
             time.sleep(0.05)
         return time.perf_counter() - started
 
-    def target(self) -> Target:
+    def target(self, name: str = "headwater") -> Target:
         """The ingest target: bench/ingest.py's PLAIN (default response) and ECHO (customResponse) sources."""
         with self.api() as api:
             plain = api.post("/sources", json={"component_code": PLAIN, "name": "bench-plain"})
             echo = api.post("/sources", json={"component_code": ECHO, "name": "bench-echo"})
         urls = {"default": plain.json()["data"]["configured_props"]["http"]["endpoint_url"],
                 "echo": echo.json()["data"]["configured_props"]["http"]["endpoint_url"]}
-        return Target("headwater", urls, self.pid, self.stop, drain=self.drain)
+        return Target(name, urls, self.pid, self.stop, drain=self.drain)
