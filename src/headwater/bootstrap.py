@@ -23,6 +23,7 @@ from headwater.domain.commands import (
     TimerTick,
 )
 from headwater.domain.ingest_budget import Budget
+from headwater.domain.messages import AccountNeedsReconnect
 from headwater.metrics import metered_deliveries, metered_runs
 from headwater.ports import (
     BlockingRunner,
@@ -51,11 +52,13 @@ from headwater.services.destinations import Destinations
 from headwater.services.events import Events
 from headwater.services.ingest import Ingest
 from headwater.services.ingest_budget import IngestBudgets
+from headwater.services.messagebus import MessageBus
 from headwater.services.oauth import OAuthConnections, reconnect_errors
 from headwater.services.quota import Quota
 from headwater.services.registry import Registry, RegistrySearch
 from headwater.services.routing import Routing, for_commit
 from headwater.services.runs import Runs
+from headwater.services.sealed_accounts import SealedAccounts
 from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
 from headwater.services.timers import Timers
@@ -324,7 +327,11 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
             raise ValueError(f"HEADWATER_BACKEND={settings.backend!r}: use 'local', 'aws' or 'aws-emulated'.")
     a = adapters
     accounts = Accounts(a.uow, a.usage, settings)
-    connected_accounts = ConnectedAccounts(a.uow, accounts, a.secrets)
+    messages = MessageBus()
+    sealed = SealedAccounts(a.uow, a.secrets)
+    oauth = OAuthConnections(a.uow, sealed, a.oauth_client or HttpOAuthClient(settings), a.lease, a.secrets,
+                             settings, messages=messages)
+    connected_accounts = ConnectedAccounts(a.uow, accounts, sealed, fresh=oauth.fresh)
     quota = Quota(a.uow, a.usage, settings)
     components = Components(a.uow, accounts, a.bundler, a.blocking_runner, a.fetcher, settings, connected_accounts,
                             quota)
@@ -342,13 +349,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.blocking_runner, destinations,
                           settings)
-    oauth = OAuthConnections(a.uow, connected_accounts, a.oauth_client or HttpOAuthClient(settings), a.lease,
-                             a.secrets, settings,
-                             on_needs_reconnect=lambda account, message, for_run: reconnect_errors(
-                                 a.uow, runs, account, message, for_run))
-    # The services' one cycle left: a run's credentials come fresh from OAuth, which saves them through
-    # ConnectedAccounts.
-    connected_accounts.fresh = oauth.fresh
+    messages.subscribe(AccountNeedsReconnect, lambda m: reconnect_errors(a.uow, runs, m.account, m.message,
+                                                                          m.for_run))
     limit_source_labels(settings.metrics_sources)
     a.queue.handle(RunSource, metered_runs(runs.run_batch))
     a.queue.handle(TimerTick, timers.tick)

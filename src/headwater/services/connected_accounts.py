@@ -19,15 +19,15 @@ from typing import Any
 from headwater.domain import connected_accounts as model
 from headwater.domain import ids
 from headwater.domain.connected_accounts import AccountUse, AccountUses, ConnectedAccount
-from headwater.domain.errors import Conflict, HeadwaterError, Invalid, NotFound
+from headwater.domain.errors import HeadwaterError, Invalid, NotFound
 from headwater.domain.models import Principal, Source
 from headwater.domain.pagination import Page, PageRequest
-from headwater.ports import Secrets, UnitOfWorkFactory
+from headwater.ports import UnitOfWorkFactory
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
-from headwater.services.contention import retry_on_conflict
+from headwater.services.sealed_accounts import SealedAccounts
 
-_SAVE_ATTEMPTS = 5
+Fresh = Callable[[ConnectedAccount, str | None], ConnectedAccount]
 
 
 class AccountUnusable(HeadwaterError):
@@ -55,22 +55,15 @@ class AccountChange:
 
 
 class ConnectedAccounts:
-    def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, secrets: Secrets) -> None:
+    def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, sealed: SealedAccounts,
+                 fresh: Fresh | None = None) -> None:
+        """`fresh`: an OAuth account's tokens made fresh before use (OAuthConnections.fresh); its
+        second argument is the source whose run needs them, which records its own failure."""
         self.uow = uow
         self.accounts = accounts
-        self.secrets = secrets
-        # An OAuth account's tokens made fresh before use (services.oauth; wired by the composition root);
-        # its second argument: the source whose run needs them, which records its own failure.
-        self.fresh: Callable[[ConnectedAccount, str | None], ConnectedAccount] = lambda account, for_run: account
-
-    # sealing
-
-    def seal(self, credentials: dict[str, Any]) -> dict[str, Any]:
-        return {model.SEALED: self.secrets.encrypt(credentials)}
-
-    def open(self, account: ConnectedAccount) -> dict[str, Any]:
-        value = self.secrets.decrypt(account.credentials[model.SEALED])
-        return dict(value) if isinstance(value, dict) else {}
+        self.sealed = sealed
+        self.fresh: Fresh = fresh or (lambda account, for_run: account)
+        self.seal, self.open, self.save_changed = sealed.seal, sealed.open, sealed.save_changed
 
     # the API's
 
@@ -138,20 +131,6 @@ class ConnectedAccounts:
 
         return self.save_changed(lambda: self.get(principal, account_id), changed,
                                  f"Account {account_id} kept changing meanwhile; try again.")
-
-    def save_changed(self, read: Callable[[], ConnectedAccount],
-                     change: Callable[[ConnectedAccount], ConnectedAccount], gave_up: str) -> ConnectedAccount:
-        """Saves `change(account)` on the condition that the account is still at the version
-        `read` gave; re-read and re-applied on what another writer (a refresh, a reconnect) left."""
-        def save(_: int) -> ConnectedAccount:
-            account = read()
-            updated = change(account)
-            with self.uow() as uow:
-                uow.connected_accounts.save(updated, account.version)
-                uow.commit()
-            return updated
-
-        return retry_on_conflict(save, _SAVE_ATTEMPTS, lambda: Conflict(gave_up, field="version"), pause=None)
 
     def delete(self, principal: Principal, account_id: str) -> None:
         """Sources that use it fail their next run with an ACCOUNT_NOT_FOUND error event."""

@@ -35,6 +35,7 @@ from headwater.domain import connected_accounts as model
 from headwater.domain import ids
 from headwater.domain.connected_accounts import ConnectedAccount
 from headwater.domain.errors import BadRequest, Conflict, HeadwaterError, Invalid, NotFound
+from headwater.domain.messages import AccountNeedsReconnect
 from headwater.domain.models import Principal, Source
 from headwater.domain.oauth import (
     CONNECT_TTL_S,
@@ -57,8 +58,10 @@ from headwater.ports import (
     SourceLease,
     UnitOfWorkFactory,
 )
-from headwater.services.connected_accounts import AccountUnusable, ConnectedAccounts, RefreshUnderWay
+from headwater.services.connected_accounts import AccountUnusable, RefreshUnderWay
+from headwater.services.messagebus import MessageBus
 from headwater.services.runs import Runs
+from headwater.services.sealed_accounts import SealedAccounts
 from headwater.services.tenant_slots import TenantSlots
 from headwater.settings import Settings
 
@@ -86,12 +89,13 @@ class Started:
 
 
 class OAuthConnections:
-    def __init__(self, uow: UnitOfWorkFactory, connected: ConnectedAccounts, client: OAuthClientPort,
+    def __init__(self, uow: UnitOfWorkFactory, sealed: SealedAccounts, client: OAuthClientPort,
                  lease: SourceLease, secrets: Secrets, settings: Settings,
                  clock: Callable[[], float] = time.time,
-                 on_needs_reconnect: Callable[[ConnectedAccount, str, str | None], None] | None = None) -> None:
+                 messages: MessageBus | None = None) -> None:
+        """`messages`: where an account that needs reconnecting is told (AccountNeedsReconnect)."""
         self.uow = uow
-        self.connected = connected
+        self.sealed = sealed
         self.client = client
         self.lease = lease
         self.secrets = secrets
@@ -100,8 +104,7 @@ class OAuthConnections:
         self.exchanges = TenantSlots(EXCHANGES_PER_TENANT, EXCHANGE_WAIT_S, "OAuth connects")
         # Told of an account marked needs_reconnect and of the source whose run found it out, if any
         # (the composition root puts the `$errors` events; that run's failure is that source's).
-        self.on_needs_reconnect: Callable[[ConnectedAccount, str, str | None], None] = \
-            on_needs_reconnect or (lambda account, message, for_run: None)
+        self.messages = messages or MessageBus()
 
     @property
     def redirect_uri(self) -> str:
@@ -241,7 +244,7 @@ class OAuthConnections:
         credentials = tokens.credentials()
         account = ConnectedAccount(
             id=ids.new_id("connected_account"), owner=pending.owner, app=pending.app,
-            name=pending.name or pending.app, kind=model.OAUTH, credentials=self.connected.seal(credentials),
+            name=pending.name or pending.app, kind=model.OAUTH, credentials=self.sealed.seal(credentials),
             fields=model.field_names(credentials), expires_at=tokens.expires_at, status=model.ACTIVE, version=1,
             created_at=now, updated_at=now, created_by=pending.user_id, extra=_extra(tokens, now))
         with self.uow() as uow:
@@ -260,15 +263,15 @@ class OAuthConnections:
 
         def renewed(account: ConnectedAccount) -> ConnectedAccount:
             now = int(self.clock())
-            credentials = {**self.connected.open(account), **tokens.credentials()}
+            credentials = {**self.sealed.open(account), **tokens.credentials()}
             if not tokens.refresh_token:
                 credentials.pop(model.OAUTH_REFRESH_TOKEN, None)
             return dataclasses.replace(
-                account, kind=model.OAUTH, credentials=self.connected.seal(credentials),
+                account, kind=model.OAUTH, credentials=self.sealed.seal(credentials),
                 fields=model.field_names(credentials), expires_at=tokens.expires_at, status=model.ACTIVE,
                 updated_at=now, version=account.version + 1, extra={**account.extra, **_extra(tokens, now)})
 
-        return self.connected.save_changed(read, renewed,
+        return self.sealed.save_changed(read, renewed,
                                            f"Account {account_id} kept changing meanwhile; connect again.")
 
     # refresh before use
@@ -307,7 +310,7 @@ class OAuthConnections:
                 and needs_refresh(account.expires_at, self.clock(), margin))
 
     def _refresh(self, account: ConnectedAccount, for_run: str | None) -> ConnectedAccount:
-        credentials = self.connected.open(account)
+        credentials = self.sealed.open(account)
         refresh_token = credentials.get(model.OAUTH_REFRESH_TOKEN)
         client = self.client_for(account.owner, account.app)
         if client is None or not isinstance(refresh_token, str) or not refresh_token:
@@ -328,7 +331,7 @@ class OAuthConnections:
         now = int(self.clock())
         renewed_credentials = {**credentials, **tokens.credentials(refresh_token)}
         renewed = dataclasses.replace(
-            account, credentials=self.connected.seal(renewed_credentials),
+            account, credentials=self.sealed.seal(renewed_credentials),
             fields=model.field_names(renewed_credentials), expires_at=tokens.expires_at, updated_at=now,
             version=account.version + 1, extra={**account.extra, **_extra(tokens, now)})
         return self._save_or_reread(renewed, account.version)
@@ -342,8 +345,9 @@ class OAuthConnections:
                                      extra={**account.extra, "needs_reconnect_reason": why[:300]})
         saved = self._save_or_reread(marked, account.version)
         if saved.status == model.NEEDS_RECONNECT:
-            self.on_needs_reconnect(saved, f"The connected account {account.id} ({account.app}) needs to be "
-                                           f"reconnected: refreshing its token failed ({why[:300]}).", for_run)
+            self.messages.publish(AccountNeedsReconnect(
+                saved, f"The connected account {account.id} ({account.app}) needs to be reconnected: refreshing "
+                       f"its token failed ({why[:300]}).", for_run))
         return saved
 
     def _save_or_reread(self, account: ConnectedAccount, expected_version: int) -> ConnectedAccount:
