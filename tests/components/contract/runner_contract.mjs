@@ -1,6 +1,6 @@
 // The Runner contract's component (tests/contract/test_runner_contract.py): each run counts in
 // this.db, answers its request and emits; `fail` throws after a write and an emit, `hang` never
-// ends after them. Hooks write and emit; `colour` has paged options and reloads the props.
+// ends after them, `crash` kills the runner process. Hooks write and emit; `colour` has paged options and reloads the props.
 export default {
   key: "test-runner-contract",
   name: "Runner Contract",
@@ -40,6 +40,14 @@ export default {
   async run(event) {
     const seen = this.db.get("last") ?? null;
     this.db.set("last", event.n);
+    if (event.crash) {
+      await new Promise((resolve) => setTimeout(resolve, event.crash)); // the runs before it reported
+      try {
+        process.abort(); // refused in a worker thread
+      } catch {
+        process.kill(process.pid, "SIGKILL");
+      }
+    }
     if (event.fail || event.hang) {
       this.$emit({ n: event.n, before: event.fail ? "fail" : "hang" });
       if (event.hang) while (true) {}
