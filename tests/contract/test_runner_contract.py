@@ -247,7 +247,8 @@ def test_a_run_past_its_timeout_ends_with_a_timeout_outcome_and_the_next_runs_on
 
 def test_a_runner_that_dies_part_way_fails_only_the_runs_it_had_not_reported(real: Subject) -> None:
     """The runs reported before the process died keep their results and answers; the rest fail
-    RUNNER_CRASHED, the call raising nothing; the account's next run gets a new process. (The
+    RUNNER_CRASHED, the call raising nothing (it raises when none was reported); the account's
+    next run gets a new process. (The
     crashing run waits 1 s first, in which the runner writes what its worker reported before:
     there is nothing to await that a process killed outright has written it. Its own account, so
     that the process it kills serves no other test.)"""
@@ -259,6 +260,9 @@ def test_a_runner_that_dies_part_way_fails_only_the_runs_it_had_not_reported(rea
     assert results[0].emits[0].event == {"n": 0, "count": 1, "seen": None}
     [after] = finished(real.run(replace(crashing, db={"count": 1, "last": 0}), [{"n": 3}]))
     assert after.error is None and after.emits[0].event == {"n": 3, "count": 2, "seen": 0}
+    with pytest.raises(RunnerError) as failed:  # none reported: the call itself failed
+        real.run(crashing, [{"n": 4, "crash": 1}, {"n": 5}])
+    assert failed.value.code == "RUNNER_CRASHED"
 
 
 # hooks
