@@ -356,7 +356,7 @@ def test_a_caller_that_stops_reading_after_the_answer_leaves_the_instance_usable
 
 def test_runs_of_two_instances_of_one_account_go_on_at_once(real: Subject) -> None:
     """One instance's hanging run does not hold up another's: the quick one's outcome comes while
-    the hanging one is still running (its limit is 5 s; the quick one needs well under that)."""
+    the hanging one is still waiting (its limit is 5 s; the quick one needs well under that)."""
     async def both() -> list[str]:
         done: list[str] = []
 
@@ -366,7 +366,7 @@ def test_runs_of_two_instances_of_one_account_go_on_at_once(real: Subject) -> No
                 if isinstance(message, Finished):
                     done.append(name)
 
-        hanging = asyncio.ensure_future(run("hanging", [{"n": 0, "hang": True}], 5000))
+        hanging = asyncio.ensure_future(run("hanging", [{"n": 0, "stall": True}], 5000))
         await asyncio.sleep(0)  # sent first
         await run("quick", [{"n": 1}], TIMEOUT_MS)
         await hanging

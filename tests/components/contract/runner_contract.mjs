@@ -1,6 +1,7 @@
 // The Runner contract's component (tests/contract/test_runner_contract.py): each run counts in
-// this.db, answers its request and emits; `fail` throws after a write and an emit, `hang` never
-// ends after them, `crash` kills the runner process. Hooks write and emit; `colour` has paged options and reloads the props.
+// this.db, answers its request and emits; `fail` throws after a write and an emit, `hang` spins
+// for ever after them, `stall` waits for ever (idle), `crash` kills the runner process after
+// that many ms. Hooks write and emit; `colour` has paged options and reloads the props.
 export default {
   key: "test-runner-contract",
   name: "Runner Contract",
@@ -48,6 +49,7 @@ export default {
         process.kill(process.pid, "SIGKILL");
       }
     }
+    if (event.stall) await new Promise(() => {}); // never ends, using no CPU
     if (event.fail || event.hang) {
       this.$emit({ n: event.n, before: event.fail ? "fail" : "hang" });
       if (event.hang) while (true) {}
