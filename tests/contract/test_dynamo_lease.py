@@ -6,6 +6,8 @@ item says so; a holder that died loses it then, and one that overran it loses it
 from __future__ import annotations
 
 import asyncio
+import threading
+from typing import Any
 
 import pytest
 
@@ -130,3 +132,48 @@ def test_coroutines_of_one_process_line_up_before_asking_dynamodb_in_order_on_th
     assert log[0][1] == pytest.approx(3)
     assert [t - log[1][1] for _, t in log[1:]] == pytest.approx([0, 2, 4])  # back to back
     assert 10 < log[1][1] <= 11
+
+
+class _Gated(DynamoLease):
+    """A lease whose conditional put waits, in its worker thread, for the test to let it go on."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.asking, self.go_on, self.released = threading.Event(), threading.Event(), threading.Event()
+
+    def _try(self, source_id: str, ttl_s: float, token: str) -> bool:
+        self.asking.set()
+        self.go_on.wait(30)
+        return super()._try(source_id, ttl_s, token)
+
+    def _release(self, source_id: str, token: str) -> None:
+        super()._release(source_id, token)
+        self.released.set()
+
+
+def test_a_coroutine_cancelled_while_its_put_is_on_the_way_leaves_no_lock_behind(dynamo: DynamoStore) -> None:
+    """A run's coroutine can be cancelled while it asks DynamoDB (its caller went away): the put
+    goes on in its thread and may take the lock; the lease must give back what it took, or the
+    source waits out the whole ttl for a holder that is gone."""
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        gated = _Gated(dynamo.tables, loop.time)
+        asking = asyncio.ensure_future(_hold(gated))
+        await asyncio.to_thread(gated.asking.wait, 30)
+        asking.cancel()
+        gated.go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        await asyncio.to_thread(gated.released.wait, 10)  # what its put took, given back
+        try:
+            async with DynamoLease(dynamo.tables, loop.time).held("dc_1", ttl_s=60, wait_s=0):
+                return "free"
+        except Busy:
+            return "busy"
+
+    assert run_on_fake_clock(main()) == "free"
+
+
+async def _hold(lease: DynamoLease) -> None:
+    async with lease.held("dc_1", ttl_s=60):
+        raise AssertionError("cancelled before it held it")
