@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import functools
 import inspect
 import threading
 import time
@@ -703,13 +704,17 @@ class FakeRunner:
             on_respond: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
         self.calls.append(("run", instance.id))
         self.bills.append(("run", instance.bill_to))
-        return self._measured(lambda: self.script(instance, event))
+        result = self._measured(lambda: self.script(instance, event))
+        if on_respond is not None and result.response is not None:
+            on_respond(result.response)
+        return result
 
     def run_many(self, bundle: Bundle, instance: Instance, events: list[Any], timeout_ms: int,
                  on_respond: Callable[[int, dict[str, Any]], None] | None = None) -> list[RunResult]:
         results = []
-        for event in events:
-            result = self.run(bundle, instance, event, timeout_ms)
+        for index, event in enumerate(events):
+            respond = None if on_respond is None else functools.partial(on_respond, index)
+            result = self.run(bundle, instance, event, timeout_ms, respond)
             instance = replace(instance, db=merge_db(instance.db, result.db_writes))
             results.append(result)
         return results

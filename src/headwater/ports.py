@@ -454,7 +454,9 @@ RunMessage = Responded | Finished
 class Runner(Protocol):
     """The Node runner (docs/runner-protocol.md), for coroutines: every call waits holding no
     thread. A failure of the call itself (the code does not load, the runner crashed) raises
-    RunnerError; what the component's own code does wrong is in `RunResult.error`. Calls without
+    RunnerError; what the component's own code does wrong is in `RunResult.error`. A `run` raises
+    only when no run of its batch was reported: the runner reports code that does not load as
+    each run's LOAD_ERROR, and a crash fails the runs not reported yet. Calls without
     an instance (describe, additional_props, options) name the `account` whose process makes them:
     no runner process serves two accounts.
 

@@ -166,15 +166,16 @@ class NodeRunnerPool(RunnerRequests):
 
     def invoke(self, request: dict[str, Any], account: str) -> dict[str, Any]:
         """What the runner Lambda (lambda.mjs) answers to one invocation: the request run whole on
-        the account's sandboxed process, its partials collected into `partials` (the emulated
-        deployment's runner function)."""
+        the account's sandboxed process, its partials collected into `partials`, a failed call's
+        too (a batch's runs reported before its process died keep their results), as lambda.mjs
+        does (the emulated deployment's runner function)."""
         process = self._acquire(account)
         partials: list[dict[str, Any]] = []
         try:
             limit_s = request.get("timeout_ms", 30_000) / 1000 * max(1, len(request.get("events") or [1]))
             response = process.submit(str(request.get("op")), request, limit_s, partials.append).result()
         except RunnerError as e:
-            return {"ok": False, "error": {"code": e.code, "message": e.message}}
+            response = {"ok": False, "error": {"code": e.code, "message": e.message}}
         finally:
             self._release(process)
         return {**response, "partials": partials} if partials else response

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
+import logging
 import math
 import secrets
 import time
@@ -26,6 +28,7 @@ from headwater.adapters.in_process_lease import InProcessLease
 from headwater.ports import Busy
 
 LOCK = "lock"
+log = logging.getLogger("headwater.lease")
 _FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.02, 1.0
 
 
@@ -73,7 +76,7 @@ class DynamoLease:
         async with self._line.held(source_id, ttl_s, wait):
             token = secrets.token_hex(8)
             backoff = _FIRST_BACKOFF_S
-            while not await asyncio.to_thread(self._try, source_id, ttl_s, token):
+            while not await self._attempt(source_id, ttl_s, token):
                 left = deadline - self.clock()
                 if left <= 0:
                     raise Busy(f"source {source_id} is busy")
@@ -85,6 +88,23 @@ class DynamoLease:
             finally:
                 self._held.set(held)
                 await asyncio.to_thread(self._release, source_id, token)
+
+    async def _attempt(self, source_id: str, ttl_s: float, token: str) -> bool:
+        """One conditional put, on a worker thread. A coroutine cancelled meanwhile cannot stop the
+        put: whatever it took is given back when it ends (else the source would wait out the ttl
+        for a holder that is gone)."""
+        attempt = asyncio.ensure_future(asyncio.to_thread(self._try, source_id, ttl_s, token))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            attempt.add_done_callback(functools.partial(self._give_back, source_id, token))
+            raise
+
+    def _give_back(self, source_id: str, token: str, attempt: asyncio.Future[bool]) -> None:
+        if attempt.cancelled() or attempt.exception() is not None or not attempt.result():
+            return
+        released = asyncio.get_running_loop().run_in_executor(None, self._release, source_id, token)
+        released.add_done_callback(_log_failure)
 
     def _acquire(self, source_id: str, ttl_s: float, wait_s: float) -> str:
         token = secrets.token_hex(8)
@@ -127,3 +147,8 @@ class DynamoLease:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise  # expired and taken by another holder meanwhile: theirs now
+
+
+def _log_failure(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("a lease taken for a cancelled holder was not given back: it expires", exc_info=done.exception())
