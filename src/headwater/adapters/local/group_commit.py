@@ -2,10 +2,12 @@
 
 Requests hand their task to the writer's thread, which commits whatever has queued up meanwhile in
 one transaction (no fsync per row) and deletes, in the same transaction, the tasks whose handlers
-have finished since. The caller hears of its commit through `on_committed`, once per group. Other
-writes may be handed to the same thread (`call`: the outcomes of runs, awaited by their
-coroutine), so that the store's writes come from one thread, in the order they were handed over,
-and no other thread is woken for them. Nothing run there may wait for anything but the store.
+have finished since (they wait for the next group, or DONE_FLUSH_S, or the stop, rather than
+commit alone: one request at a time would cost a transaction more each). The caller hears of its
+commit through `on_committed`, once per group. Other writes may be handed to the same thread
+(`call`: the outcomes of runs, awaited by their coroutine), so that the store's writes come from
+one thread, in the order they were handed over, and no other thread is woken for them. Nothing
+run there may wait for anything but the store.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from headwater.domain.commands import RunSource, to_message
 log = logging.getLogger("headwater.tasks")
 
 MAX_GROUP = 1024
+DONE_FLUSH_S = 0.2  # finished tasks held this long without a group are deleted on their own
 T = TypeVar("T")
 
 
@@ -103,9 +106,17 @@ class GroupCommitWriter:
 
     def _loop(self) -> None:
         conn = self.db.connection()
+        held: list[int] = []  # finished tasks not yet deleted: they go with the next group
+        held_since = 0.0
         while True:
-            first = self._inbox.get()
+            try:
+                first = self._inbox.get(timeout=max(0.0, held_since + DONE_FLUSH_S - time.monotonic())
+                                        if held else None)
+            except queue.Empty:
+                first = _Finished([])  # held long enough: deleted now
             if first is None:
+                if held:
+                    self._delete(conn, held)
                 return
             items = [first]
             while len(items) < MAX_GROUP:
@@ -118,8 +129,13 @@ class GroupCommitWriter:
                     break
                 items.append(item)
             group = [p for p in items if isinstance(p, Pending)]
-            done = [int(task_id) for f in items if isinstance(f, _Finished) for task_id in f.task_ids]
+            finished = [int(task_id) for f in items if isinstance(f, _Finished) for task_id in f.task_ids]
+            if finished and not held:
+                held_since = time.monotonic()
+            held += finished
             writes = [w for w in items if not isinstance(w, Pending | _Finished)]
+            due = bool(held) and (group or len(held) >= MAX_GROUP or time.monotonic() - held_since >= DONE_FLUSH_S)
+            done, held = (held, []) if due else ([], held)
             try:
                 ids = self._commit(conn, group, done) if group or done else []
             except Exception as e:  # noqa: BLE001 - every caller must hear of the failure
@@ -135,6 +151,12 @@ class GroupCommitWriter:
                     write()
                 except Exception:  # noqa: BLE001 - one failing write must not stop the writer
                     log.exception("a write handed to the writer failed")
+
+    def _delete(self, conn: sqlite3.Connection, done: list[int]) -> None:
+        try:
+            self._commit(conn, [], done)
+        except Exception:  # noqa: BLE001 - they run again after a restart (handlers are idempotent)
+            log.exception("deleting %d finished tasks failed", len(done))
 
     def _commit(self, conn: sqlite3.Connection, group: list[Pending], done: list[int]) -> list[str]:
         now = time.time()

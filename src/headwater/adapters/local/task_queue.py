@@ -204,11 +204,12 @@ class LocalTaskQueue:
             self._answering.add(running)
             running.add_done_callback(self._answering.discard)
         task = Task("", command)  # its id comes with the commit
+        place = len(batch.tasks)  # not tasks.index(task): a dataclass __eq__ per task, n² a batch
         batch.tasks.append(task)
         batch.responders[id(task)] = on_respond
         batch.committing.append(committing)
         results = await asyncio.shield(batch.done)
-        return None if results is None else [results[batch.tasks.index(task)]]
+        return None if results is None else [results[place]]
 
     async def _run_gathered(self, lane: str, batch: _Gathered) -> None:
         """Holds the source's lease (the handler holds it again: re-entrant), closes the batch, runs
