@@ -11,7 +11,9 @@ Tests elsewhere that start Node without a service (the runner's contract over it
 launcher, the bundler's checks) are counted apart, as "Node, no server": integration tests, not
 end-to-end ones. Collection only: nothing runs.
 
-    .venv/bin/python scripts/test_pyramid.py [pytest args, e.g. tests/api]
+    .venv/bin/python scripts/test_pyramid.py [--list e2e|node|in-process] [pytest args, e.g. tests/api]
+
+`--list KIND` also prints the tests of that kind, one a line.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ class Shape:
 
 
 def main(argv: list[str]) -> int:
+    listed = None
+    if argv[:1] == ["--list"]:
+        listed, argv = argv[1], argv[2:]
     shape = Shape()
     code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", *argv],
                        plugins=[shape])
@@ -75,6 +80,8 @@ def main(argv: list[str]) -> int:
     per_dir: dict[str, Counter[str]] = {}
     for directory, kind in shape.rows:
         per_dir.setdefault(directory, Counter())[kind] += 1
+    if listed:
+        print("\n".join(test for test, kind in shape.ids if kind == listed))
     total = Counter(kind for _, kind in shape.rows)
     n = sum(total.values())
     print(f"\n{'directory':32} {'tests':>6} {'e2e':>6} {'node':>6} {'in-process':>10}")
