@@ -60,6 +60,19 @@ class Shape:
         for name in names:
             for fixturedef in (info.name2fixturedefs.get(name, ()) if info else ()):
                 sources.append(_source(fixturedef.func))
+        # A fixture that asks for another by name at run time (`request.getfixturevalue`), as the
+        # `server` of tests/e2e and the runner contract's `subject` do: the fixture this item's
+        # parameter names (directly, or through a {"param": "fixture"} literal) counts too.
+        callspec = getattr(item, "callspec", None)
+        if callspec and any("getfixturevalue" in text for text in sources):
+            manager = item.session._fixturemanager
+            joined = "\n".join(sources)
+            for value in callspec.params.values():
+                if not isinstance(value, str):
+                    continue
+                mapped = re.search(rf'"{re.escape(value)}"\s*:\s*"(\w+)"', joined)
+                for fixturedef in manager.getfixturedefs(mapped.group(1) if mapped else value, item) or ():
+                    sources.append(_source(fixturedef.func))
         text = "\n".join(sources)
         if path.startswith(E2E_DIR) or names & SERVER_FIXTURES or STARTS_SERVER.search(text):
             return "e2e"
