@@ -1,22 +1,18 @@
 """`$.send.email` and `$.send.s3` of workflows: through SMTP and S3 when the operator set them up,
-a clear CONFIGURATION_ERROR when not. The SMTP server is a real one on loopback; S3 is moto."""
+a clear CONFIGURATION_ERROR when not. The SMTP server is a real one on loopback; S3 is moto (the
+S3 adapter alone: tests/aws/test_s3_store.py)."""
 
 from __future__ import annotations
 
-import json
 import socketserver
 import threading
 from collections.abc import Iterator
 from email import message_from_bytes
 from pathlib import Path
 
-import boto3
 import httpx
 import pytest
-from moto import mock_aws
 
-from headwater.adapters.destinations import S3ObjectStore
-from headwater.settings import Settings
 from tests.conftest import Server, client_for, new_user, running_server
 from tests.e2e.test_routing import EMITTER
 from tests.e2e.test_runs import deploy
@@ -113,18 +109,3 @@ def test_unconfigured_destinations_fail_the_run_clearly(server: Server, tmp_path
     assert error["event"]["error"]["code"] == "CONFIGURATION_ERROR"
     assert "$.send.s3 is not set up" in error["event"]["error"]["message"]
     assert error["event"]["error"]["cellId"] == "store"
-
-
-def test_the_s3_store_puts_the_payload(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
-                        "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("s3")
-        client.create_bucket(Bucket="orders")
-        store = S3ObjectStore(Settings(s3_enabled=True), client)
-        assert store.configured
-        result = store.put("orders", "in/x.json", json.dumps({"ok": True}).encode(), "application/json")
-        assert result.status == 200
-        assert json.loads(client.get_object(Bucket="orders", Key="in/x.json")["Body"].read()) == {"ok": True}
-        assert store.put("missing-bucket", "k", b"{}", "application/json").status is None

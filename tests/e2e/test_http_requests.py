@@ -116,12 +116,14 @@ def test_event_shape_raw_text_body(shape: tuple[httpx.Client, str, str]) -> None
     assert (broken["body"], broken["bodyRaw"]) == ("{not json", "{not json")
 
 
-@pytest.mark.parametrize("method", ["DELETE", "OPTIONS", "HEAD"])
-def test_any_method_reaches_the_source(shape: tuple[httpx.Client, str, str], method: str) -> None:
+def test_any_method_reaches_the_source(shape: tuple[httpx.Client, str, str]) -> None:
+    """Each method in-process is tests/api/test_http_interface.py; here the three together."""
     api, sid, url = shape
-    assert httpx.request(method, url + "/m").status_code == 200
-    event = wait_events(api, sid, 1)[0]["event"]
-    assert (event["method"], event["path"]) == (method, "/m")
+    for method in ("DELETE", "OPTIONS", "HEAD"):
+        assert httpx.request(method, url + "/" + method.lower()).status_code == 200, method
+    events = [i["event"] for i in wait_events(api, sid, 3)]
+    assert sorted((e["method"], e["path"]) for e in events) == [("DELETE", "/delete"), ("HEAD", "/head"),
+                                                                ("OPTIONS", "/options")]
 
 
 def test_repeated_query_and_header_values(shape: tuple[httpx.Client, str, str]) -> None:
@@ -150,39 +152,20 @@ def test_body_over_the_limit_is_413(limited: Server, limited_paid: httpx.Client)
     assert [i["event"] for i in wait_events(limited_paid, sid, 1)] == [{"size": 2048}]
 
 
-def test_default_body_limit_is_512_kb(server: Server, api: httpx.Client) -> None:
+def test_the_endpoints_errors_once_per_deployment(server: Server, api: httpx.Client) -> None:
+    """An unknown endpoint, an inactive and a deleted source's are 404, a body over the default limit
+    (512 KiB) 413; each in-process with its cases is tests/api/test_http_interface.py."""
+    r = httpx.post(server.base_url + "/http/en_doesnotexist000000000000/sub", json={})
+    assert r.status_code == 404 and "error" in r.json()
     sid, url = deploy(api, component("this.$emit({ size: event.bodyRaw.length });"))
     r = httpx.post(url, content=b"a" * (512 * 1024 + 1), headers={"content-type": "text/plain"})
-    assert r.status_code == 413
-    assert "error" in r.json()
+    assert r.status_code == 413 and "error" in r.json()
     assert httpx.post(url, content=b"a" * (512 * 1024), headers={"content-type": "text/plain"}).status_code == 200
     assert [i["event"] for i in wait_events(api, sid, 1)] == [{"size": 512 * 1024}]
-
-
-def test_unknown_endpoint_is_404(server: Server) -> None:
-    for path in ("/http/en_doesnotexist000000000000", "/http/en_doesnotexist000000000000/sub"):
-        r = httpx.post(server.base_url + path, json={})
-        assert r.status_code == 404
-        assert "error" in r.json()
-
-
-def test_inactive_source_is_404_until_reactivated(api: httpx.Client) -> None:
-    sid, url = deploy(api, component("this.$emit({ n: event.body.n });"))
-    r = api.put(f"/sources/{sid}", json={"active": False})
-    assert r.status_code == 200, r.text
-    assert r.json()["data"]["active"] is False
-    assert httpx.post(url, json={"n": 1}).status_code == 404
-    assert httpx.get(url + "/sub").status_code == 404
-    assert api.put(f"/sources/{sid}", json={"active": True}).status_code == 200
-    assert httpx.post(url, json={"n": 2}).status_code == 200
-    assert [i["event"] for i in wait_events(api, sid, 1)] == [{"n": 2}]
-
-
-def test_deleted_source_is_404(api: httpx.Client) -> None:
-    sid, url = deploy(api, EMIT_EVENT)
+    assert api.put(f"/sources/{sid}", json={"active": False}).status_code == 200
+    assert httpx.post(url, json={}).status_code == 404
     assert api.delete(f"/sources/{sid}").status_code == 204
     assert httpx.post(url, json={}).status_code == 404
-    assert api.get(f"/sources/{sid}/event_summaries").status_code == 404
 
 
 def use_up_quota(limited: Server, api: httpx.Client) -> tuple[str, str]:

@@ -410,7 +410,9 @@ def test_memory_hungry_run_is_out_of_memory(strict: Server, strict_api: httpx.Cl
     healthy_and_running(strict, strict_api)
 
 
-# 7. deleting events
+# 7. deleting events (every range and channel, and bad ids, are tests/api/test_events.py on the
+# fakes and tests/contract/test_store_events.py on each store; here all of them and every channel,
+# after real runs, also against the AWS deployment in tests/e2e/aws/test_black_box.py)
 
 
 def ten_events(api: httpx.Client) -> tuple[str, list[str]]:
@@ -436,23 +438,6 @@ def test_delete_all_events(api: httpx.Client) -> None:
     assert summaries(api, sid)["page_info"]["total_count"] == 0
 
 
-def test_delete_from_start_id(api: httpx.Client) -> None:
-    sid, ids = ten_events(api)
-    delete_and_wait(api, sid, ids[:6], start_id=ids[6])
-
-
-def test_delete_up_to_end_id(api: httpx.Client) -> None:
-    sid, ids = ten_events(api)
-    delete_and_wait(api, sid, ids[4:], end_id=ids[3])
-
-
-def test_delete_inclusive_range(api: httpx.Client) -> None:
-    sid, ids = ten_events(api)
-    delete_and_wait(api, sid, ids[:2] + ids[8:], start_id=ids[2], end_id=ids[7])
-    # the same id in both deletes exactly that one
-    delete_and_wait(api, sid, ids[:1] + ids[8:], start_id=ids[1], end_id=ids[1])
-
-
 def three_channels(api: httpx.Client) -> str:
     """A source with one event on each of the default channel, "alerts" and "$logs"."""
     sid, url = deploy(api, component("""
@@ -466,15 +451,6 @@ def three_channels(api: httpx.Client) -> str:
     return sid
 
 
-def test_delete_only_touches_the_named_channel(api: httpx.Client) -> None:
-    sid = three_channels(api)
-    r = api.delete(f"/sources/{sid}/events", params={"event_name": "alerts"})
-    assert r.status_code == 202
-    wait_until(api, sid, lambda items: items == [], "alerts deleted", event_name="alerts")
-    assert summaries(api, sid)["page_info"]["total_count"] == 1
-    assert summaries(api, sid, event_name="$logs")["page_info"]["total_count"] == 1
-
-
 def test_delete_without_event_name_clears_every_channel(api: httpx.Client) -> None:
     sid = three_channels(api)
     assert api.delete(f"/sources/{sid}/events").status_code == 202
@@ -482,80 +458,4 @@ def test_delete_without_event_name_clears_every_channel(api: httpx.Client) -> No
         wait_until(api, sid, lambda items: items == [], f"{channel!r} cleared", event_name=channel)
 
 
-def test_delete_with_bad_id_is_400(api: httpx.Client) -> None:
-    """Each bad id in each place is tests/api/test_events.py; here one, through the real service."""
-    param, value = "end_id", "1-x"
-    sid, _ = deploy(api, component("this.$emit(event.body);"))
-    r = api.delete(f"/sources/{sid}/events", params={param: value})
-    assert r.status_code == 400, r.text
-    assert "error" in r.json()
-
-
-# 8. summaries: truncation, limit, channels
-
-
-def test_truncation_over_1kb_and_expand(api: httpx.Client) -> None:
-    sid, url = deploy(api, component("""
-    this.$emit("x".repeat(1022), { id: "fits" });
-    this.$emit("x".repeat(1023), { id: "over" });
-    this.$emit({ big: "y".repeat(3000), n: 1 }, { id: "big" });
-"""))
-    post(url, {})
-    wait_events(api, sid, 3)
-    items = {i["metadata"]["id"]: i["event"] for i in summaries(api, sid)["data"]}
-    assert items["fits"] == "x" * 1022  # JSON of 1024 bytes
-    assert items["over"] == {"$truncated": True, "size": 1025, "preview": '"' + "x" * 1023}
-    big_json = json.dumps({"big": "y" * 3000, "n": 1}, separators=(",", ":"))
-    assert items["big"] == {"$truncated": True, "size": len(big_json), "preview": big_json[:1024]}
-    expanded = {i["metadata"]["id"]: i["event"] for i in summaries(api, sid, expand="event")["data"]}
-    assert expanded["over"] == "x" * 1023
-    assert expanded["big"] == {"big": "y" * 3000, "n": 1}
-
-
-def test_limit_param(api: httpx.Client) -> None:
-    sid, ids = ten_events(api)
-    page = summaries(api, sid, limit=5)
-    assert page["page_info"]["total_count"] == 10
-    assert page["page_info"]["count"] == 5
-    assert [i["id"] for i in page["data"]] == list(reversed(ids))[:5]
-    assert summaries(api, sid)["page_info"]["count"] == 10  # default is up to 100
-    assert len(summaries(api, sid, limit=100)["data"]) == 10
-    for bad in ("0", "101", "-1", "abc"):
-        r = api.get(f"/sources/{sid}/event_summaries", params={"limit": bad})
-        assert r.status_code == 400, (bad, r.text)
-
-
-def test_event_name_filters_a_custom_channel(api: httpx.Client) -> None:
-    sid, url = deploy(api, component("""
-    this.$emit({ kind: "default" });
-    this.$emit({ kind: "alert", n: 1 }, { name: "alerts", summary: "first alert" });
-    this.$emit({ kind: "alert", n: 2 }, { name: "alerts" });
-    this.$emit({ kind: "other" }, { name: "other" });
-"""))
-    post(url, {})
-    alerts = wait_events(api, sid, 2, event_name="alerts")
-    assert [i["event"] for i in alerts] == [{"kind": "alert", "n": 2}, {"kind": "alert", "n": 1}]
-    assert [i["metadata"]["name"] for i in alerts] == ["alerts", "alerts"]
-    assert alerts[1]["metadata"]["summary"] == "first alert"
-    assert_newest_first(alerts)
-    default = wait_events(api, sid, 1)
-    assert [i["event"] for i in default] == [{"kind": "default"}]
-    assert default[0]["metadata"]["name"] == ""
-    assert [i["event"] for i in wait_events(api, sid, 1, event_name="other")] == [{"kind": "other"}]
-    empty = summaries(api, sid, event_name="nothing-here")
-    assert empty["data"] == []
-    assert empty["page_info"]["total_count"] == 0
-
-
-def test_summary_item_shape(api: httpx.Client) -> None:
-    sid, url = deploy(api, component('this.$emit({ a: 1 }, { id: "e1", summary: "s1", ts: 1700000000000 });'))
-    post(url, {})
-    item = wait_events(api, sid, 1)[0]
-    assert set(item) == {"id", "indexed_at_ms", "event", "metadata"}
-    assert isinstance(item["indexed_at_ms"], int)
-    assert item["event"] == {"a": 1}
-    meta = item["metadata"]
-    assert {k: meta[k] for k in ("emitter_id", "name", "summary", "id", "ts")} == {
-        "emitter_id": sid, "name": "", "summary": "s1", "id": "e1", "ts": 1700000000000,
-    }
-    assert isinstance(meta["emit_id"], str) and meta["emit_id"]
+# 8. summaries: truncation, limit, channels and an item's shape are tests/api/test_events.py

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from headwater.domain.http_interface import FINAL_STATUSES, RESPOND_STATUSES, answer_of, http_event, wire_headers
 
 
@@ -55,3 +57,29 @@ def test_a_list_header_is_sent_once_per_value_and_framing_is_the_servers() -> No
 def test_a_binary_body_must_be_base64() -> None:
     assert answer_of({"status": 200, "body": "aGk=", "body_base64": True}).body == b"hi"
     assert answer_of({"status": 200, "body": "***", "body_base64": True}).status == 502
+
+
+# The crafted responses of tests/components/respond/crafted_response.mjs that no HTTP server may send
+# as they are: each is a 502 saying why (tests/e2e/test_bad_input.py sends two of them for real).
+NOT_HTTP = "The source's response is not valid HTTP: "
+REFUSED = {
+    "crlf-name": ({"status": 200, "headers": {"x-a\r\nx-injected": "1"}, "body": "ok"},
+                  'the header name "x-a\\r\\nx-injected" is not a token.'),
+    "space-name": ({"status": 200, "headers": {"x a": "1"}, "body": "ok"}, 'the header name "x a" is not a token.'),
+    "crlf-value": ({"status": 200, "headers": {"x-a": "1\r\nx-injected: 2"}, "body": "ok"},
+                   "the value of header x-a has a control character (CR, LF, NUL)."),
+    "nul-value": ({"status": 200, "headers": {"x-a": "1\u0000"}, "body": "ok"},
+                  "the value of header x-a has a control character (CR, LF, NUL)."),
+    "status-100": ({"status": 100, "body": "ok"}, "status 100 is not a final response (200-599)."),
+    "status-101": ({"status": 101, "headers": {"upgrade": "websocket", "connection": "upgrade"}, "body": "ok"},
+                   "status 101 is not a final response (200-599)."),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_response_that_cannot_be_sent_is_502_saying_why(case: str) -> None:
+    response, why = REFUSED[case]
+    answer = answer_of(response)
+    assert answer.status == 502
+    assert json.loads(answer.body) == {"error": NOT_HTTP + why}
+    assert all(b"x-injected" not in name and b"upgrade" not in name for name, _ in wire_headers(answer, "req_1"))

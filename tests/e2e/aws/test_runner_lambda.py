@@ -571,3 +571,12 @@ def test_the_test_only_switches_are_not_in_the_template() -> None:
     template = (LAMBDA.parents[3] / "template.yaml").read_text()
     for name in ("HEADWATER_RUNNER_UNSAFE_NO_LAUNCHER", "HEADWATER_RUNNER_EGRESS_ALLOW_LOOPBACK_PORTS"):
         assert name in LAMBDA.read_text() and name not in template, name
+
+
+def test_the_runner_sample_is_answered_by_lambda_mjs(tmp_path: Path) -> None:
+    """events/runner/describe.json (the other samples: tests/aws/test_sample_events.py)."""
+    sample = json.loads((Path(__file__).resolve().parents[3] / "events" / "runner" / "describe.json").read_text())
+    answer, = invoke(tmp_path, "sample", [sample])
+    assert answer["ok"] and answer["result"]["name"] == "Hello timer", answer
+
+

@@ -2,7 +2,8 @@
 pulled) are what scripts/sample_events.py makes from the code that sends the real ones, and each
 is taken by what handles it: API events by Mangum for their route's function, SQS bodies by the
 task queue's decoder as commands of their queue's consumer, the schedule's input as a timer tick,
-the runner request by lambda.mjs itself; env.json names what the emulated provisioning creates."""
+the runner request by lambda.mjs itself (in tests/e2e/aws/test_runner_lambda.py: it runs Node);
+env.json names what the emulated provisioning creates."""
 
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ from headwater.domain.commands import TimerTick, from_message
 from headwater.emulated.deployment import provision
 from headwater.emulated.template import Template
 from tests.aws.test_template import CONSUMERS
-from tests.e2e.aws.test_runner_lambda import invoke
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("sample_events", ROOT / "scripts" / "sample_events.py")
 assert _spec and _spec.loader
 sample_events = importlib.util.module_from_spec(_spec)
@@ -91,11 +91,6 @@ def test_sqs_samples_are_commands_of_their_queues_consumer() -> None:
 def test_the_schedule_sample_is_the_tick_of_its_scheduled_time() -> None:
     tick = from_message(committed("scheduler/timer_tick.json"))
     assert isinstance(tick, TimerTick) and tick.due_at == sample_events.NOW_MS / 1000
-
-
-def test_the_runner_sample_is_answered_by_lambda_mjs(tmp_path: Path) -> None:
-    answer, = invoke(tmp_path, "sample", [committed("runner/describe.json")])
-    assert answer["ok"] and answer["result"]["name"] == "Hello timer", answer
 
 
 def test_env_json_sets_only_declared_variables_and_names_what_provisioning_makes() -> None:
