@@ -205,7 +205,8 @@ class Components:
         the runner of the namespace the form deploys into (`org_id`, else an org's component's own
         org, else the caller's), with the accounts the caller may use there; compute of the caller
         (QuotaExceeded, and no code runs, when theirs is spent)."""
-        call = self._options_call(principal, key_or_id, prop, configured, page, prev_context, query, org_id)
+        component, namespace = self._options_target(principal, key_or_id, prop, org_id)
+        call = self._options_call(principal, component, namespace, prop, configured, page, prev_context, query)
         with _options_failures(prop):
             return self.quota.metered(call.caller, lambda: self.runner.options(
                 call.bundle, f"options:{call.caller}", prop, call.configured, page, prev_context, query,
@@ -215,22 +216,29 @@ class Components:
                             page: int, prev_context: Any, query: str | None,
                             org_id: str | None = None) -> dict[str, Any]:
         """`options` for a coroutine: within a turn of the namespace's share of runner calls
-        (TenantBusy when none comes in time), the runner awaited holding no thread."""
-        call = await self.offload.call(lambda: self._options_call(principal, key_or_id, prop, configured, page,
-                                                                  prev_context, query, org_id))
-        async with self.limits.runner_calls.hold(call.namespace):
+        (TenantBusy when none comes in time), the runner awaited holding no thread; so is the
+        refresh of an account's token the props may need."""
+        component, namespace = await self.offload.call(lambda: self._options_target(principal, key_or_id, prop,
+                                                                                    org_id))
+        async with self.limits.runner_calls.hold(namespace):
+            call = await self.offload.call(lambda: self._options_call(principal, component, namespace, prop,
+                                                                      configured, page, prev_context, query))
             with _options_failures(prop):
                 return (await self.quota.metered_async(call.caller, lambda: self.async_runner.options(
                     call.bundle, f"options:{call.caller}", prop, call.configured, page, prev_context, query,
                     self.settings.describe_timeout_ms, call.namespace, call.caller), self.offload)).value
 
-    def _options_call(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any], page: int,
-                      prev_context: Any, query: str | None, org_id: str | None) -> _OptionsCall:
+    def _options_target(self, principal: Principal, key_or_id: str, prop: str,
+                        org_id: str | None) -> tuple[Component, str]:
+        """The component whose prop's options() are asked for, and the namespace they run in."""
         component = self.get(principal, key_or_id) if not key_or_id.startswith("registry:") else \
             self.get_registry(key_or_id.removeprefix("registry:"))
         if not any(p.get("name") == prop for p in component.definition.configurable_props):
             raise NotFound(f"Component {component.id} has no prop {prop!r}.")
-        namespace = self.target_namespace(principal, component, org_id)
+        return component, self.target_namespace(principal, component, org_id)
+
+    def _options_call(self, principal: Principal, component: Component, namespace: str, prop: str,
+                      configured: dict[str, Any], page: int, prev_context: Any, query: str | None) -> _OptionsCall:
         prop_defs = component.definition.configurable_props
         self.connected.check(principal, configured, prop_defs, namespace)
         configured = self.connected.resolve(configured, app_prop_names(prop_defs),

@@ -190,13 +190,16 @@ class Runs:
             return await self.quota.metered_async(source.user_id, call, self.offload)
 
     async def additional_props(self, component: Component, namespace: str, source_id: str,
-                               configured: dict[str, Any], bill_to: str) -> list[dict]:
+                               configured: Callable[[], dict[str, Any]], bill_to: str) -> list[dict]:
         """Compute of `bill_to` (the caller): QuotaExceeded, and no code runs, when theirs is spent. In
-        a turn of the namespace's share of runner calls, awaited holding no thread."""
+        a turn of the namespace's share of runner calls, awaited holding no thread. `configured`:
+        the props as the code gets them, read in that turn (resolving an account's credentials may
+        refresh its token, which counts against the share too)."""
 
         async def call() -> Timed[list[dict[str, Any]]]:
-            bundle = await self.offload.call(lambda: self.bundler.bundle(component.code, component.packages))
-            return await self.runner.additional_props(bundle, f"props:{source_id}", configured,
+            bundle, props = await self.offload.call(lambda: (
+                self.bundler.bundle(component.code, component.packages), configured()))
+            return await self.runner.additional_props(bundle, f"props:{source_id}", props,
                                                       self.settings.hook_timeout_ms, namespace, bill_to)
 
         try:

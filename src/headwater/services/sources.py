@@ -159,8 +159,9 @@ class Sources:
         prop_list = defined
         if definition.has_additional_props:
             uses = AccountUses(namespace, principal.user.id, kept or {})
-            resolved = await self.offload.call(lambda: connected.resolve(configured, app_prop_names(defined), uses))
-            prop_list = await self.runs.additional_props(component, namespace, source_id, resolved, principal.user.id)
+            prop_list = await self.runs.additional_props(
+                component, namespace, source_id, lambda: connected.resolve(configured, app_prop_names(defined), uses),
+                principal.user.id)
         validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
