@@ -213,14 +213,14 @@ def test_an_orgs_component_runs_in_the_orgs_runner_and_is_deployed_only_there() 
     component = w.services.components.create(ada, code, None, org)
     own = w.services.components.create(bob, code, None, None)
     w.runner.accounts.clear()
-    w.services.components.options(bob, component.id, "channel", {}, 0, None, None)
-    w.services.components.options(bob, own.id, "channel", {}, 0, None, None)
-    w.services.components.options(bob, own.id, "channel", {}, 0, None, None, org)
+    to_end(w.services.components.options(bob, component.id, "channel", {}, 0, None, None))
+    to_end(w.services.components.options(bob, own.id, "channel", {}, 0, None, None))
+    to_end(w.services.components.options(bob, own.id, "channel", {}, 0, None, None, org))
     assert w.runner.accounts == [("options", org), ("options", bob.user.id), ("options", org)]
     other = w.services.accounts.create_org("Other", bob.user.id).id
     bob = Principal(bob.user, frozenset({org, other}))
     with pytest.raises(Invalid):  # the org's code in another org's runner
-        w.services.components.options(bob, component.id, "channel", {}, 0, None, None, other)
+        to_end(w.services.components.options(bob, component.id, "channel", {}, 0, None, None, other))
     with pytest.raises(Invalid) as refused:
         to_end(w.services.sources.create(
             bob, SourceRequest(component_id=component.id, configured_props={"channel": "x"}), None))
@@ -245,10 +245,10 @@ def test_options_use_only_the_accounts_the_caller_may_use_where_the_code_runs() 
     code = component_code(configurable_props=[*HTTP, SLACK, {"name": "channel", "type": "string"}])
     own = w.services.components.create(bob, code, None, None)
     with pytest.raises(Invalid):  # the org's account in bob's personal runner
-        w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}}, 0, None,
-                                      None)
-    w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}}, 0, None, None,
-                                  org)
+        to_end(w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}},
+                                             0, None, None))
+    to_end(w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}},
+                                         0, None, None, org))
     assert given == [(org, {"slack": {"$auth": {"api_key": KEY}}})]
 
 

@@ -101,12 +101,12 @@ def test_options_are_compute_of_the_caller_and_refused_past_the_quota() -> None:
     bob = free(w)
     component = w.services.components.create(bob, component_code(configurable_props=PICK), None, None)
     w.runner.duration_ms = 400
-    w.services.components.options(bob, component.id, "pick", {}, 0, None, None)
+    to_end(w.services.components.options(bob, component.id, "pick", {}, 0, None, None))
     assert usage(w, bob) == (0, 400)
     assert w.runner.bills[-1] == ("options", bob.user.id)
     spend(w, bob, compute_ms=10_000)
     with pytest.raises(QuotaExceeded):
-        w.services.components.options(bob, component.id, "pick", {}, 0, None, None)
+        to_end(w.services.components.options(bob, component.id, "pick", {}, 0, None, None))
     assert [op for op, _ in w.runner.accounts].count("options") == 1
 
 
@@ -216,7 +216,7 @@ def test_every_runner_call_names_who_pays() -> None:
     ada = principal(w)
     component = w.services.components.create(ada, component_code(configurable_props=PICK, has_additional_props=True,
                                                                  hooks=["deploy"]), None, None)
-    w.services.components.options(ada, component.id, "pick", {}, 0, None, None)
+    to_end(w.services.components.options(ada, component.id, "pick", {}, 0, None, None))
     to_end(w.services.sources.create(ada, SourceRequest(component_id=component.id), None))
     w.services.trials.run(ada, TrialRequest(component_code()), None)
     assert {op for op, _ in w.runner.bills} == {"describe", "options", "additional_props", "deploy", "run"}

@@ -142,7 +142,7 @@ def test_options_past_a_namespaces_share_are_refused_while_another_namespaces_ar
         bobs_component = await components.create_async(bob, component_code(configurable_props=PICK), None, None)
 
         def options(who: Principal, component: Any) -> Any:
-            return components.options_async(who, component.id, "pick", {}, 0, None, None)
+            return components.options(who, component.id, "pick", {}, 0, None, None)
         held = [asyncio.create_task(options(ada, adas_component)) for _ in range(2)]
         while runner.waiting < 2:
             await asyncio.sleep(0.01)

@@ -241,10 +241,10 @@ def test_options_and_additional_props_get_the_credentials_of_the_callers_account
     assert given == []  # refused before any code saw anything
     to_end(w.services.sources.create(ada, SourceRequest(component_code=code, configured_props=props), None))
     component = w.services.components.create(ada, code, None, None)
-    w.services.components.options(ada, component.id, "channel", props, 0, None, None)
+    to_end(w.services.components.options(ada, component.id, "channel", props, 0, None, None))
     of_eve = w.services.components.create(eve, code, None, None)
     with pytest.raises(NotFound):  # her own component, ada's account
-        w.services.components.options(eve, of_eve.id, "channel", props, 0, None, None)
+        to_end(w.services.components.options(eve, of_eve.id, "channel", props, 0, None, None))
     expected = {"slack": {"$auth": {"api_key": KEY}}, "channel": "general"}
     assert given == [("additional_props", expected), ("options", expected)]
 

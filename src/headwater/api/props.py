@@ -36,6 +36,6 @@ async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: Ser
     `configured_props` must be ones the caller may use there. `options()` is the caller's compute:
     429, and it does not run, past a free user's daily quota. It waits holding no thread, in a turn of
     the namespace's share of such calls (503 with `Retry-After` when none comes in time)."""
-    result = await svc.components.options_async(caller, key_or_id, prop, body.configured_props, body.page,
-                                                body.prev_context, body.query, org_id or body.org_id)
+    result = await svc.components.options(caller, key_or_id, prop, body.configured_props, body.page,
+                                          body.prev_context, body.query, org_id or body.org_id)
     return {"data": result}

@@ -199,25 +199,14 @@ class Components:
                     return found
         raise NotFound(f"No component {key_or_id!r} in your namespace.")
 
-    def options(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, org_id: str | None = None) -> dict[str, Any]:
+    async def options(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any],
+                      page: int, prev_context: Any, query: str | None, org_id: str | None = None) -> dict[str, Any]:
         """A prop's async `options()` (one page of them), run in the runner for a deploy form: in
         the runner of the namespace the form deploys into (`org_id`, else an org's component's own
         org, else the caller's), with the accounts the caller may use there; compute of the caller
-        (QuotaExceeded, and no code runs, when theirs is spent)."""
-        component, namespace = self._options_target(principal, key_or_id, prop, org_id)
-        call = self._options_call(principal, component, namespace, prop, configured, page, prev_context, query)
-        with _options_failures(prop):
-            return self.quota.metered(call.caller, lambda: self.runner.options(
-                call.bundle, f"options:{call.caller}", prop, call.configured, page, prev_context, query,
-                self.settings.describe_timeout_ms, call.namespace, call.caller)).value
-
-    async def options_async(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any],
-                            page: int, prev_context: Any, query: str | None,
-                            org_id: str | None = None) -> dict[str, Any]:
-        """`options` for a coroutine: within a turn of the namespace's share of runner calls
-        (TenantBusy when none comes in time), the runner awaited holding no thread; so is the
-        refresh of an account's token the props may need."""
+        (QuotaExceeded, and no code runs, when theirs is spent). Within a turn of the namespace's
+        share of runner calls (TenantBusy when none comes in time), the runner awaited holding no
+        thread; so is the refresh of an account's token the props may need."""
         component, namespace = await self.offload.call(lambda: self._options_target(principal, key_or_id, prop,
                                                                                     org_id))
         async with self.limits.runner_calls.hold(namespace):
