@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from headwater.adapters.oauth_client import HttpOAuthClient
+from headwater.adapters.threads import RequestThreads
 from headwater.deployments import deployment
 from headwater.domain.commands import (
     DeleteEvents,
@@ -33,6 +34,7 @@ from headwater.ports import (
     Mailer,
     OAuthClientPort,
     ObjectStore,
+    Offload,
     Runner,
     Scheduler,
     Secrets,
@@ -61,6 +63,7 @@ from headwater.services.runs import Runs
 from headwater.services.sealed_accounts import SealedAccounts
 from headwater.services.sources import Sources
 from headwater.services.subscriptions import Subscriptions
+from headwater.services.tenant_slots import TenantLimits
 from headwater.services.timers import Timers
 from headwater.services.trials import Trials
 from headwater.services.webhooks import Webhooks
@@ -94,6 +97,7 @@ class Adapters:
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
     oauth_client: OAuthClientPort | None = None  # the OAuth client side (None: adapters.oauth_client's)
+    offload: Offload = field(default_factory=RequestThreads)  # a coroutine's short blocking work
 
 
 @dataclass
@@ -333,12 +337,13 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
                              settings, messages=messages)
     connected_accounts = ConnectedAccounts(a.uow, accounts, sealed, fresh=oauth.fresh)
     quota = Quota(a.uow, a.usage, settings)
+    limits = TenantLimits(settings.tenant_runner_calls, settings.tenant_runner_call_wait_s)
     components = Components(a.uow, accounts, a.bundler, a.blocking_runner, a.fetcher, settings, connected_accounts,
-                            quota)
+                            quota, a.runner, a.offload, limits)
     subscriptions = Subscriptions(a.uow, accounts)
-    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.blocking_runner, a.writes, a.secrets, a.bus, settings,
-                connected_accounts, quota, routes=functools.partial(for_commit, subscriptions))
-    sources = Sources(a.uow, accounts, components, runs, a.secrets, settings, a.bus)
+    runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.writes, a.secrets, a.bus, settings,
+                connected_accounts, quota, a.offload, limits, routes=functools.partial(for_commit, subscriptions))
+    sources = Sources(a.uow, accounts, components, runs, a.secrets, settings, a.offload, a.bus)
     timers = Timers(a.uow, sources, a.scheduler, settings)
     events = Events(a.uow, sources, a.scheduler)
     budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))

@@ -367,6 +367,14 @@ class Writes(Protocol):
     async def call(self, write: Callable[[], T]) -> T: ...
 
 
+class Offload(Protocol):
+    """Where a coroutine's short blocking work that is not a commit goes (store reads, bundling, a
+    bounded URL fetch): a worker thread of the adapter's choosing, the coroutine waiting holding
+    none. What waits long (a runner call) is awaited on the Runner port instead."""
+
+    async def call(self, work: Callable[[], T]) -> T: ...
+
+
 class Busy(Exception):
     """A lease is held by another worker: try again later."""
 

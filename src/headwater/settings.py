@@ -143,6 +143,13 @@ class Settings:
     tenant_requests: int = field(default_factory=lambda: _count("TENANT_REQUESTS", 8))
     # How long a request beyond its key's share waits for a turn before its 429.
     tenant_request_wait_s: float = field(default_factory=lambda: float(_env("TENANT_REQUEST_WAIT_S", "30")))
+    # A namespace's describes, options() and additionalProps calls (and, apart, its hooks) in flight
+    # at once in one serving process (services/tenant_slots.TenantLimits): more wait their turn as
+    # coroutines, holding no thread, for up to HEADWATER_TENANT_RUNNER_CALL_WAIT_S, then 503 with
+    # Retry-After. 0: no limit.
+    tenant_runner_calls: int = field(default_factory=lambda: _count("TENANT_RUNNER_CALLS", 4))
+    tenant_runner_call_wait_s: float = field(
+        default_factory=lambda: float(_env("TENANT_RUNNER_CALL_WAIT_S", "10")))
     # Background work (runs nobody waits on, fan-out, deliveries) yields to incoming requests for at
     # most this long: a burst is answered at full speed and its runs catch up after (0: never yield).
     background_yield_ms: int = field(default_factory=lambda: _int("BACKGROUND_YIELD_MS", 10_000))

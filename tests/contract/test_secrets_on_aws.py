@@ -24,7 +24,7 @@ from headwater.ports import Instance
 from headwater.services.sources import SourceRequest
 from headwater.settings import Settings
 from tests.contract.conftest import EVENTS, REGION, RESOURCES
-from tests.fakes import FakeBundler, FakeRunner
+from tests.fakes import FakeBundler, FakeRunner, to_end
 from tests.services.test_services import HTTP, component_code
 
 SECRET_PROPS = [*HTTP, {"name": "token", "type": "string", "secret": True},
@@ -124,11 +124,11 @@ def test_secret_props_round_trip_through_the_aws_store_and_each_run_gets_only_it
     _, api_key = services.accounts.create_user("ada", "ada@example.com", "paid")
     ada = services.accounts.authenticate(api_key)
     code = component_code(configurable_props=SECRET_PROPS)
-    mine = services.sources.create(ada, SourceRequest(component_code=code, name="mine",
-                                                      configured_props={"token": "tok-MINE", "region": "eu"}), None)
-    theirs = services.sources.create(ada, SourceRequest(component_code=code, name="theirs",
+    mine = to_end(services.sources.create(ada, SourceRequest(component_code=code, name="mine",
+                                                      configured_props={"token": "tok-MINE", "region": "eu"}), None))
+    theirs = to_end(services.sources.create(ada, SourceRequest(component_code=code, name="theirs",
                                                         configured_props={"token": "tok-THEIRS", "region": "us"}),
-                                     None)
+                                     None))
 
     items = boto3.client("dynamodb", region_name=REGION).scan(TableName=RESOURCES)["Items"]
     stored = json.dumps([{k: load(item) if k == "body_z" else v for k, v in item.items()} for item in items])

@@ -19,7 +19,7 @@ from headwater.domain.runs import RunResult
 from headwater.services.sources import SourceRequest
 from headwater.settings import Settings
 from tests.contract.conftest import EVENTS, RESOURCES
-from tests.fakes import FakeBundler, FakeRunner
+from tests.fakes import FakeBundler, FakeRunner, to_end
 from tests.services.test_services import HTTP, TIMER, component_code
 
 
@@ -49,8 +49,8 @@ def test_deploy_ingest_run_read_timers_and_delete_on_aws(aws_clients: Callable[[
     ada = services.accounts.authenticate(key)
     assert ada.user.id == user.id
     req = SourceRequest(component_code=component_code(configurable_props=HTTP, dedupe="unique"), name="orders")
-    source = services.sources.create(ada, req, None)
-    again = services.sources.create(ada, req, None)
+    source = to_end(services.sources.create(ada, req, None))
+    again = to_end(services.sources.create(ada, req, None))
     assert (source.name_slug, again.name_slug) == ("orders", "orders-1")
 
     asyncio.run(services.ingest.receive(source.endpoint_id or "", {"n": 1}))
@@ -60,14 +60,14 @@ def test_deploy_ingest_run_read_timers_and_delete_on_aws(aws_clients: Callable[[
     page = services.events.summaries(ada, source.id, 10, True, "")
     assert [item["event"] for item in page["data"]] == [{"n": 1}]
 
-    timed = services.sources.create(ada, SourceRequest(component_code=component_code(configurable_props=TIMER),
-                                                       configured_props={"timer": {"intervalSeconds": 300}}), None)
+    timed = to_end(services.sources.create(ada, SourceRequest(component_code=component_code(configurable_props=TIMER),
+                                                       configured_props={"timer": {"intervalSeconds": 300}}), None))
     while queue.poll_once():
         pass
     schedule = scheduler.get_schedule(Name=timed.id, GroupName="timers")
     assert schedule["ScheduleExpression"] == "rate(5 minutes)"
 
-    services.sources.delete(ada, source.id)
+    to_end(services.sources.delete(ada, source.id))
     while queue.poll_once(queue_url=queues["deletions"]):
         pass
     assert services.events.newer_than(source.id, "", None) == []

@@ -89,9 +89,9 @@ def test_the_rule_an_orgs_account_for_what_runs_in_it_a_personal_one_for_what_it
 
 def with_own_credentials(w: World, who: Principal, hooks: list[str]) -> Any:
     """A source of `who`'s whose app prop holds credentials given inline."""
-    return w.services.sources.create(who, SourceRequest(
+    return to_end(w.services.sources.create(who, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK], hooks=hooks),
-        configured_props={"slack": {"$auth": {"api_key": "their own"}}}), None)
+        configured_props={"slack": {"$auth": {"api_key": "their own"}}}), None))
 
 
 def test_a_reference_planted_in_a_sources_props_gives_its_runs_and_hooks_nothing() -> None:
@@ -124,7 +124,7 @@ def test_an_update_that_keeps_a_planted_reference_does_not_hand_it_over() -> Non
           account_grants={"slack": {"account": adas.id, "by": eve.user.id}})
     seen.clear()
     with pytest.raises(Invalid):  # the activate hook gets no credentials: it fails, nothing changes
-        w.services.sources.update(eve, source.id, SourceRequest(name="again"))
+        to_end(w.services.sources.update(eve, source.id, SourceRequest(name="again")))
     assert seen == []
 
 
@@ -134,9 +134,9 @@ def test_a_grant_counts_only_for_the_account_it_was_given_for() -> None:
     ada, bob = person(w, "ada"), person(w, "bob")
     org, (ada, bob) = with_org(w, ada, bob)
     adas, bobs = connect(w, ada), connect(w, bob)
-    source = w.services.sources.create(ada, SourceRequest(
+    source = to_end(w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK]),
-        configured_props={"slack": {"authProvisionId": adas.id}}), org)
+        configured_props={"slack": {"authProvisionId": adas.id}}), org))
     to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
     assert seen == [{"slack": {"$auth": {"api_key": KEY}}}]
     # bob's account put in its place by no service, under ada's grant: refused
@@ -151,9 +151,9 @@ def test_a_members_personal_account_serves_an_org_source_only_while_its_owner_is
     ada, bob = person(w, "ada"), person(w, "bob")
     org, (ada, bob) = with_org(w, ada, bob)
     adas = connect(w, ada)
-    source = w.services.sources.create(ada, SourceRequest(
+    source = to_end(w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK]),
-        configured_props={"slack": {"authProvisionId": adas.id}}), org)
+        configured_props={"slack": {"authProvisionId": adas.id}}), org))
     to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
     assert len(seen) == 1
     w.store.data.members.discard((org, ada.user.id))  # ada leaves the org (no service does it yet)
@@ -168,26 +168,26 @@ def test_changing_the_code_or_props_of_a_source_needs_the_right_to_use_its_accou
     org, (ada, bob) = with_org(w, ada, bob)
     adas = connect(w, ada)
     props = [*HTTP, SLACK, {"name": "url", "type": "string"}]
-    source = w.services.sources.create(ada, SourceRequest(
+    source = to_end(w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=props),
-        configured_props={"slack": {"authProvisionId": adas.id}, "url": "https://api.example.com"}), org)
+        configured_props={"slack": {"authProvisionId": adas.id}, "url": "https://api.example.com"}), org))
     new_code = component_code(configurable_props=props, name="Orders v2")
     for change in (SourceRequest(component_code=new_code),
                    SourceRequest(configured_props={"slack": {"authProvisionId": adas.id},
                                                    "url": "https://attacker.example"})):
         with pytest.raises(Forbidden) as refused:
-            w.services.sources.update(bob, source.id, change)
+            to_end(w.services.sources.update(bob, source.id, change))
         assert refused.value.details == {"slack": [f"uses the connected account {adas.id}, which you may not use"]}
     # the same props sent back, a pause, a rename: fine
     same = {"slack": {"authProvisionId": adas.id}, "url": "https://api.example.com"}
-    w.services.sources.update(bob, source.id, SourceRequest(configured_props=same))
-    w.services.sources.update(bob, source.id, SourceRequest(active=False, name="paused"))
-    updated = w.services.sources.update(ada, source.id, SourceRequest(component_code=new_code, active=True))
+    to_end(w.services.sources.update(bob, source.id, SourceRequest(configured_props=same)))
+    to_end(w.services.sources.update(bob, source.id, SourceRequest(active=False, name="paused")))
+    updated = to_end(w.services.sources.update(ada, source.id, SourceRequest(component_code=new_code, active=True)))
     assert updated.account_grants == {"slack": {"account": adas.id, "by": ada.user.id}}
     # an org account bob may use: his change goes through, and the grant is his
     shared = connect(w, ada, org)
-    mine = w.services.sources.update(bob, source.id, SourceRequest(component_code=new_code, configured_props={
-        "slack": {"authProvisionId": shared.id}, "url": "https://attacker.example"}))
+    mine = to_end(w.services.sources.update(bob, source.id, SourceRequest(component_code=new_code, configured_props={
+        "slack": {"authProvisionId": shared.id}, "url": "https://attacker.example"})))
     assert mine.account_grants == {"slack": {"account": shared.id, "by": bob.user.id}}
 
 
@@ -199,8 +199,8 @@ def test_a_default_reference_is_checked_in_a_deploy_and_a_one_off_run() -> None:
     defaulted = [*HTTP, {"name": "data", "type": "object", "optional": True,
                          "default": {"authProvisionId": adas.id}}]
     with pytest.raises(NotFound):
-        w.services.sources.create(eve, SourceRequest(component_code=component_code(configurable_props=defaulted)),
-                                  None)
+        to_end(w.services.sources.create(
+            eve, SourceRequest(component_code=component_code(configurable_props=defaulted)), None))
     with pytest.raises(NotFound):
         w.services.trials.run(eve, TrialRequest(component_code(configurable_props=defaulted)), None)
 
@@ -213,20 +213,20 @@ def test_an_orgs_component_runs_in_the_orgs_runner_and_is_deployed_only_there() 
     component = w.services.components.create(ada, code, None, org)
     own = w.services.components.create(bob, code, None, None)
     w.runner.accounts.clear()
-    w.services.components.options(bob, component.id, "channel", {}, 0, None, None)
-    w.services.components.options(bob, own.id, "channel", {}, 0, None, None)
-    w.services.components.options(bob, own.id, "channel", {}, 0, None, None, org)
+    to_end(w.services.components.options(bob, component.id, "channel", {}, 0, None, None))
+    to_end(w.services.components.options(bob, own.id, "channel", {}, 0, None, None))
+    to_end(w.services.components.options(bob, own.id, "channel", {}, 0, None, None, org))
     assert w.runner.accounts == [("options", org), ("options", bob.user.id), ("options", org)]
     other = w.services.accounts.create_org("Other", bob.user.id).id
     bob = Principal(bob.user, frozenset({org, other}))
     with pytest.raises(Invalid):  # the org's code in another org's runner
-        w.services.components.options(bob, component.id, "channel", {}, 0, None, None, other)
+        to_end(w.services.components.options(bob, component.id, "channel", {}, 0, None, None, other))
     with pytest.raises(Invalid) as refused:
-        w.services.sources.create(bob, SourceRequest(component_id=component.id, configured_props={"channel": "x"}),
-                                  None)
+        to_end(w.services.sources.create(
+            bob, SourceRequest(component_id=component.id, configured_props={"channel": "x"}), None))
     assert org in refused.value.message
-    deployed = w.services.sources.create(bob, SourceRequest(component_id=component.id,
-                                                            configured_props={"channel": "x"}), org)
+    deployed = to_end(w.services.sources.create(bob, SourceRequest(component_id=component.id,
+                                                            configured_props={"channel": "x"}), org))
     assert deployed.namespace == org
 
 
@@ -245,10 +245,10 @@ def test_options_use_only_the_accounts_the_caller_may_use_where_the_code_runs() 
     code = component_code(configurable_props=[*HTTP, SLACK, {"name": "channel", "type": "string"}])
     own = w.services.components.create(bob, code, None, None)
     with pytest.raises(Invalid):  # the org's account in bob's personal runner
-        w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}}, 0, None,
-                                      None)
-    w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}}, 0, None, None,
-                                  org)
+        to_end(w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}},
+                                             0, None, None))
+    to_end(w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}},
+                                         0, None, None, org))
     assert given == [(org, {"slack": {"$auth": {"api_key": KEY}}})]
 
 
@@ -270,11 +270,11 @@ def test_instances_never_carry_another_namespaces_credentials_to_a_hook() -> Non
     w.runner.hooks = lambda instance, hook: hooked.append(instance) or RunResult()
     ada, eve = person(w, "ada"), person(w, "eve")
     adas = connect(w, ada)
-    source = w.services.sources.create(ada, SourceRequest(
+    source = to_end(w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK], hooks=["deactivate"]),
-        configured_props={"slack": {"authProvisionId": adas.id}}), None)
+        configured_props={"slack": {"authProvisionId": adas.id}}), None))
     plant(w, source.id, namespace=eve.user.id)  # the source moved to eve's namespace by no service
-    w.services.sources.delete(eve, source.id)  # its deactivate hook runs
+    to_end(w.services.sources.delete(eve, source.id))  # its deactivate hook runs
     assert hooked == []  # refused before the hook's code was called
 
 
@@ -293,10 +293,10 @@ def test_a_refused_change_runs_none_of_the_new_codes_additional_props_with_the_a
     ada, bob = person(w, "ada"), person(w, "bob")
     org, (ada, bob) = with_org(w, ada, bob)
     adas = connect(w, ada)
-    source = w.services.sources.create(ada, SourceRequest(
+    source = to_end(w.services.sources.create(ada, SourceRequest(
         component_code=component_code(configurable_props=[*HTTP, SLACK]),
-        configured_props={"slack": {"authProvisionId": adas.id}}), org)
+        configured_props={"slack": {"authProvisionId": adas.id}}), org))
     with pytest.raises(Forbidden):
-        w.services.sources.update(bob, source.id, SourceRequest(component_code=component_code(
-            configurable_props=[*HTTP, SLACK], has_additional_props=True, name="Mine")))
+        to_end(w.services.sources.update(bob, source.id, SourceRequest(component_code=component_code(
+            configurable_props=[*HTTP, SLACK], has_additional_props=True, name="Mine"))))
     assert given == []

@@ -24,7 +24,7 @@ from headwater.ports import Instance, RunnerError, Task
 from headwater.services.clock import utc_day
 from headwater.services.sources import SourceRequest
 from headwater.services.trials import TrialRequest
-from tests.fakes import World, world
+from tests.fakes import World, to_end, world
 from tests.services.test_services import component_code, principal
 
 PICK = [{"name": "pick", "type": "string", "optional": True}]
@@ -67,7 +67,7 @@ def test_a_free_user_whose_quota_is_spent_loads_nothing(spent: dict[str, int]) -
         w.services.components.create(bob, component_code(), None, None)
     assert refused.value.retry_after > 0
     with pytest.raises(QuotaExceeded):
-        w.services.sources.create(bob, SourceRequest(component_code=component_code()), None)
+        to_end(w.services.sources.create(bob, SourceRequest(component_code=component_code()), None))
     with pytest.raises(QuotaExceeded):
         w.services.trials.run(bob, TrialRequest(component_code()), None)
     with pytest.raises(QuotaExceeded):
@@ -101,12 +101,12 @@ def test_options_are_compute_of_the_caller_and_refused_past_the_quota() -> None:
     bob = free(w)
     component = w.services.components.create(bob, component_code(configurable_props=PICK), None, None)
     w.runner.duration_ms = 400
-    w.services.components.options(bob, component.id, "pick", {}, 0, None, None)
+    to_end(w.services.components.options(bob, component.id, "pick", {}, 0, None, None))
     assert usage(w, bob) == (0, 400)
     assert w.runner.bills[-1] == ("options", bob.user.id)
     spend(w, bob, compute_ms=10_000)
     with pytest.raises(QuotaExceeded):
-        w.services.components.options(bob, component.id, "pick", {}, 0, None, None)
+        to_end(w.services.components.options(bob, component.id, "pick", {}, 0, None, None))
     assert [op for op, _ in w.runner.accounts].count("options") == 1
 
 
@@ -115,7 +115,7 @@ def test_additional_props_are_compute_of_the_deployer_and_refused_past_the_quota
     bob = free(w)
     component = w.services.components.create(bob, component_code(has_additional_props=True), None, None)
     w.runner.duration_ms = 300
-    w.services.sources.create(bob, SourceRequest(component_id=component.id), None)
+    to_end(w.services.sources.create(bob, SourceRequest(component_id=component.id), None))
     w.services.trials.run(bob, TrialRequest(component_code(has_additional_props=True)), None)
     # the deploy's additionalProps; the trial's load and additionalProps, and its run (no time)
     assert usage(w, bob) == (1, 3 * 300)
@@ -123,7 +123,7 @@ def test_additional_props_are_compute_of_the_deployer_and_refused_past_the_quota
     spend(w, bob, compute_ms=10_000)
     calls = len(code_ran(w))
     with pytest.raises(QuotaExceeded):
-        w.services.sources.create(bob, SourceRequest(component_id=component.id), None)
+        to_end(w.services.sources.create(bob, SourceRequest(component_id=component.id), None))
     assert len(code_ran(w)) == calls
 
 
@@ -135,7 +135,7 @@ def hooked(w: World) -> tuple[Principal, Principal, Any]:
     owner = Principal(owner.user, frozenset({org.id}))
     member = Principal(member.user, frozenset({org.id}))
     code = component_code(hooks=["deploy", "activate", "deactivate"], configurable_props=PICK)
-    source = w.services.sources.create(owner, SourceRequest(component_code=code), org.id)
+    source = to_end(w.services.sources.create(owner, SourceRequest(component_code=code), org.id))
     return owner, member, source
 
 
@@ -144,7 +144,7 @@ def test_hooks_are_compute_of_the_sources_owner_whoever_calls_them() -> None:
     w.runner.hooks = lambda instance, hook: RunResult(duration_ms=1000)
     owner, member, source = hooked(w)
     assert usage(w, owner) == (0, 2000)  # deploy, activate (the describe took no time)
-    w.services.sources.update(member, source.id, SourceRequest(configured_props={"pick": "x"}))
+    to_end(w.services.sources.update(member, source.id, SourceRequest(configured_props={"pick": "x"})))
     assert usage(w, owner) == (0, 4000)  # deactivate, activate
     assert usage(w, member) == (0, 0)
     assert {who for op, who in w.runner.bills if op in ("deploy", "activate", "deactivate")} == {owner.user.id}
@@ -160,7 +160,7 @@ def test_a_hook_that_fails_is_billed_what_it_took() -> None:
     w.runner.duration_ms = 2500
     bob = free(w)
     with pytest.raises(Invalid):
-        w.services.sources.create(bob, SourceRequest(component_code=component_code(hooks=["activate"])), None)
+        to_end(w.services.sources.create(bob, SourceRequest(component_code=component_code(hooks=["activate"])), None))
     assert usage(w, bob) == (0, 2500 + 2500)  # the load and the hook
 
 
@@ -170,9 +170,9 @@ def test_past_the_owners_quota_no_hook_runs_an_update_is_refused_and_a_delete_go
     spend(w, owner, compute_ms=10_000)
     hooks_before = list(w.runner.calls)
     with pytest.raises(QuotaExceeded):
-        w.services.sources.update(member, source.id, SourceRequest(configured_props={"pick": "x"}))
+        to_end(w.services.sources.update(member, source.id, SourceRequest(configured_props={"pick": "x"})))
     assert w.services.sources.get(owner, source.id).configured_props == {}
-    w.services.sources.delete(member, source.id)
+    to_end(w.services.sources.delete(member, source.id))
     assert w.runner.calls == hooks_before
     assert w.store.data.sources.get(source.id) is None
 
@@ -216,8 +216,8 @@ def test_every_runner_call_names_who_pays() -> None:
     ada = principal(w)
     component = w.services.components.create(ada, component_code(configurable_props=PICK, has_additional_props=True,
                                                                  hooks=["deploy"]), None, None)
-    w.services.components.options(ada, component.id, "pick", {}, 0, None, None)
-    w.services.sources.create(ada, SourceRequest(component_id=component.id), None)
+    to_end(w.services.components.options(ada, component.id, "pick", {}, 0, None, None))
+    to_end(w.services.sources.create(ada, SourceRequest(component_id=component.id), None))
     w.services.trials.run(ada, TrialRequest(component_code()), None)
     assert {op for op, _ in w.runner.bills} == {"describe", "options", "additional_props", "deploy", "run"}
     assert {who for _, who in w.runner.bills} == {ada.user.id}

@@ -12,10 +12,13 @@ import pytest
 
 from headwater.domain.models import Principal
 from headwater.domain.oauth import OPERATOR
+from headwater.services.clock import utc_day
 from headwater.services.oauth import EXCHANGES_PER_TENANT
-from headwater.services.tenant_slots import TenantBusy, TenantSlots
-from tests.fakes import FakeOAuthClient, world
+from headwater.services.tenant_slots import TenantBusy, TenantLimits, TenantSlots
+from tests.fakes import FakeAsyncRunner, FakeOAuthClient, FakeRunner, world
+from tests.security.test_compute_rule import PICK
 from tests.services.test_oauth import CLIENT
+from tests.services.test_services import component_code
 
 
 def test_past_its_share_a_tenant_waits_then_is_refused_while_another_goes_ahead() -> None:
@@ -88,3 +91,67 @@ def test_a_callback_past_the_tenants_share_is_refused_and_keeps_its_connect() ->
         accounts = await asyncio.gather(*in_flight, bob_done, complete(*adas[-1], None))
         assert [a.owner for a in accounts] == [ada.user.id] * EXCHANGES_PER_TENANT + [bob.user.id, ada.user.id]
     asyncio.run(scenario())
+
+
+def test_each_kind_of_call_has_its_own_share_and_no_share_means_no_limit() -> None:
+    async def scenario() -> None:
+        limits = TenantLimits(1, 0.2)
+        async with limits.runner_calls.hold("a"):
+            with pytest.raises(TenantBusy) as busy:
+                async with limits.runner_calls.hold("a"):
+                    pass
+            assert "describes, options() and additionalProps calls" in busy.value.message
+            async with asyncio.timeout(1):
+                async with limits.hooks.hold("a"), limits.runner_calls.hold("b"):
+                    pass
+        unlimited = TenantSlots(0, 0.2, "calls")
+        async with asyncio.timeout(1):
+            async with unlimited.hold("a"), unlimited.hold("a"), unlimited.hold("a"):
+                assert unlimited.in_use() == 0
+    asyncio.run(scenario())
+
+
+class HeldOptions(FakeAsyncRunner):
+    """options() of the namespaces in `held` wait until `release` is set."""
+
+    def __init__(self, fake: FakeRunner, held: set[str]) -> None:
+        super().__init__(fake)
+        self.held = held
+        self.release = asyncio.Event()
+        self.waiting = 0
+
+    async def options(self, bundle: Any, instance_id: str, prop: str, props: dict[str, Any], page: int,
+                      prev_context: Any, query: str | None, timeout_ms: int, account: str, bill_to: str) -> Any:
+        if account in self.held:
+            self.waiting += 1
+            await self.release.wait()
+        return await super().options(bundle, instance_id, prop, props, page, prev_context, query, timeout_ms,
+                                     account, bill_to)
+
+
+def test_options_past_a_namespaces_share_are_refused_while_another_namespaces_are_answered() -> None:
+    w = world(tenant_runner_calls=2, tenant_runner_call_wait_s=0.3)
+    ada, bob = (Principal(w.services.accounts.create_user(name, f"{name}@example.com", "paid")[0])
+                for name in ("ada", "bob"))
+    components = w.services.components
+    runner = components.async_runner = HeldOptions(w.runner, {ada.user.id})
+    w.runner.duration_ms = 300
+
+    async def scenario() -> None:
+        adas_component = await components.create_async(ada, component_code(configurable_props=PICK), None, None)
+        bobs_component = await components.create_async(bob, component_code(configurable_props=PICK), None, None)
+
+        def options(who: Principal, component: Any) -> Any:
+            return components.options(who, component.id, "pick", {}, 0, None, None)
+        held = [asyncio.create_task(options(ada, adas_component)) for _ in range(2)]
+        while runner.waiting < 2:
+            await asyncio.sleep(0.01)
+        with pytest.raises(TenantBusy):
+            await options(ada, adas_component)
+        async with asyncio.timeout(5):
+            assert await options(bob, bobs_component) == {"options": [], "context": None}
+        runner.release.set()
+        await asyncio.gather(*held)
+    asyncio.run(scenario())
+    assert w.runner.accounts.count(("options", ada.user.id)) == 2  # the refused call ran no code
+    assert w.usage.totals(ada.user.id, utc_day(), utc_day()) == (0, 3 * 300)  # its describe and 2 options()

@@ -26,10 +26,11 @@ def test_the_file_name_is_kept_and_travels_with_each_run_and_a_redeploy_can_chan
     w.runner.script = script
     ada = principal(w)
     code = component_code(configurable_props=HTTP)
-    source = w.services.sources.create(ada, SourceRequest(component_code=code, component_file="orders.mjs"), None)
+    source = to_end(w.services.sources.create(ada, SourceRequest(component_code=code, component_file="orders.mjs"),
+                                              None))
     assert w.services.components.get(ada, source.component_id).to_api()["component_file"] == "orders.mjs"
     to_end(w.services.runs.run_batch([run_task(source.id, {}, "1")]))
-    w.services.sources.update(ada, source.id, SourceRequest(component_code=code, component_file="hook.ts"))
+    to_end(w.services.sources.update(ada, source.id, SourceRequest(component_code=code, component_file="hook.ts")))
     to_end(w.services.runs.run_batch([run_task(source.id, {}, "2")]))
     assert [i.file_name for i in seen] == ["orders.mjs", "hook.ts"]
 
@@ -44,5 +45,5 @@ def test_a_file_name_that_is_not_one_or_comes_without_code_is_refused(fields: di
                                                                        error: type[Exception]) -> None:
     w = world()
     with pytest.raises(error) as raised:
-        w.services.sources.create(principal(w), SourceRequest(**fields), None)
+        to_end(w.services.sources.create(principal(w), SourceRequest(**fields), None))
     assert "component_file" in (raised.value.details or {}), raised.value  # type: ignore[attr-defined]

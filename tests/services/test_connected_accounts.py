@@ -206,12 +206,12 @@ def test_an_update_by_another_org_member_keeps_the_account_it_cannot_see() -> No
     personal = connect(w, ada)
     req = SourceRequest(component_code=component_code(configurable_props=[*HTTP, SLACK]),
                         configured_props={"slack": {"authProvisionId": personal.id}})
-    source = w.services.sources.create(ada, req, org.id)
-    renamed = w.services.sources.update(bob, source.id, SourceRequest(name="renamed"))
+    source = to_end(w.services.sources.create(ada, req, org.id))
+    renamed = to_end(w.services.sources.update(bob, source.id, SourceRequest(name="renamed")))
     assert renamed.configured_props["slack"] == {"authProvisionId": personal.id}
     with pytest.raises(NotFound):  # but bob cannot point a source at it
-        w.services.sources.update(bob, source.id, SourceRequest(configured_props={"slack": {
-            "authProvisionId": connect(w, ada).id}}))
+        to_end(w.services.sources.update(bob, source.id, SourceRequest(configured_props={"slack": {
+            "authProvisionId": connect(w, ada).id}})))
 
 
 def test_options_and_additional_props_get_the_credentials_of_the_callers_account_only(
@@ -237,14 +237,14 @@ def test_options_and_additional_props_get_the_credentials_of_the_callers_account
                           has_additional_props=True)
     props = {"slack": {"authProvisionId": account.id}, "channel": "general"}
     with pytest.raises(NotFound):
-        w.services.sources.create(eve, SourceRequest(component_code=code, configured_props=props), None)
+        to_end(w.services.sources.create(eve, SourceRequest(component_code=code, configured_props=props), None))
     assert given == []  # refused before any code saw anything
-    w.services.sources.create(ada, SourceRequest(component_code=code, configured_props=props), None)
+    to_end(w.services.sources.create(ada, SourceRequest(component_code=code, configured_props=props), None))
     component = w.services.components.create(ada, code, None, None)
-    w.services.components.options(ada, component.id, "channel", props, 0, None, None)
+    to_end(w.services.components.options(ada, component.id, "channel", props, 0, None, None))
     of_eve = w.services.components.create(eve, code, None, None)
     with pytest.raises(NotFound):  # her own component, ada's account
-        w.services.components.options(eve, of_eve.id, "channel", props, 0, None, None)
+        to_end(w.services.components.options(eve, of_eve.id, "channel", props, 0, None, None))
     expected = {"slack": {"$auth": {"api_key": KEY}}, "channel": "general"}
     assert given == [("additional_props", expected), ("options", expected)]
 

@@ -15,7 +15,7 @@ from headwater.domain.models import Principal
 from headwater.domain.runs import RunResult
 from headwater.services.ingest_budget import IngestBudgets
 from headwater.services.sources import SourceRequest
-from tests.fakes import FakeIngestCounts, World, world
+from tests.fakes import FakeIngestCounts, World, to_end, world
 
 HTTP = [{"name": "http", "type": "$.interface.http"}]
 CUSTOM = [{"name": "http", "type": "$.interface.http", "customResponse": True}]
@@ -45,7 +45,7 @@ def tenant(w: World, name: str) -> Principal:
 def deploy(w: World, who: Principal, props: list[dict[str, Any]] = HTTP) -> Any:
     code = repr({"name": "Orders", "version": "1", "type": "source", "key": None, "dedupe": None, "hooks": [],
                  "configurable_props": props})
-    return w.services.sources.create(who, SourceRequest(component_code=code), None)
+    return to_end(w.services.sources.create(who, SourceRequest(component_code=code), None))
 
 
 def send(w: World, source: Any, body: Any = 1) -> int:

@@ -147,8 +147,8 @@ def test_a_refused_refresh_marks_the_account_errors_every_source_and_a_reconnect
     second = deploy(w, ada, name="second", configurable_props=[*HTTP, GITHUB], props=props)
     org = w.services.accounts.create_org("acme", ada.user.id)
     ada = Principal(ada.user, frozenset({org.id}))
-    in_org = w.services.sources.create(ada, SourceRequest(component_code=component_code(
-        configurable_props=[*HTTP, GITHUB]), name="in-org", configured_props=props), org.id)
+    in_org = to_end(w.services.sources.create(ada, SourceRequest(component_code=component_code(
+        configurable_props=[*HTTP, GITHUB]), name="in-org", configured_props=props), org.id))
     clock.now += 3600
     provider.fail_next = [OAuthGrantError("the provider refused: invalid_grant: grant request is invalid")]
     [result] = to_end(w.services.runs.run_batch([run_task(first.id, {}, "t1")]))

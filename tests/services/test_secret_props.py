@@ -42,7 +42,7 @@ def encrypted(value: Any) -> bool:
 
 def update(w: World, who: Any, source_id: str, props: list[dict[str, Any]], configured: dict | None = None) -> Any:
     req = SourceRequest(component_code=component_code(configurable_props=[HTTP, *props]), configured_props=configured)
-    return w.services.sources.update(who, source_id, req)
+    return to_end(w.services.sources.update(who, source_id, req))
 
 
 def secret_source(w: World) -> tuple[Any, Any]:

@@ -38,7 +38,7 @@ def principal(w: World, tier: str = "paid") -> Principal:
 def deploy(w: World, who: Principal, name: str | None = None, **fields: Any) -> Any:
     props = fields.pop("props", None)
     req = SourceRequest(component_code=component_code(**fields), name=name, configured_props=props)
-    return w.services.sources.create(who, req, None)
+    return to_end(w.services.sources.create(who, req, None))
 
 
 def test_names_are_claimed_without_a_scan_and_the_next_slug_is_taken() -> None:
@@ -55,7 +55,7 @@ def test_renaming_frees_the_old_slug() -> None:
     w = world()
     ada = principal(w)
     first = deploy(w, ada)
-    w.services.sources.update(ada, first.id, SourceRequest(name="Renamed"))
+    to_end(w.services.sources.update(ada, first.id, SourceRequest(name="Renamed")))
     assert deploy(w, ada).name_slug == "orders"
 
 
@@ -75,7 +75,7 @@ def test_hooks_commit_with_the_source_and_the_schedule_follows_by_command() -> N
     assert source.id not in w.scheduler.timers
     w.queue.drain()
     assert w.scheduler.timers[source.id].interval_seconds == 30
-    w.services.sources.update(ada, source.id, SourceRequest(active=False))
+    to_end(w.services.sources.update(ada, source.id, SourceRequest(active=False)))
     w.queue.drain()
     assert source.id not in w.scheduler.timers
 
@@ -156,7 +156,7 @@ def test_a_gone_source_drops_its_runs_and_gives_back_their_places() -> None:
     source = deploy(w, ada)
     admitted = w.services.runs.quota.admit(ada.user.id)
     assert admitted.reserved_day
-    w.services.sources.delete(ada, source.id)
+    to_end(w.services.sources.delete(ada, source.id))
     command = RunSource(source.id, {}, 1000, "http", reserved_by=ada.user.id, reserved_day=admitted.reserved_day)
     assert to_end(w.services.runs.run_batch([Task("t", command)])) == [None]
     assert w.usage.days[(ada.user.id, admitted.reserved_day)]["admitted"] == 0
@@ -214,7 +214,7 @@ def test_deleting_a_source_purges_state_events_and_schedule_by_command() -> None
     w.runner.script = lambda instance, event: RunResult(emits=[Emit({"x": 1})], db_writes={"a": 1})
     ada, source = timer_source(w)
     to_end(w.services.runs.run_batch([run_task(source.id, {})]))
-    w.services.sources.delete(ada, source.id)
+    to_end(w.services.sources.delete(ada, source.id))
     assert w.queue.of(PurgeSource) == [PurgeSource(source.id, ada.user.id)]
     with pytest.raises(NotFound):
         w.services.sources.get(ada, source.id)
@@ -316,7 +316,7 @@ def test_an_update_drops_the_state_in_memory_and_the_next_run_sees_the_change() 
     source = deploy(w, ada, configurable_props=[*HTTP, {"name": "greeting", "type": "string"}],
                     props={"greeting": "hi"}, hooks=["activate"])
     to_end(w.services.runs.run_batch([run_task(source.id, {}, "t1")]))
-    w.services.sources.update(ada, source.id, SourceRequest(configured_props={"greeting": "hello"}))
+    to_end(w.services.sources.update(ada, source.id, SourceRequest(configured_props={"greeting": "hello"})))
     to_end(w.services.runs.run_batch([run_task(source.id, {}, "t2")]))
     assert [i.props["greeting"] for i in seen] == ["hi", "hello"]
     assert [i.db for i in seen] == [{"activated_with": "hi"}, {"activated_with": "hello"}]

@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
+import anyio.to_thread
+
 from headwater.domain.models import ComponentDefinition
 from headwater.domain.runs import RunResult
 from headwater.ports import BlockingRunner, Bundle, Finished, Instance, Responded, RunMessage, Timed
@@ -70,3 +72,11 @@ class ThreadedRunner:
 
     async def aclose(self) -> None:
         pass
+
+
+class RequestThreads:
+    """The Offload port on the request thread pool (anyio's: the one FastAPI's sync routes use, of
+    which an API key's requests hold at most their share, api/tenant_share.py)."""
+
+    async def call(self, work: Callable[[], T]) -> T:
+        return await anyio.to_thread.run_sync(work)

@@ -32,7 +32,7 @@ class ComponentCreate(BaseModel):
 
 @router.post("/components", response_model=None,
              responses={**answers(Data[Component]), **error_responses(422, 429, 503)})
-def create_component(
+async def create_component(
     body: ComponentCreate,
     svc: ServicesDep,
     caller: PrincipalDep,
@@ -40,9 +40,11 @@ def create_component(
     org_id: str | None = Query(None),
 ) -> dict[str, Any]:
     """Saves a component once its code loads. Loading it runs its module code: the caller's compute
-    (429 past a free user's daily quota, and the code is not loaded)."""
-    component = svc.components.create(caller, body.component_code, body.component_url, org_id or body.org_id,
-                                     body.component_file)
+    (429 past a free user's daily quota, and the code is not loaded). It waits for the code to
+    load holding no thread, in a turn of its namespace's share of such calls (503 with
+    `Retry-After` when none comes in time)."""
+    component = await svc.components.create_async(caller, body.component_code, body.component_url,
+                                                   org_id or body.org_id, body.component_file)
     return shape.with_body(body).data(component.to_api())
 
 

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from headwater.domain.errors import HeadwaterError, QuotaExceeded, Unauthorized
+from headwater.services.tenant_slots import TenantBusy
 
 log = logging.getLogger("headwater.api")
 
@@ -104,7 +105,7 @@ def install(app: FastAPI) -> None:
         headers = {}
         if isinstance(exc, Unauthorized):
             headers["WWW-Authenticate"] = "Bearer"
-        if isinstance(exc, QuotaExceeded):
+        if isinstance(exc, QuotaExceeded | TenantBusy):
             headers["Retry-After"] = str(exc.retry_after)
         return error_response(exc.status, exc.message, exc.details, headers)
 

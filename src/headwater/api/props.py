@@ -7,7 +7,6 @@ from typing import Any
 
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
-from starlette.concurrency import run_in_threadpool
 
 from headwater.api.deps import PrincipalDep, ServicesDep
 from headwater.api.errors import error_responses
@@ -35,7 +34,8 @@ async def prop_options(key_or_id: str, prop: str, body: OptionsRequest, svc: Ser
     The code runs in the runner of the namespace the form deploys into: `org_id` when given, else
     the org whose component it is, else the caller's own; the connected accounts named in
     `configured_props` must be ones the caller may use there. `options()` is the caller's compute:
-    429, and it does not run, past a free user's daily quota."""
-    result = await run_in_threadpool(svc.components.options, caller, key_or_id, prop, body.configured_props,
-                                     body.page, body.prev_context, body.query, org_id or body.org_id)
+    429, and it does not run, past a free user's daily quota. It waits holding no thread, in a turn of
+    the namespace's share of such calls (503 with `Retry-After` when none comes in time)."""
+    result = await svc.components.options(caller, key_or_id, prop, body.configured_props, body.page,
+                                          body.prev_context, body.query, org_id or body.org_id)
     return {"data": result}

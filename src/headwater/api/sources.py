@@ -64,31 +64,35 @@ class SourceBody(BaseModel):
 
 @router.post("/sources/", response_model=None,
              responses={**answers(Data[Source]), **error_responses(404, 409, 422, 429, 503)})
-def create_source(
+async def create_source(
     body: SourceBody, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep, org_id: str | None = Query(None)
 ) -> dict[str, Any]:
     """Deploys a component. Loading code given here and `additionalProps()` are the caller's compute,
-    the hooks the source owner's: 429, and no code runs, past the payer's free daily quota."""
-    source = svc.sources.create(caller, body.request(), org_id or body.org_id)
+    the hooks the source owner's: 429, and no code runs, past the payer's free daily quota. The code
+    runs awaited holding no thread, in a turn of the namespace's share of such calls (503 with
+    `Retry-After` when none comes in time)."""
+    source = await svc.sources.create(caller, body.request(), org_id or body.org_id)
     return shape.with_body(body).data(svc.sources.to_api(source))
 
 
 @router.put("/sources/{source_id}", response_model=None,
             responses={**answers(Data[Source]), **error_responses(403, 409, 422, 429, 503)})
-def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: PrincipalDep,
-                  shape: ShapeDep) -> dict[str, Any]:
+async def update_source(source_id: str, body: SourceBody, svc: ServicesDep, caller: PrincipalDep,
+                        shape: ShapeDep) -> dict[str, Any]:
     """Changes a source's props, code or state. New code's loading and `additionalProps()` are the
     caller's compute, the hooks the source owner's: 429, and nothing changes, past the payer's quota.
     403 when the caller changes the code or props of a source that uses a connected account the
     caller may not use (another org member's personal account): `details` names those props."""
-    source = svc.sources.update(caller, source_id, body.request())
+    source = await svc.sources.update(caller, source_id, body.request())
     return shape.with_body(body).data(svc.sources.to_api(source))
 
 
-@router.delete("/sources/{source_id}", status_code=204, response_class=Response)
-def delete_source(source_id: str, svc: ServicesDep, caller: PrincipalDep) -> Response:
-    """Deletes a source after its deactivate hook (not run past its owner's free daily quota)."""
-    svc.sources.delete(caller, source_id)
+@router.delete("/sources/{source_id}", status_code=204, response_class=Response, responses=error_responses(503))
+async def delete_source(source_id: str, svc: ServicesDep, caller: PrincipalDep) -> Response:
+    """Deletes a source after its deactivate hook (not run past its owner's free daily quota; 503
+    with `Retry-After`, and nothing deleted, when no turn of its namespace's share of hooks comes
+    in time)."""
+    await svc.sources.delete(caller, source_id)
     return Response(status_code=204)
 
 

@@ -8,6 +8,9 @@ the user who asks.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from headwater.domain import file_names, ids
@@ -15,14 +18,39 @@ from headwater.domain.connected_accounts import AccountUses
 from headwater.domain.errors import BadRequest, Invalid, NotFound, PayloadTooLarge, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component, ComponentDefinition, Principal
 from headwater.domain.pagination import Page, PageRequest
-from headwater.ports import BlockingRunner, Bundle, Bundler, RunnerError, Timed, UnitOfWorkFactory, UrlFetcher
+from headwater.ports import (
+    BlockingRunner,
+    Bundle,
+    Bundler,
+    Offload,
+    Runner,
+    RunnerError,
+    Timed,
+    UnitOfWorkFactory,
+    UrlFetcher,
+)
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
 from headwater.services.connected_accounts import ConnectedAccounts, app_prop_names
 from headwater.services.quota import Quota
+from headwater.services.tenant_slots import TenantLimits
 from headwater.settings import Settings
 
 _USER_FAULTS = {"LOAD_ERROR", "CONFIGURATION_ERROR", "TIMEOUT", "OUT_OF_MEMORY"}
+
+
+@dataclass(frozen=True)
+class _OptionsCall:
+    """A prop's `options()` call, checked and ready for the runner."""
+
+    bundle: Bundle
+    caller: str
+    prop: str
+    configured: dict[str, Any]
+    page: int
+    prev_context: Any
+    query: str | None
+    namespace: str
 
 
 class Components:
@@ -36,8 +64,17 @@ class Components:
         settings: Settings,
         connected: ConnectedAccounts,
         quota: Quota,
+        async_runner: Runner,
+        offload: Offload,
+        limits: TenantLimits,
     ) -> None:
+        """`runner` for callers that are threads (the CLI, registry publishing), `async_runner` for
+        coroutines (the API's): those wait for a turn of the namespace's share (`limits`) and do
+        their blocking store work and bundling on `offload`."""
         self.uow = uow
+        self.async_runner = async_runner
+        self.offload = offload
+        self.limits = limits
         self.connected = connected
         self.quota = quota
         self.accounts = accounts
@@ -71,19 +108,34 @@ class Components:
             described = self.runner.describe(bundle, self.settings.describe_timeout_ms, account, bill_to)
             return Timed((bundle, described.value), described.duration_ms)
 
-        try:
+        with _describe_failures():
             return self.quota.metered(bill_to, load).value
-        except RunnerError as e:
-            if e.code in _USER_FAULTS:
-                prefix = "The component did not finish loading in time" if e.code == "TIMEOUT" else None
-                raise Invalid(f"{prefix}: {e.message}" if prefix else e.message) from None
-            raise Unavailable(f"The runner failed: {e.message}") from None
+
+    async def describe_async(self, code: str, account: str, bill_to: str) -> tuple[Bundle, ComponentDefinition]:
+        """`describe` for a coroutine: waits for a turn of `account`'s share of runner calls
+        (TenantBusy when none comes in time), then awaits the runner holding no thread."""
+
+        async def load() -> Timed[tuple[Bundle, ComponentDefinition]]:
+            bundle = await self.offload.call(lambda: self.bundler.bundle(code))
+            described = await self.async_runner.describe(bundle, self.settings.describe_timeout_ms, account, bill_to)
+            return Timed((bundle, described.value), described.duration_ms)
+
+        async with self.limits.runner_calls.hold(account):
+            with _describe_failures():
+                return (await self.quota.metered_async(bill_to, load, self.offload)).value
 
     def save(self, namespace: str, created_by: str | None, code: str, url: str | None,
              file_name: str | None = None) -> Component:
         check_file_name(file_name)
         bundle, definition = self.describe(code, namespace, created_by or "")
         return self.store(namespace, created_by, code, url, bundle, definition, file_name)
+
+    async def save_async(self, namespace: str, created_by: str | None, code: str, url: str | None,
+                         file_name: str | None = None) -> Component:
+        check_file_name(file_name)
+        bundle, definition = await self.describe_async(code, namespace, created_by or "")
+        return await self.offload.call(lambda: self.store(namespace, created_by, code, url, bundle, definition,
+                                                          file_name))
 
     def store(
         self,
@@ -123,6 +175,16 @@ class Components:
         namespace = self.accounts.namespace(principal, org_id)
         return self.save(namespace, principal.user.id, self.resolve_code(code, url), url, file_name)
 
+    async def create_async(self, principal: Principal, code: str | None, url: str | None, org_id: str | None,
+                           file_name: str | None = None) -> Component:
+        """`create` for a coroutine (the API's): the component's URL is fetched (bounded as a whole)
+        and its code described within a turn of the namespace's share."""
+        namespace = await self.offload.call(lambda: self.accounts.namespace(principal, org_id))
+        check_file_name(file_name)
+        async with self.limits.runner_calls.hold(namespace):
+            resolved = await self.offload.call(lambda: self.resolve_code(code, url))
+        return await self.save_async(namespace, principal.user.id, resolved, url, file_name)
+
     def get(self, principal: Principal, key_or_id: str, org_id: str | None = None) -> Component:
         with self.uow(readonly=True) as uow:
             if ids.has_prefix(key_or_id, "component"):
@@ -137,31 +199,41 @@ class Components:
                     return found
         raise NotFound(f"No component {key_or_id!r} in your namespace.")
 
-    def options(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any], page: int,
-                prev_context: Any, query: str | None, org_id: str | None = None) -> dict[str, Any]:
+    async def options(self, principal: Principal, key_or_id: str, prop: str, configured: dict[str, Any],
+                      page: int, prev_context: Any, query: str | None, org_id: str | None = None) -> dict[str, Any]:
         """A prop's async `options()` (one page of them), run in the runner for a deploy form: in
         the runner of the namespace the form deploys into (`org_id`, else an org's component's own
         org, else the caller's), with the accounts the caller may use there; compute of the caller
-        (QuotaExceeded, and no code runs, when theirs is spent)."""
+        (QuotaExceeded, and no code runs, when theirs is spent). Within a turn of the namespace's
+        share of runner calls (TenantBusy when none comes in time), the runner awaited holding no
+        thread; so is the refresh of an account's token the props may need."""
+        component, namespace = await self.offload.call(lambda: self._options_target(principal, key_or_id, prop,
+                                                                                    org_id))
+        async with self.limits.runner_calls.hold(namespace):
+            call = await self.offload.call(lambda: self._options_call(principal, component, namespace, prop,
+                                                                      configured, page, prev_context, query))
+            with _options_failures(prop):
+                return (await self.quota.metered_async(call.caller, lambda: self.async_runner.options(
+                    call.bundle, f"options:{call.caller}", prop, call.configured, page, prev_context, query,
+                    self.settings.describe_timeout_ms, call.namespace, call.caller), self.offload)).value
+
+    def _options_target(self, principal: Principal, key_or_id: str, prop: str,
+                        org_id: str | None) -> tuple[Component, str]:
+        """The component whose prop's options() are asked for, and the namespace they run in."""
         component = self.get(principal, key_or_id) if not key_or_id.startswith("registry:") else \
             self.get_registry(key_or_id.removeprefix("registry:"))
         if not any(p.get("name") == prop for p in component.definition.configurable_props):
             raise NotFound(f"Component {component.id} has no prop {prop!r}.")
-        namespace = self.target_namespace(principal, component, org_id)
+        return component, self.target_namespace(principal, component, org_id)
+
+    def _options_call(self, principal: Principal, component: Component, namespace: str, prop: str,
+                      configured: dict[str, Any], page: int, prev_context: Any, query: str | None) -> _OptionsCall:
         prop_defs = component.definition.configurable_props
         self.connected.check(principal, configured, prop_defs, namespace)
         configured = self.connected.resolve(configured, app_prop_names(prop_defs),
                                             AccountUses(namespace, principal.user.id))
         bundle = self.bundler.bundle(component.code, component.packages)
-        payer = principal.user.id
-        try:
-            return self.quota.metered(payer, lambda: self.runner.options(
-                bundle, f"options:{principal.user.id}", prop, configured, page, prev_context, query,
-                self.settings.describe_timeout_ms, namespace, payer)).value
-        except RunnerError as e:
-            if e.code in _USER_FAULTS:
-                raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None
-            raise Unavailable(f"The runner failed: {e.message}") from None
+        return _OptionsCall(bundle, principal.user.id, prop, configured, page, prev_context, query, namespace)
 
     def target_namespace(self, principal: Principal, component: Component, org_id: str | None) -> str:
         """Where a component's code runs for the caller: `org_id` when given, else the org whose
@@ -207,3 +279,25 @@ def check_file_name(file_name: str | None) -> None:
     """`component_file`, when given, is a base name with a code file's ending (else 422)."""
     if file_name is not None and (why := file_names.problem(file_name)):
         raise Invalid(f"`{file_names.FIELD}` is not a file name to show: {why}.", {file_names.FIELD: [why]})
+
+
+@contextmanager
+def _describe_failures() -> Iterator[None]:
+    """A describe's RunnerError as the API's answer: the component's fault 422, the runner's 503."""
+    try:
+        yield
+    except RunnerError as e:
+        if e.code in _USER_FAULTS:
+            prefix = "The component did not finish loading in time" if e.code == "TIMEOUT" else None
+            raise Invalid(f"{prefix}: {e.message}" if prefix else e.message) from None
+        raise Unavailable(f"The runner failed: {e.message}") from None
+
+
+@contextmanager
+def _options_failures(prop: str) -> Iterator[None]:
+    try:
+        yield
+    except RunnerError as e:
+        if e.code in _USER_FAULTS:
+            raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None
+        raise Unavailable(f"The runner failed: {e.message}") from None

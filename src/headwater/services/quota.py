@@ -12,13 +12,13 @@ always recorded.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 from headwater.domain.errors import QuotaExceeded
-from headwater.ports import RunnerError, UnitOfWorkFactory, UsageRepository
+from headwater.ports import Offload, RunnerError, UnitOfWorkFactory, UsageRepository
 from headwater.services.cache import TtlCache
 from headwater.services.clock import utc_day
 from headwater.settings import Settings
@@ -112,6 +112,21 @@ class Quota:
                 self.usage.release(user_id, reserved_day)
             raise
         self.record(user_id, answer.duration_ms, invocation)
+        return answer
+
+    async def metered_async(self, user_id: str, call: Callable[[], Awaitable[M]], offload: Offload) -> M:
+        """`metered` (not a run) for a coroutine: the admission's read and the record's write on
+        `offload`, the call awaited holding no thread."""
+        if not user_id:
+            return await call()
+        await offload.call(lambda: self.check(user_id))
+        try:
+            answer = await call()
+        except RunnerError as e:
+            failed_ms = e.duration_ms
+            await offload.call(lambda: self.record(user_id, failed_ms))
+            raise
+        await offload.call(lambda: self.record(user_id, answer.duration_ms))
         return answer
 
     def record(self, user_id: str, duration_ms: float, invocation: bool = False) -> None:

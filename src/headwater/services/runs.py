@@ -23,12 +23,12 @@ from headwater.domain.oauth import REFRESH_WAIT_S
 from headwater.domain.routing import Routed
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
-    BlockingRunner,
     Bundle,
     Bundler,
     EventBus,
     Finished,
     Instance,
+    Offload,
     OnRespond,
     Responded,
     Runner,
@@ -36,6 +36,7 @@ from headwater.ports import (
     Secrets,
     SourceLease,
     Task,
+    Timed,
     TryLater,
     UnitOfWork,
     UnitOfWorkFactory,
@@ -55,6 +56,7 @@ from headwater.services.connected_accounts import (
 )
 from headwater.services.quota import Admission, Quota
 from headwater.services.recording import Outcome, commit_outcomes
+from headwater.services.tenant_slots import TenantLimits
 from headwater.settings import Settings
 
 _COMPONENT_CACHE = 10_000
@@ -90,25 +92,28 @@ class Runs:
         lease: SourceLease,
         bundler: Bundler,
         runner: Runner,
-        blocking: BlockingRunner,
         writes: Writes,
         secrets: Secrets,
         bus: EventBus,
         settings: Settings,
         connected: ConnectedAccounts,
         quota: Quota,
+        offload: Offload,
+        limits: TenantLimits,
         routes: Routes | None = None,
     ) -> None:
         """`routes`: what a run's commit writes for its events (routing.for_commit; none routed
-        without it)."""
+        without it). Hooks and additionalProps wait for a turn of their namespace's share
+        (`limits`), their store reads and bundling on `offload`."""
         self.uow = uow
         self.connected = connected
         self.quota = quota
         self.usage = usage
         self.lease = lease
         self.bundler = bundler
-        self.runner = runner  # runs: coroutines
-        self.blocking = blocking  # hooks and additionalProps: their callers are threads
+        self.runner = runner
+        self.offload = offload
+        self.limits = limits
         self.writes = writes
         self.secrets = secrets
         self.bus = bus
@@ -163,29 +168,43 @@ class Runs:
         limits = Limits(s.max_event_bytes, s.max_log_bytes, s.max_channels, s.db_max_bytes, s.applied_kept)
         return RunContext(source.id, source.user_id, __version__, component.definition.dedupe, limits)
 
-    def _guarded(self, call: Callable[[], RunResult]) -> RunResult:
-        try:
-            return call()
-        except RunnerError as e:
-            return e.as_result()
-        except AccountUnusable as e:
-            return RunResult.failed(e.code, e.message)
-        except HeadwaterError as e:
-            return RunResult.failed("RUNTIME_ERROR", e.message)
+    async def call_hook(self, source: Source, component: Component, hook: str, db: dict[str, Any]) -> RunResult:
+        """Compute of the source's owner: QuotaExceeded, and no code runs, when theirs is spent. In a
+        turn of the namespace's share of hooks (TenantBusy when none comes in time), awaited
+        holding no thread."""
 
-    def call_hook(self, source: Source, component: Component, hook: str, db: dict[str, Any]) -> RunResult:
-        """Compute of the source's owner: QuotaExceeded, and no code runs, when theirs is spent."""
-        return self.quota.metered(source.user_id, lambda: self._guarded(lambda: self.blocking.hook(
-            self.bundler.bundle(component.code, component.packages), self.instance(source, db, component.file_name),
-            hook, self.settings.hook_timeout_ms)))
+        async def call() -> RunResult:
+            try:
+                bundle, instance = await self.offload.call(lambda: (
+                    self.bundler.bundle(component.code, component.packages),
+                    self.instance(source, db, component.file_name)))
+                return await self.runner.hook(bundle, instance, hook, self.settings.hook_timeout_ms)
+            except RunnerError as e:
+                return e.as_result()
+            except AccountUnusable as e:
+                return RunResult.failed(e.code, e.message)
+            except HeadwaterError as e:
+                return RunResult.failed("RUNTIME_ERROR", e.message)
 
-    def additional_props(self, component: Component, namespace: str, source_id: str,
-                         configured: dict[str, Any], bill_to: str) -> list[dict]:
-        """Compute of `bill_to` (the caller): QuotaExceeded, and no code runs, when theirs is spent."""
+        async with self.limits.hooks.hold(source.namespace):
+            return await self.quota.metered_async(source.user_id, call, self.offload)
+
+    async def additional_props(self, component: Component, namespace: str, source_id: str,
+                               configured: Callable[[], dict[str, Any]], bill_to: str) -> list[dict]:
+        """Compute of `bill_to` (the caller): QuotaExceeded, and no code runs, when theirs is spent. In
+        a turn of the namespace's share of runner calls, awaited holding no thread. `configured`:
+        the props as the code gets them, read in that turn (resolving an account's credentials may
+        refresh its token, which counts against the share too)."""
+
+        async def call() -> Timed[list[dict[str, Any]]]:
+            bundle, props = await self.offload.call(lambda: (
+                self.bundler.bundle(component.code, component.packages), configured()))
+            return await self.runner.additional_props(bundle, f"props:{source_id}", props,
+                                                      self.settings.hook_timeout_ms, namespace, bill_to)
+
         try:
-            bundle = self.bundler.bundle(component.code, component.packages)
-            return self.quota.metered(bill_to, lambda: self.blocking.additional_props(
-                bundle, f"props:{source_id}", configured, self.settings.hook_timeout_ms, namespace, bill_to)).value
+            async with self.limits.runner_calls.hold(namespace):
+                return (await self.quota.metered_async(bill_to, call, self.offload)).value
         except RunnerError as e:
             raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
 

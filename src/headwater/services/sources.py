@@ -8,13 +8,17 @@ claimed by conditional insert: a taken one raises Conflict and the next one is t
 Hooks are compute of the source's owner (its `user_id`), whoever deploys, updates or deletes it;
 `additionalProps()` is the caller's. Past the payer's quota the request is refused (429) before
 the code runs, but for a delete, which goes on without its deactivate hook.
+
+Deploying, updating and deleting are coroutines: their code runs awaited holding no thread, in a
+turn of the namespace's share of hooks or runner calls (TenantLimits); their store work and
+bundling go to `offload`.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +32,7 @@ from headwater.domain.props import ValidatedProps, validate
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.timers import Timer
-from headwater.ports import EventBus, Secrets, UnitOfWork, UnitOfWorkFactory
+from headwater.ports import EventBus, Offload, Secrets, UnitOfWork, UnitOfWorkFactory
 from headwater.services import props as prop_forms
 from headwater.services.accounts import Accounts
 from headwater.services.cache import TtlCache
@@ -70,10 +74,12 @@ class Sources:
         runs: Runs,
         secrets: Secrets,
         settings: Settings,
+        offload: Offload,
         bus: EventBus,
     ) -> None:
         """`bus`: where a change of a source is told, so every cache of its endpoint forgets it."""
         self.uow = uow
+        self.offload = offload
         self.accounts = accounts
         self.components = components
         self.runs = runs
@@ -115,29 +121,33 @@ class Sources:
 
     # writing
 
-    def _component_for(self, principal: Principal, namespace: str, req: SourceRequest) -> Component:
+    async def _component_for(self, principal: Principal, namespace: str, req: SourceRequest) -> Component:
         """SPEC precedence: component_id, then code (url kept as metadata), then url, then registry key."""
         if req.component_file is not None and (req.component_code is None or req.component_id):
             raise BadRequest("`component_file` names the file of `component_code`: give the code too.",
                              {"component_file": ["goes with component_code"]})
-        if req.component_id:
-            component = self.components.get(principal, req.component_id)
-            self.components.check_usable_in(principal, component, namespace)
-            return component
+        component_id, key = req.component_id, req.component_key
+        if component_id:
+            def usable() -> Component:
+                component = self.components.get(principal, component_id)
+                self.components.check_usable_in(principal, component, namespace)
+                return component
+            return await self.offload.call(usable)
         if req.component_code is not None or req.component_url:
-            code = self.components.resolve_code(req.component_code, req.component_url)
-            return self.components.save(namespace, principal.user.id, code, req.component_url, req.component_file)
-        if req.component_key:
-            return self.components.get_registry(req.component_key)
+            code = await self.offload.call(lambda: self.components.resolve_code(req.component_code, req.component_url))
+            return await self.components.save_async(namespace, principal.user.id, code, req.component_url,
+                                                    req.component_file)
+        if key:
+            return await self.offload.call(lambda: self.components.get_registry(key))
         raise BadRequest(
             "Give `component_id`, `component_code`, `component_url` or `component_key`.",
             {"component_id": ["one of component_id, component_code, component_url, component_key is required"]},
         )
 
-    def _props(self, principal: Principal, component: Component, namespace: str, source_id: str,
-               configured: dict[str, Any], stored_secrets: builtins.set[str] | None = None,
-               carried: builtins.set[str] | None = None,
-               kept: Mapping[str, tuple[str, str]] | None = None) -> tuple[
+    async def _props(self, principal: Principal, component: Component, namespace: str, source_id: str,
+                     configured: dict[str, Any], stored_secrets: builtins.set[str] | None = None,
+                     carried: builtins.set[str] | None = None,
+                     kept: Mapping[str, tuple[str, str]] | None = None) -> tuple[
         ValidatedProps, builtins.list[dict[str, Any]], dict[str, dict[str, str]]
     ]:
         """The props validated, the final prop set, and the grants of their account references.
@@ -146,31 +156,33 @@ class Sources:
         if definition.type != "source":
             raise Invalid(f"Component {component.id} is an {definition.type}, not a source.",
                           {"component_id": ["is not a source"]})
-        prop_list = definition.configurable_props
+        defined = definition.configurable_props
         connected = self.runs.connected
         # before additionalProps runs: no credentials but those this caller may use here reach its code
-        connected.check(principal, configured, prop_list, namespace, kept)
+        await self.offload.call(lambda: connected.check(principal, configured, defined, namespace, kept))
+        prop_list = defined
         if definition.has_additional_props:
             uses = AccountUses(namespace, principal.user.id, kept or {})
-            prop_list = self.runs.additional_props(component, namespace, source_id,
-                                                   connected.resolve(configured, app_prop_names(prop_list), uses),
-                                                   principal.user.id)
+            prop_list = await self.runs.additional_props(
+                component, namespace, source_id, lambda: connected.resolve(configured, app_prop_names(defined), uses),
+                principal.user.id)
         validated = validate(prop_list, configured, stored_secrets or (), carried or ())
         if validated.errors:
             names = ", ".join(validated.errors)
             raise Invalid(f"Some props are not valid: {names}.", validated.errors)
         # what is kept, defaults included: a reference in a default is checked like one given
-        grants = connected.check(principal, validated.values, prop_list, namespace, kept)
+        grants = await self.offload.call(lambda: connected.check(principal, validated.values, prop_list, namespace,
+                                                                 kept))
         return validated, prop_list, grants
 
-    def _hooks(self, source: Source, component: Component, names: builtins.list[str],
-               db: dict[str, Any]) -> builtins.list[RunResult]:
+    async def _hooks(self, source: Source, component: Component, names: builtins.list[str],
+                     db: dict[str, Any]) -> builtins.list[RunResult]:
         """Runs the hooks the component has, in order; each sees the `this.db` the previous left."""
         results = []
         for hook in names:
             if hook not in component.definition.hooks:
                 continue
-            result = self.runs.call_hook(source, component, hook, db)
+            result = await self.runs.call_hook(source, component, hook, db)
             if result.error:
                 raise Invalid(f"The {hook} hook failed: {result.error.get('message') or result.error.get('code')}",
                               {"hooks": [f"{hook}: {result.error.get('message')}"]})
@@ -183,17 +195,21 @@ class Sources:
         bound are dropped then, with a DB_TOO_LARGE error event, by domain.runs.record)."""
         return apply_db(db, result.db_writes, self.settings.db_max_bytes)[0]
 
+    def _db(self, source_id: str) -> dict[str, Any]:
+        with self.uow(readonly=True) as uow:
+            return uow.state.get(source_id).db
+
     def _outcomes(self, source: Source, component: Component,
                   results: builtins.list[RunResult]) -> builtins.list[Outcome]:
         ctx = self.runs.context(source, component)
         return [Outcome(ctx, result) for result in results]
 
-    def create(self, principal: Principal, req: SourceRequest, org_id: str | None) -> Source:
-        namespace = self.accounts.namespace(principal, org_id)
-        component = self._component_for(principal, namespace, req)
+    async def create(self, principal: Principal, req: SourceRequest, org_id: str | None) -> Source:
+        namespace = await self.offload.call(lambda: self.accounts.namespace(principal, org_id))
+        component = await self._component_for(principal, namespace, req)
         source_id = ids.new_id("source")
         configured = dict(req.configured_props or {})
-        validated, prop_defs, grants = self._props(principal, component, namespace, source_id, configured)
+        validated, prop_defs, grants = await self._props(principal, component, namespace, source_id, configured)
         ts = now_s()
         source = Source(
             id=source_id,
@@ -210,25 +226,19 @@ class Sources:
             updated_at=ts,
             account_grants=grants,
         )
-        with self.runs.lease.hold(source_id, self.runs.lease_s):
-            outcomes = self._outcomes(source, component, self._hooks(source, component, ["deploy", "activate"], {}))
+        async with self.runs.lease.held(source_id, self.runs.lease_s):
+            outcomes = self._outcomes(source, component,
+                                      await self._hooks(source, component, ["deploy", "activate"], {}))
             base = slugify(req.name) if req.name else slugify(component.definition.name)
-            for slug in candidate_slugs(base):
-                source.name_slug = slug
-                source.name = req.name or slug
-                try:
-                    channels = self._commit(source, outcomes, lambda uow: uow.sources.add(source))
-                    break
-                except Conflict as e:
-                    if e.field != "name_slug":
-                        raise
+            channels = await self.offload.call(lambda: self._commit_named(
+                source, candidate_slugs(base), lambda slug: req.name or slug, outcomes,
+                lambda uow: uow.sources.add(source), retry=True))
         self._changed(source, channels)
         return source
 
-    def update(self, principal: Principal, source_id: str, req: SourceRequest) -> Source:
-        old = self.get(principal, source_id)
-        old_component = self.components.by_id(old.component_id)
-        component = self._component_for(principal, old.namespace, req) if req.names_component else old_component
+    async def update(self, principal: Principal, source_id: str, req: SourceRequest) -> Source:
+        old, old_component = await self.offload.call(lambda: self._with_component(principal, source_id))
+        component = await self._component_for(principal, old.namespace, req) if req.names_component else old_component
         configured = (
             prop_forms.unmask(req.configured_props, old.configured_props, self.secrets)
             if req.configured_props is not None
@@ -241,14 +251,13 @@ class Sources:
             unchanged = component.code_hash == old_component.code_hash and _plain(configured) == _plain(
                 prop_forms.for_runner(old.configured_props, self.secrets))
             if not unchanged:  # checked before any code of it runs (additionalProps would get the accounts)
-                self._may_change(principal, old.namespace, kept, configured)
-        validated, prop_defs, grants = self._props(principal, component, old.namespace, source_id, configured, secret,
-                                                   carried, kept)
+                await self.offload.call(lambda: self._may_change(principal, old.namespace, kept, configured))
+        validated, prop_defs, grants = await self._props(principal, component, old.namespace, source_id, configured,
+                                                         secret, carried, kept)
         active = req.active is not False
-        with self.runs.lease.hold(source_id, self.runs.lease_s):
-            with self.uow(readonly=True) as uow:
-                db = uow.state.get(source_id).db
-            results = self._hooks(old, old_component, ["deactivate"], db) if old.active else []
+        async with self.runs.lease.held(source_id, self.runs.lease_s):
+            db = await self.offload.call(lambda: self._db(source_id))
+            results = await self._hooks(old, old_component, ["deactivate"], db) if old.active else []
             outcomes = self._outcomes(old, old_component, results)
             source = Source(
                 **{**old.__dict__,
@@ -263,20 +272,32 @@ class Sources:
             if active:
                 for result in results:
                     db = self._db_after(db, result)
-                outcomes += self._outcomes(source, component, self._hooks(source, component, ["activate"], db))
+                outcomes += self._outcomes(source, component, await self._hooks(source, component, ["activate"], db))
             renamed = bool(req.name and req.name != old.name)
-            for slug in candidate_slugs(slugify(req.name)) if req.name and renamed else [old.name_slug]:
-                source.name = req.name if renamed and req.name else old.name
-                source.name_slug = slug
-                try:
-                    channels = self._commit(source, outcomes, lambda uow: uow.sources.update(source, old))
-                    break
-                except Conflict as e:
-                    if e.field != "name_slug" or not renamed:
-                        raise
+            slugs = candidate_slugs(slugify(req.name)) if req.name and renamed else [old.name_slug]
+            channels = await self.offload.call(lambda: self._commit_named(
+                source, slugs, lambda _: req.name if renamed and req.name else old.name, outcomes,
+                lambda uow: uow.sources.update(source, old), retry=renamed))
         self._changed(old, set())
         self._changed(source, channels)
         return source
+
+    def _with_component(self, principal: Principal, source_id: str) -> tuple[Source, Component]:
+        source = self.get(principal, source_id)
+        return source, self.components.by_id(source.component_id)
+
+    def _commit_named(self, source: Source, slugs: Iterable[str], name: Callable[[str], str],
+                      outcomes: builtins.list[Outcome], write: Callable[[UnitOfWork], None], retry: bool) -> set[str]:
+        """`_commit` under the first of `slugs` that is free (`retry`), else the first."""
+        for slug in slugs:
+            source.name_slug = slug
+            source.name = name(slug)
+            try:
+                return self._commit(source, outcomes, write)
+            except Conflict as e:
+                if e.field != "name_slug" or not retry:
+                    raise
+        raise Conflict("No name is free for the source.", field="name_slug")
 
     def _may_change(self, principal: Principal, namespace: str, kept: Mapping[str, tuple[str, str]],
                     configured: dict[str, Any]) -> None:
@@ -293,24 +314,25 @@ class Sources:
                             "change the source's code or props; give those props an account of yours to change them.",
                             refused)
 
-    def delete(self, principal: Principal, source_id: str) -> None:
-        source = self.get(principal, source_id)
-        component = self.components.by_id(source.component_id)
-        with self.runs.lease.hold(source_id, self.runs.lease_s):
+    async def delete(self, principal: Principal, source_id: str) -> None:
+        source, component = await self.offload.call(lambda: self._with_component(principal, source_id))
+        async with self.runs.lease.held(source_id, self.runs.lease_s):
             if source.active and "deactivate" in component.definition.hooks:
-                with self.uow(readonly=True) as uow:
-                    db = uow.state.get(source_id).db
+                db = await self.offload.call(lambda: self._db(source_id))
                 # A failing deactivate hook does not keep alive a source the user asked to delete, nor
                 # does its owner's spent quota (then the hook does not run).
                 with contextlib.suppress(QuotaExceeded):
-                    self.runs.call_hook(source, component, "deactivate", db)
-            with self.uow() as uow:
-                uow.sources.remove(source)
-                uow.subscriptions.remove_naming(source_id)
-                uow.outbox.add(PurgeSource(source_id, source.namespace))
-                uow.commit()
+                    await self.runs.call_hook(source, component, "deactivate", db)
+            await self.offload.call(lambda: self._remove(source))
             self.runs.forget(source_id)
         self._changed(source, set())
+
+    def _remove(self, source: Source) -> None:
+        with self.uow() as uow:
+            uow.sources.remove(source)
+            uow.subscriptions.remove_naming(source.id)
+            uow.outbox.add(PurgeSource(source.id, source.namespace))
+            uow.commit()
 
     def _commit(self, source: Source, outcomes: builtins.list[Outcome],
                 write: Callable[[UnitOfWork], None]) -> set[str]:

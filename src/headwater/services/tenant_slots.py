@@ -40,6 +40,9 @@ class TenantSlots:
     @asynccontextmanager
     async def hold(self, tenant: str) -> AsyncIterator[None]:
         """A turn of the tenant's, for the block; TenantBusy when none came within `wait_s`."""
+        if self.per_tenant <= 0:
+            yield
+            return
         share = self._shares.get(tenant)
         if share is None:
             share = self._shares[tenant] = _Share(asyncio.Semaphore(self.per_tenant))
@@ -63,3 +66,14 @@ class TenantSlots:
     def in_use(self) -> int:
         """Tenants with a turn held or awaited (what the table holds)."""
         return len(self._shares)
+
+
+class TenantLimits:
+    """Each namespace's shares of the calls a request can make it wait on, one TenantSlots per
+    kind, so one kind's waits never take another's turns: `runner_calls` (describes, a prop's
+    `options()`, `additionalProps`: code run for a form or a save) and `hooks` (deploy, activate,
+    deactivate). `per_tenant` 0: no limit."""
+
+    def __init__(self, per_tenant: int, wait_s: float) -> None:
+        self.runner_calls = TenantSlots(per_tenant, wait_s, "describes, options() and additionalProps calls")
+        self.hooks = TenantSlots(per_tenant, wait_s, "hooks")

@@ -1,0 +1,133 @@
+"""One tenant's slow runner calls wait on its own share, holding no thread (issue 32, item 2).
+
+A user's keys each have a share of requests in flight (api/tenant_share.py), so with a few keys
+one user had every thread of the request pool when each of its `options()` calls or source
+deploys held one for as long as the code ran: another tenant's `options()`, the describe of its
+component's save or its source's deploy hook then waited for a thread until the first tenant's
+code ended. Now those calls await the runner on the event loop, at most
+HEADWATER_TENANT_RUNNER_CALLS of one namespace's at once (describes, options() and
+additionalProps; hooks apart), so the other tenant's calls are answered while the first tenant's
+code is still held at the gate.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Gate, Server, User, client_for, gate, new_user, running_server
+
+SLOW_OPTIONS = """export default {
+  name: "Slow options %(tag)s", key: "slow-options-%(tag)s", version: "0.0.1", type: "source",
+  props: {
+    pick: { type: "string", async options() { await fetch("%(gate)s"); return ["a"] } },
+    http: "$.interface.http",
+  },
+  async run(event) {},
+}
+"""
+SLOW_DEPLOY = """export default {
+  name: "Slow deploy %(tag)s", version: "0.0.1", type: "source",
+  props: { http: "$.interface.http" },
+  hooks: { async deploy() { await fetch("%(gate)s") } },
+  async run(event) {},
+}
+"""
+QUICK = """export default {
+  name: "Quick %(tag)s", key: "quick-%(tag)s", version: "0.0.1", type: "source",
+  props: { pick: { type: "string", optional: true, async options() { return ["b"] } }, http: "$.interface.http" },
+  hooks: { async deploy() {} },
+  async run(event) {},
+}
+"""
+KEYS = 6  # 6 keys' shares of requests (8 each) are more than the request thread pool's 40
+CALLS_PER_KEY = 9  # a key's share and one more, refused (429) once the others are all in
+ANSWERED_WITHIN_S = 60  # "while the gate holds": it holds for 300 s, and the held code may run 120 s
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    # code held at the gate (and calls queued behind it in the tenant's runner) stays there until
+    # the gate opens
+    with running_server(tmp_path_factory.mktemp("runner-call-share"), HEADWATER_TENANT_REQUEST_WAIT_S="2",
+                        HEADWATER_TENANT_RUNNER_CALL_WAIT_S="4", HEADWATER_DESCRIBE_TIMEOUT_MS="120000",
+                        HEADWATER_HOOK_TIMEOUT_MS="120000") as srv:
+        yield srv
+
+
+def quick_code() -> str:
+    return QUICK % {"tag": uuid.uuid4().hex[:8]}
+
+
+def saved(api: httpx.Client, code: str) -> str:
+    r = api.post("/components", json={"component_code": code})
+    assert r.status_code == 200, r.text
+    return str(r.json()["data"]["id"])
+
+
+def held_while(server: Server, attacker: User, slow_code: str, slow_call: Callable[[str], tuple[str, dict[str, Any]]],
+               probes: list[Callable[[], httpx.Response]]) -> tuple[list[httpx.Response], list[int]]:
+    """Every key of the attacker's (KEYS of them) sends its share of `slow_call(component_id)`s
+    (path, body) on the saved `slow_code`, held at a gate; once every key's share is in, the
+    probes (another tenant's calls) go. Their answers, got while the gate holds, and the
+    statuses of the attacker's calls."""
+    keys = [attacker.api_key] + [server.cli("keys", "create", "--user", attacker.id)["api_key"]
+                                 for _ in range(KEYS - 1)]
+
+    def call(key: str, path: str, body: dict[str, Any]) -> int:
+        with httpx.Client(base_url=server.base_url + "/v1", timeout=180,
+                          headers={"Authorization": f"Bearer {key}"}) as c:
+            return c.post(path, json=body).status_code
+
+    held: Gate
+    with gate() as held, ThreadPoolExecutor(KEYS * CALLS_PER_KEY + len(probes)) as pool:
+        path, body = slow_call(saved(client_for(server, attacker.api_key),
+                                     slow_code % {"tag": uuid.uuid4().hex[:8], "gate": held.url}))
+        calls = [pool.submit(call, key, path, body) for key in keys for _ in range(CALLS_PER_KEY)]
+        assert held.arrived.wait(60)  # the attacker's code is held at the gate
+        # every key's share of requests is in flight: each key has had its extra call refused (and,
+        # now, maybe others refused by the namespace's share)
+        for key in range(KEYS):
+            done, _ = wait(calls[key * CALLS_PER_KEY:(key + 1) * CALLS_PER_KEY], 60, FIRST_COMPLETED)
+            assert done, f"none of key {key}'s calls was refused"
+        answers = [probe.result(ANSWERED_WITHIN_S) for probe in [pool.submit(p) for p in probes]]
+        assert not held.released.is_set()  # answered while the gate held
+        held.release()
+        statuses = [c.result() for c in calls]
+    return answers, statuses
+
+
+def test_a_tenants_held_options_calls_leave_another_tenants_options_and_describes_answered(server: Server) -> None:
+    other = client_for(server, new_user(server, tier="paid").api_key)
+    quick_options = f"/components/{saved(other, quick_code())}/props/pick/options"
+    assert other.post(quick_options, json={}).status_code == 200  # the other tenant's runner is started
+
+    answers, statuses = held_while(
+        server, new_user(server, tier="paid"), SLOW_OPTIONS,
+        lambda component_id: (f"/components/{component_id}/props/pick/options", {}),
+        [lambda: other.post(quick_options, json={}),
+         lambda: other.post("/components", json={"component_code": quick_code()})])
+    assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+    assert answers[0].json()["data"]["options"] == ["b"]
+    # the tenant's calls past its share of runner calls waited their turn, then were told to come
+    # back (503); those past a key's share of requests too (429)
+    assert set(statuses) <= {200, 429, 503} and 503 in statuses, statuses
+
+
+def test_a_tenants_held_deploy_hooks_leave_another_tenants_deploys_answered(server: Server) -> None:
+    other = client_for(server, new_user(server, tier="paid").api_key)
+    first = other.post("/sources", json={"component_code": quick_code()})  # the other tenant's runner is started
+    assert first.status_code == 200, first.text
+
+    answers, statuses = held_while(
+        server, new_user(server, tier="paid"), SLOW_DEPLOY,
+        lambda component_id: ("/sources", {"component_id": component_id}),
+        [lambda: other.post("/sources", json={"component_id": first.json()["data"]["component_id"]}),
+         lambda: other.post("/sources", json={"component_code": quick_code()})])
+    assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+    assert set(statuses) <= {200, 429, 503} and 503 in statuses, statuses
