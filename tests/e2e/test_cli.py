@@ -2,13 +2,15 @@
 What the CLI does with no service to talk to is tests/cli/test_cli_offline.py. Most commands run
 `headwater.cli.main` in this process (`hw_in_process`); the real `headwater` process runs where the
 process is the point: exit codes through the entry point, `events -f`, and the verbs that open the
-service's data directory themselves (publish, workflows deploy)."""
+service's data directory themselves (publish, workflows deploy). The CLI's rules on the service's
+answers (each verb's line for a wrong key or an unknown name or id, the service's sentence and fields,
+the saved login, whoami, logout, describe) run against the app over the fakes in
+tests/cli/test_cli_api.py; here one of each."""
 
 from __future__ import annotations
 
 import json
 import re
-import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli.test_cli_offline import UNKNOWN_SOURCE, VERBS, hw, hw_in_process, one_error_line, saved_login, verb_id
+from tests.cli.test_cli_offline import hw, hw_in_process, one_error_line, saved_login
 from tests.conftest import COMPONENTS, HEADWATER, Server, User, client_for, new_user
 from tests.e2e.test_routing import Receiver, wait_delivery
 
@@ -43,12 +45,6 @@ def logged_in(server: Server, env: dict[str, str]) -> User:
     out = json.loads(hw_in_process(env, "login", "--url", server.base_url, "--key", user.api_key, "--json").stdout)
     assert out["user"] == user.id
     return user
-
-
-def test_login_keeps_the_key_in_a_file_only_the_user_reads(logged_in: User, env: dict[str, str]) -> None:
-    config = Path(env["HEADWATER_CONFIG"])
-    assert stat.S_IMODE(config.stat().st_mode) == 0o600
-    assert json.loads(config.read_text())["api_key"] == logged_in.api_key
 
 
 def test_a_bad_key_or_no_login_is_a_clear_error(server: Server, env: dict[str, str]) -> None:
@@ -124,65 +120,15 @@ def test_publish_reports_published_skipped_and_failed(server: Server, env: dict[
         "sources/ok/ok.mjs": "published", "sources/nokey/nokey.mjs": "skipped", "sources/bad/bad.mjs": "failed"}
 
 
-UNKNOWN = [(["events", UNKNOWN_SOURCE], "No source"), (["logs", "some-name"], "No source named 'some-name'"),
-           (["update", "some-name", "--inactive"], "No source named"), (["delete", UNKNOWN_SOURCE], "No source"),
-           (["describe", "some-name"], "No source named"), (["describe", UNKNOWN_SOURCE], "No source"),
-           (["webhooks", "delete", "wh_nosuchwebhook000000000"], "No webhook"),
-           (["webhooks", "deliveries", "wh_nosuchwebhook000000000"], "No webhook"),
-           (["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"], "No "),
-           (["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_x"], "No source named"),
-           (["accounts", "show", "apn_nosuchaccount00000000000"], "No account")]
-
-
-@pytest.mark.parametrize("verb", VERBS, ids=verb_id)
-def test_every_verb_says_in_one_line_that_the_key_is_wrong(server: Server, env: dict[str, str],
-                                                           verb: list[str]) -> None:
+def test_a_saved_wrong_key_or_an_unknown_id_is_one_line(server: Server, env: dict[str, str]) -> None:
+    # One of each through a running service; every verb's line is tests/cli/test_cli_api.py.
     saved_login(env, server.base_url, "hw_" + "x" * 40)
-    line = one_error_line(hw_in_process(env, *verb, check=False))
+    line = one_error_line(hw_in_process(env, "list", check=False))
     assert "The API key is not valid." in line and "headwater login" in line
-
-
-@pytest.mark.parametrize(("verb", "expected"), UNKNOWN, ids=[verb_id(v) for v, _ in UNKNOWN])
-def test_every_verb_says_in_one_line_that_a_name_or_id_is_unknown(logged_in: User, env: dict[str, str],
-                                                                  verb: list[str], expected: str) -> None:
-    line = one_error_line(hw_in_process(env, *verb, check=False))
-    assert line.startswith("error: ") and expected in line
-
-
-def test_other_api_errors_print_the_services_sentence_and_fields(logged_in: User, env: dict[str, str]) -> None:
-    line = one_error_line(hw_in_process(env, "deploy", "headwater-http", "--prop", "colour=red", check=False))
-    assert line.startswith("error: ") and "colour: is not a prop of this component" in line
-    as_json = json.loads(one_error_line(hw_in_process(env, "deploy", "headwater-http", "--prop", "colour=red", "--json",
-                                            check=False)))
-    assert as_json["details"] == {"colour": ["is not a prop of this component"]}
-
-
-def test_whoami_then_logout(server: Server, logged_in: User, env: dict[str, str]) -> None:
-    me = json.loads(hw_in_process(env, "whoami", "--json").stdout)
-    assert (me["id"], me["username"], me["url"]) == (logged_in.id, logged_in.username, server.base_url)
-    assert hw_in_process(env, "whoami").stdout.startswith(f"{logged_in.username} ({logged_in.id}, ")
-    assert json.loads(hw_in_process(env, "logout", "--json").stdout)["logged_out"] is True
-    assert not Path(env["HEADWATER_CONFIG"]).exists()
-    assert "not logged in" in hw_in_process(env, "logout").stdout
-    assert "Not logged in" in one_error_line(hw_in_process(env, "whoami", check=False))
-
-
-def test_list_and_describe_show_the_endpoint_configuration_and_component(logged_in: User, env: dict[str, str],
-                                                                         tmp_path: Path) -> None:
-    code = tmp_path / "source.mjs"
-    code.write_text(SOURCE)
-    source = json.loads(hw_in_process(env, "deploy", str(code), "--prop", "greeting=hello", "--name", "described",
-                           "--json").stdout)
-    url = source["configured_props"]["http"]["endpoint_url"]
-    listed = hw_in_process(env, "list").stdout
-    assert f"{source['id']}  described" in listed and url in listed
-    text = hw_in_process(env, "describe", "described").stdout
-    assert f"endpoint   {url}" in text and "component  CLI source 0.0.1" in text
-    assert '  greeting = "hello"' in text and "inactive" not in text
-    described = json.loads(hw_in_process(env, "describe", source["id"], "--json").stdout)
-    assert described["component"]["name"] == "CLI source" and described["configured_props"]["greeting"] == "hello"
-    assert "code" not in described["component"]
-    assert hw_in_process(env, "describe", "described", "--code").stdout == SOURCE
+    user = new_user(server)
+    saved_login(env, server.base_url, user.api_key)
+    line = one_error_line(hw_in_process(env, "webhooks", "deliveries", "wh_nosuchwebhook000000000", check=False))
+    assert line.startswith("error: ") and "No webhook" in line
 
 
 def test_webhooks_and_subscriptions(server: Server, logged_in: User, env: dict[str, str]) -> None:
@@ -230,12 +176,7 @@ def test_a_relative_folder_is_published_from_the_current_directory(server: Serve
 
 def test_relative_files_mean_the_current_directory(server: Server, logged_in: User, env: dict[str, str],
                                                    tmp_path: Path) -> None:
-    (tmp_path / "source.mjs").write_text(SOURCE)
-    (tmp_path / "v2.mjs").write_text(SOURCE.replace('"0.0.1"', '"0.0.2"'))
-    source = json.loads(hw_in_process(env, "deploy", "source.mjs", "--name", "relative", "--json", cwd=tmp_path).stdout)
-    hw_in_process(env, "update", "relative", "--code", "v2.mjs", cwd=tmp_path)
-    assert "CLI source 0.0.2" in hw_in_process(env, "describe", source["id"]).stdout
-
+    # A relative source file (deploy, update --code) is tests/cli/test_cli_api.py; a workflow's files here.
     (tmp_path / "flows" / "steps").mkdir(parents=True)
     (tmp_path / "flows" / "steps" / "double.mjs").write_text((COMPONENTS / "workflow" / "double.mjs").read_text())
     (tmp_path / "flows" / "flow.yaml").write_text(json.dumps({"name": f"relative-{logged_in.id}", "steps": [
