@@ -166,7 +166,12 @@ def test_a_stop_ends_every_serving_process_and_their_runners(service: Server) ->
         assert httpx.post(url, json={}, timeout=60).status_code == 200
     runners = Runners.of(service.process.pid)
     assert len(runners.procs) >= 3  # two serving processes and a runner at least
+    if service.admin is not None:  # the tests' warm `headwater` process: it claims cgroups of its own too
+        service.admin.close()
+        service.admin = None
     service.process.send_signal(signal.SIGTERM)
     service.process.wait(timeout=60)
     procs, dirs = runners.left()
     assert procs == [] and dirs == [], f"left behind: processes {procs}, cgroups {dirs}"
+    # nor what the serving process killed above left (its runners are no longer below the service)
+    assert list((service.data_dir / "run").glob("cgroup-headwater-*.lock")) == []

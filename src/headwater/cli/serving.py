@@ -5,7 +5,8 @@ the listening socket inherited (HEADWATER_LISTEN_FD) and its index (HEADWATER_PR
 each accepts connections from the one queue, so a busy process takes fewer. The first one starts
 alone (it publishes the shipped registry), the others once it is up. A serving process that dies
 is started again (a crash loop waits longer each time); connections wait in the socket's queue
-meanwhile, and its queued work waits in the store for it. SIGTERM or SIGINT stops them all: each
+meanwhile, its queued work waits in the store for it, and what its runners left (frozen or not)
+is ended and their cgroups removed before it starts again. SIGTERM or SIGINT stops them all: each
 gets SIGTERM and ends its runners, and one still running after `STOP_WAIT_S` is killed. The
 serving processes die with this one (PR_SET_PDEATHSIG), so none is left behind by a kill -9.
 """
@@ -23,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from headwater.adapters.local.cgroups import reclaim_left
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater")
@@ -104,6 +106,7 @@ class Supervisor:
             self.stop()
 
     def _restart(self, ended: _Serving) -> None:
+        reclaim_left(self.settings.run_dir)  # its runners, frozen or not, and their cgroups
         ran_s = time.monotonic() - ended.started
         delay = 0.0 if ran_s >= STABLE_S else min(RESTART_MOST_S, max(RESTART_FIRST_S, ended.delay_s * 2))
         log.error("serving process %d ended (exit code %s after %.0f s); starting it again in %.1f s",
@@ -125,6 +128,7 @@ class Supervisor:
                 log.error("serving process %d did not stop in %.0f s: killed", process.pid, STOP_WAIT_S)
                 process.kill()
                 process.wait()
+        reclaim_left(self.settings.run_dir)  # what a serving process that was killed left
         self.sock.close()
 
 

@@ -276,6 +276,15 @@ def reclaim(run_dir: Path, mount: Path = MOUNT) -> None:
             os.close(fd)
 
 
+def reclaim_left(run_dir: Path, mount: Path = MOUNT) -> None:
+    """`reclaim`, by a process that makes no subtree of its own (`headwater serve` once one of its
+    serving processes died, and when it stops): one process at a time, as `CgroupRoot.create` does."""
+    if not run_dir.is_dir():
+        return
+    with _locked(run_dir / "cgroups.lock"):
+        reclaim(run_dir, mount)
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
