@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,3 +83,22 @@ def _chooses_fields(request: httpx.Request) -> bool:
 
 def _other_slash(path: str) -> str:
     return path[:-1] if path.endswith("/") else path + "/"
+
+
+def assert_every_route_routed(spec: dict[str, Any], request: Callable[[str, str], httpx.Response]) -> None:
+    """The document names the component routes, and every operation it names is routed: asked with
+    placeholder ids, none answers "No such route." (`request(method, path)`)."""
+    assert {
+        "/healthz",
+        "/v1/users/me",
+        "/v1/components",
+        "/v1/components/{key_or_id}",
+        "/v1/components/registry/{key}",
+        "/v1/users/me/components",
+        "/v1/orgs/{org_id}/components",
+    } <= set(spec["paths"])
+    for path, ops in spec["paths"].items():
+        concrete = path.replace("{key_or_id}", "sc_x").replace("{key}", "x").replace("{org_id}", "o_x")
+        for method in ops:
+            r = request(method.upper(), concrete)
+            assert r.status_code not in (404, 405) or r.json()["error"] != "No such route.", (method, path)

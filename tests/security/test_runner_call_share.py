@@ -21,16 +21,8 @@ import httpx
 import pytest
 
 from tests.conftest import Gate, Server, User, client_for, gate, new_user, running_server
+from tests.security.test_request_share import SLOW_OPTIONS
 
-SLOW_OPTIONS = """export default {
-  name: "Slow options %(tag)s", key: "slow-options-%(tag)s", version: "0.0.1", type: "source",
-  props: {
-    pick: { type: "string", async options() { await fetch("%(gate)s"); return ["a"] } },
-    http: "$.interface.http",
-  },
-  async run(event) {},
-}
-"""
 SLOW_DEPLOY = """export default {
   name: "Slow deploy %(tag)s", version: "0.0.1", type: "source",
   props: { http: "$.interface.http" },
