@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 from collections.abc import AsyncGenerator, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from headwater.domain.runs import RunResult
 from headwater.ports import BlockingRunner, Bundle, Finished, Instance, Responded, RunMessage, Runner, RunnerError
 from headwater.settings import Settings
 from tests.fakes import FakeAsyncRunner, FakeRunner
+from tests.loop_thread import loop_in_thread
 
 T = TypeVar("T")
 COMPONENTS = Path(__file__).parent.parent / "components"
@@ -80,13 +80,8 @@ def instance(instance_id: str, db: dict[str, Any] | None = None) -> Instance:
 @pytest.fixture(scope="module")
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
     """The server's loop, in a thread of its own: the local pool reads its pipes there."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield loop
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
-    loop.close()
+    with loop_in_thread() as loop:
+        yield loop
 
 
 def _bundles(bundler: LocalBundler) -> dict[Path, Bundle]:

@@ -16,6 +16,7 @@ from headwater.adapters.local.bundler import LocalBundler
 from headwater.adapters.local.node_runner import NodeRunnerPool
 from headwater.ports import Finished, Instance, Responded, RunMessage
 from headwater.settings import Settings
+from tests.loop_thread import loop_in_thread
 
 ECHO = """export default {
   name: "Echo", version: "1.0.0",
@@ -29,13 +30,8 @@ ECHO = """export default {
 
 @pytest.fixture
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield loop
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=10)
-    loop.close()
+    with loop_in_thread() as loop:
+        yield loop
 
 
 def test_answers_are_read_on_the_loop_and_a_long_one_off_it_in_order(tmp_path: Path,

@@ -14,6 +14,7 @@ import pytest
 from headwater.adapters.in_process_lease import InProcessLease
 from headwater.ports import Busy
 from tests.fake_clock import run_on_fake_clock
+from tests.loop_thread import loop_in_thread
 
 
 def test_a_coroutine_waits_for_a_threads_hold_and_the_line_keeps_its_order() -> None:
@@ -103,13 +104,8 @@ class _Observed(InProcessLease):
 @pytest.fixture
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
     """A running loop in a thread of its own (the server's), for coroutines asked from the test."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield loop
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
-    loop.close()
+    with loop_in_thread() as loop:
+        yield loop
 
 
 def test_threads_and_coroutines_asking_in_turn_get_it_in_the_order_they_asked_one_at_a_time(
