@@ -411,10 +411,16 @@ def test_slugs_are_per_account(app: App, api: httpx.Client) -> None:
     assert create(app.client(), component_code=echo())["name_slug"] == "my-source"
 
 
-def test_create_inactive(api: httpx.Client) -> None:
+def test_create_inactive(app: App, api: httpx.Client) -> None:
+    """Created inactive: its deploy hook runs, its activate hook only once it is activated (a
+    webhook registered by activate is never registered twice without a deactivate between)."""
+    app.world.runner.hooks = recording_hooks
     data = create(api, component_code=LIFECYCLE, active=False)
     assert data["active"] is False
     assert api.get(f"/sources/{data['id']}").json()["data"]["active"] is False
+    assert hooks_seen(api, data["id"]) == ["deploy"]
+    assert api.put(f"/sources/{data['id']}", json={"active": True}).status_code == 200
+    assert hooks_seen(api, data["id"]) == ["deploy", "activate"]
 
 
 def test_all_prop_problems_reported_at_once(api: httpx.Client) -> None:

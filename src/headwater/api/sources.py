@@ -44,7 +44,9 @@ class SourceBody(BaseModel):
         None, description="Prop values by name; a timer as `{\"intervalSeconds\": N}` or `{\"cron\": \"...\"}`. "
         "On update, props not given keep their values.",
         examples=[{"timer": {"intervalSeconds": 300}}])
-    active: StrictBool | None = Field(None, description="Update only: false disables the source, true enables it.")
+    active: StrictBool | None = Field(
+        None, description="False disables the source, true (the default) enables it. A source created inactive "
+        "runs its deploy hook; its activate hook runs when it is enabled.")
     org_id: StrictStr | None = Field(None, description="The owning org (also a query parameter).")
     include: StrictStr | None = Field(None, description="Top-level fields of the answer to keep, comma-separated.")
     exclude: StrictStr | None = Field(None, description="Top-level fields of the answer to drop, comma-separated.")

@@ -226,9 +226,9 @@ class Sources:
             updated_at=ts,
             account_grants=grants,
         )
+        hooks = ["deploy", "activate"] if source.active else ["deploy"]  # activate waits for the source to be enabled
         async with self.runs.lease.held(source_id, self.runs.lease_s):
-            outcomes = self._outcomes(source, component,
-                                      await self._hooks(source, component, ["deploy", "activate"], {}))
+            outcomes = self._outcomes(source, component, await self._hooks(source, component, hooks, {}))
             base = slugify(req.name) if req.name else slugify(component.definition.name)
             channels = await self.offload.call(lambda: self._commit_named(
                 source, candidate_slugs(base), lambda slug: req.name or slug, outcomes,
