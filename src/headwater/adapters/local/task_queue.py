@@ -1,8 +1,8 @@
 """The durable task queue of the local service, over the `tasks` table.
 
-Three parts, each one idea: the group-commit writer (`group_commit.py`) puts ingested runs in the
-table; the lanes (`lanes.py`, pure) decide which committed work goes next; and the runners of that
-work, here. Other commands arrive from units of work (their outbox rows commit with the change that
+Four parts, each one idea: the group-commit writer (`group_commit.py`) puts ingested runs in the
+table; `shared_table.py` says which rows are this process's, with several on one database; the
+lanes (`lanes.py`, pure) decide which committed work goes next; and the runners of that work, here. Other commands arrive from units of work (their outbox rows commit with the change that
 made them). A task leaves the table only after its handler returned, so a crash re-runs it, never
 loses it (handlers are idempotent: a run whose results are in is recognised by its task id).
 
@@ -40,9 +40,9 @@ from headwater.adapters.in_process_lease import InProcessLease
 from headwater.adapters.local.group_commit import GroupCommitWriter, Pending
 from headwater.adapters.local.lanes import MAX_RUN_BATCH, Lanes
 from headwater.adapters.local.peers import Peers
-from headwater.adapters.local.process_share import Liveness, ProcessShare
+from headwater.adapters.local.process_share import ProcessShare
+from headwater.adapters.local.shared_table import SharedTable
 from headwater.adapters.local.sqlite.database import Database
-from headwater.adapters.local.sqlite.repositories import task_from_row
 from headwater.adapters.loops import Portal
 from headwater.domain.commands import Command, RunSource
 from headwater.ports import (
@@ -62,7 +62,6 @@ log = logging.getLogger("headwater.tasks")
 QUIET_S = 0.002  # no request for this long: requests have paused, background work goes
 YIELD_CHECK_S = 0.02  # how often yielding work looks again
 CPU_SAMPLE_S = 0.05  # how often the process's CPU is read while requests come
-POLL_S = 1.0
 STOP_WAIT_S = 5.0  # how long a stop waits for the runs in flight to finish
 RETRY_DELAYS_S = (1, 5, 30, 120, 600)
 ANSWERED_DEFER_S = 20.0  # how long a request's run waits in place on another caller's refresh
@@ -90,14 +89,7 @@ class LocalTaskQueue:
         lanes' queued work is this process's, when several serve the database; `peers`: how it
         tells the others of work for them, and hears of work for it."""
         self.db = db
-        self.share = share or ProcessShare(0, 1)
-        self.peers = peers
-        self._liveness = Liveness(self.share.run_dir, db.origin)
-        self._polled = threading.Lock()  # the watermark: one reader of the table's new rows at a time
-        self._poll_now = threading.Event()
-        self._adopted: set[str] = set()  # requests' tasks of dead processes, queued here
-        if peers is not None:
-            peers.on("tasks", lambda _: self._poll_now.set())
+        self.table = SharedTable(db, share or ProcessShare(0, 1), peers, self._dispatch)
         self.lease: SourceLease = lease or InProcessLease()
         self.workers = workers
         self.portal = portal or Portal()
@@ -111,7 +103,6 @@ class LocalTaskQueue:
         self._delayed: list[tuple[float, str, Task]] = []
         self._stopping = False
         self._runs_in_flight = 0  # coroutine batches started and not yet finished (guarded by _cond)
-        self._watermark = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._answering: set[asyncio.Future[Any]] = set()  # requests' runs (a task is only weakly kept by its loop)
@@ -124,17 +115,9 @@ class LocalTaskQueue:
         self.handlers[command.name] = handler
 
     def start(self) -> None:
-        self._liveness.claim()
-        if self.peers is not None:
-            self.peers.open()
-        with self._polled:
-            backlog = self.db.connection().execute("SELECT * FROM tasks ORDER BY id").fetchall()
-            for row in backlog:
-                if self._takes(row):
-                    self._dispatch(task_from_row(row))
-            self._watermark = int(backlog[-1]["id"]) if backlog else self._max_id()
+        self.table.open()
         self.writer.start()
-        self._spawn(self._poll_loop, "task-poll")
+        self._spawn(functools.partial(self.table.follow, self._stopped), "task-poll")
         self._spawn(self._delay_loop, "task-delays")
         for i in range(self.workers):
             self._spawn(self._work_loop, f"task-worker-{i}")
@@ -156,9 +139,7 @@ class LocalTaskQueue:
             self._cond.wait_for(lambda: self._runs_in_flight == 0, timeout=STOP_WAIT_S)
         self.writer.stop()  # after the workers: what they finished is deleted with its last group
         self.portal.close()
-        if self.peers is not None:
-            self.peers.close()
-        self._liveness.release()
+        self.table.close()
 
     # adding tasks
 
@@ -271,26 +252,26 @@ class LocalTaskQueue:
     def dispatch(self, tasks: list[Task]) -> None:
         """Committed tasks from a unit of work's outbox (SqliteStore.on_commit): this process's
         share goes to its lanes, after what other processes committed before them."""
-        self._catch_up()
+        self.table.catch_up()
         for task in tasks:
-            if self._owns(task.command):
+            if self.table.owns(task.command):
                 self._dispatch(task)
             else:
-                self._tell_owner(task.command)
+                self.table.tell_owner(task.command)
 
     def _committed(self, group: list[tuple[Pending, str]]) -> None:
         """The writer committed a group of requests' tasks: those not run by their request join
         their lanes (this process's share; the others' owners are told), and each loop hears of
         its group in one wake-up."""
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Pending, str]]] = {}
-        self._catch_up()
+        self.table.catch_up()
         with self._cond:
             for p, task_id in group:
                 by_loop.setdefault(p.loop, []).append((p, task_id))
                 if p.answered:
                     continue
-                if not self._owns(p.command):
-                    self._tell_owner(p.command)
+                if not self.table.owns(p.command):
+                    self.table.tell_owner(p.command)
                 elif self.lanes.add(Task(task_id, p.command)):
                     self._cond.notify()
         handed = time.monotonic()
@@ -318,75 +299,6 @@ class LocalTaskQueue:
         with self._cond:
             if self.lanes.add(task):
                 self._cond.notify()
-
-    def _max_id(self) -> int:
-        return int(self.db.connection().execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence "
-                                                "WHERE name = 'tasks'").fetchone()[0])
-
-    # several processes on one database
-
-    def _owns(self, command: Command) -> bool:
-        return self.share.owns(command.lane or "")
-
-    def _tell_owner(self, command: Command) -> None:
-        if self.peers is not None:
-            self.peers.send(self.share.owner(command.lane or ""), "tasks")
-
-    def _takes(self, row: Any) -> bool:
-        """Whether a task row is this process's to queue: in its share, and not a request's that a
-        live process is running for its answer."""
-        if not self.share.owns(row["source_id"] or ""):
-            return False
-        return row["answered_by"] is None or not self._liveness.alive(row["answered_by"])
-
-    def _catch_up(self) -> None:
-        """Before this process's own new tasks join their lanes, those other processes committed
-        before them do: a source's work runs in commit order whichever process took it in."""
-        if self.share.count > 1:
-            self._poll(self.db.connection())
-
-    def _poll(self, conn: Any) -> None:
-        """Tasks committed by another process on the same database (the `headwater` command, another
-        serving process): ids become visible in increasing order because writers are serialized,
-        so a watermark finds every new one."""
-        with self._polled:
-            rows = conn.execute("SELECT * FROM tasks WHERE id > ? ORDER BY id", (self._watermark,)).fetchall()
-            for row in rows:
-                self._watermark = max(self._watermark, int(row["id"]))
-                # this process's own tasks were dispatched at commit
-                if row["origin"] != self.db.origin and row["answered_by"] is None and self._takes(row):
-                    self._dispatch(task_from_row(row))
-
-    def _adopt(self, conn: Any) -> None:
-        """Requests' tasks whose process died before they were done: their owners queue them."""
-        for (origin,) in conn.execute("SELECT DISTINCT answered_by FROM tasks WHERE answered_by IS NOT NULL "
-                                      "AND answered_by != ?", (self.db.origin,)).fetchall():
-            if self._liveness.alive(origin):
-                continue
-            for row in conn.execute("SELECT * FROM tasks WHERE answered_by = ? ORDER BY id", (origin,)).fetchall():
-                if self.share.owns(row["source_id"] or "") and str(row["id"]) not in self._adopted:
-                    self._adopted.add(str(row["id"]))
-                    self._dispatch(task_from_row(row))
-
-    def _poll_loop(self) -> None:
-        """Other processes' tasks are picked up when their writer says so (`peers`), or within a
-        second (the `headwater` command says nothing)."""
-        conn = self.db.connection()
-        looked = time.monotonic()
-        while not self._stopped.is_set():
-            if self.peers is not None and self.peers.listening:
-                self.peers.receive(POLL_S)
-            else:
-                self._stopped.wait(timeout=POLL_S)  # not self._cond: its notify() is the workers'
-            if self._stopped.is_set():
-                return
-            now = time.monotonic()
-            if self._poll_now.is_set() or now - looked >= POLL_S:
-                self._poll_now.clear()
-                self._poll(conn)
-            if now - looked >= POLL_S:
-                looked = now
-                self._adopt(conn)
 
     def _delay_loop(self) -> None:
         """Dispatches delayed tasks when due, and gives parked and deferred lanes back to the
