@@ -2,7 +2,8 @@
 
 Four parts, each one idea: the group-commit writer (`group_commit.py`) puts ingested runs in the
 table; `shared_table.py` says which rows are this process's, with several on one database; the
-lanes (`lanes.py`, pure) decide which committed work goes next; and the runners of that work, here. Other commands arrive from units of work (their outbox rows commit with the change that
+lanes (`lanes.py`, pure) decide which committed work goes next; and the runners of that work,
+here. Other commands arrive from units of work (their outbox rows commit with the change that
 made them). A task leaves the table only after its handler returned, so a crash re-runs it, never
 loses it (handlers are idempotent: a run whose results are in is recognised by its task id).
 
