@@ -121,7 +121,8 @@ def test_many_instances_on_few_workers_each_keep_their_own_state() -> None:
     with runner(HEADWATER_RUNNER_MAX_WORKERS="2", HEADWATER_RUNNER_MAX_INSTANCES="4") as r:
         for round_ in (1, 2):
             for pair in range(0, len(names), 2):  # two in flight at a time, as the service's share allows
-                for who, result in zip(names[pair:pair + 2], r.runs([(w, {}) for w in names[pair:pair + 2]])):
+                two = names[pair:pair + 2]
+                for who, result in zip(two, r.runs([(w, {}) for w in two]), strict=True):
                     event = emitted(result)
                     assert (event["owner"], event["who"]) == (who, who), event
                     assert event["runs"] == 1 if round_ == 1 else event["runs"] in (1, 2), event
