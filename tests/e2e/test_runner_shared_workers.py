@@ -16,10 +16,12 @@ from typing import Any
 from headwater.settings import Settings
 
 # Module-level state: `owner` is the first instance that ran in this module scope, `runs` how many
-# runs it has seen. Shared module state would show another instance's name or count.
+# runs it has seen, `loadedAs` the env it was evaluated with. Shared module state would show
+# another instance's name or count.
 COUNTER = """
 let owner = null;
 let runs = 0;
+const loadedAs = process.env.PD_COMPONENT;
 module.exports = {
   name: "Module State", version: "1.0.0",
   props: { who: { type: "string" } },
@@ -28,7 +30,7 @@ module.exports = {
     runs += 1;
     if (event.throw) throw new Error(`thrown by ${this.who}`);
     if (event.oom) { const hold = []; for (;;) hold.push(new Array(1e5).fill(runs)); }
-    this.$emit({ owner, runs, who: this.who });
+    this.$emit({ owner, runs, who: this.who, env: process.env.PD_COMPONENT, loadedAs });
   },
 };
 """
@@ -74,8 +76,8 @@ class Runner:
     def runs(self, runs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Runs of instances of COUNTER sent at once: their results, in order."""
         futures = [self.call({"op": "run", "instance": who, "bundle": {"hash": "counter", "code": COUNTER},
-                              "props": {"who": who}, "db": {}, "event": event, "timeout_ms": 20_000,
-                              "memory_mb": MEMORY_MB}) for who, event in runs]
+                              "props": {"who": who}, "env": {"PD_COMPONENT": who}, "db": {}, "event": event,
+                              "timeout_ms": 20_000, "memory_mb": MEMORY_MB}) for who, event in runs]
         answers = [f.result(60) for f in futures]
         assert all(a["ok"] for a in answers), answers
         return [a["result"] for a in answers]
@@ -99,9 +101,12 @@ def runner(**env: str) -> Iterator[Runner]:
 
 
 def emitted(result: dict[str, Any]) -> dict[str, Any]:
+    """The run's event; the env it ran with and was loaded with are its own instance's."""
     assert result["error"] is None, result["error"]
     [emit] = result["emits"]
-    return emit["event"]
+    event = dict(emit["event"])
+    assert event.pop("env") == event.pop("loadedAs") == event["who"], emit
+    return event
 
 
 def test_two_instances_on_one_worker_keep_their_own_module_state() -> None:

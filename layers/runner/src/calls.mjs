@@ -31,7 +31,7 @@ export async function callWorker(target, bundle, env, memoryMb, op, reqs, timeou
     const s = meta ? metaSlot(key, bundle, env, memoryMb) : instanceSlot(target.instance, bundle, env, memoryMb)
     s.pending++
     try {
-      return await dispatch(s, meta ? META_INSTANCE : target.instance, op, reqs, timeoutMs, reqId, partialFor, onEnded)
+      return await dispatch(s, meta ? META_INSTANCE : target.instance, env, op, reqs, timeoutMs, reqId, partialFor, onEnded)
     } finally {
       s.pending--
       s.lastUsed = Date.now()
@@ -43,7 +43,7 @@ export async function callWorker(target, bundle, env, memoryMb, op, reqs, timeou
 }
 
 // `onEnded(i, m)` hears of each call as it ends (the service times each run by when it hears of it).
-function dispatch(s, instance, op, reqs, timeoutMs, reqId, partialFor, onEnded) {
+function dispatch(s, instance, env, op, reqs, timeoutMs, reqId, partialFor, onEnded) {
   return new Promise((resolve) => {
     const ended = []
     let timer = null
@@ -90,6 +90,6 @@ function dispatch(s, instance, op, reqs, timeoutMs, reqId, partialFor, onEnded) 
       watch = setTimeout(check, MEMORY_CHECK_MS)
     }
     begin(calls[0])
-    s.worker.postMessage({ t: 'calls', instance, list: calls.map((call, i) => ({ c: call.callId, op, req: reqs[i] })) })
+    s.worker.postMessage({ t: 'calls', instance, env, list: calls.map((call, i) => ({ c: call.callId, op, req: reqs[i] })) })
   })
 }

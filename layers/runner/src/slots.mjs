@@ -1,14 +1,15 @@
 // The workers (docs/runner-protocol.md, "ping"). A worker hosts instances of one code: it is keyed
-// by what it can run (the bundle's hash and file, the env, the memory limit) and runs one call at
-// a time; each instance it hosts has the bundle evaluated for it (its own module scope,
-// worker.mjs), at most MAX_INSTANCES per worker (the least recently run one goes). A call of an
-// instance goes to the worker it last ran on when that one is idle (its module state is there),
-// else to an idle worker of the same code, which loads it (the instance moves: its old worker
-// forgets it), else to a new worker. The workers of describe, additional_props and options are one
-// per bundle (META). All are kept warm in an LRU and ended when idle too long or over a bound. A
-// slot routes its worker's messages to the call in progress (calls.mjs) and ends that call when
-// the worker dies: out of memory (V8's resourceLimits), an exit, a crash; its other instances
-// load again elsewhere on their next call.
+// by what it can run (the bundle's hash and file, the memory limit; `process.env` is set to each
+// call's own env, which names its instance: PD_COMPONENT) and runs one call at a time; each
+// instance it hosts has the bundle evaluated for it (its own module scope, worker.mjs), at most
+// MAX_INSTANCES per worker (the least recently run one goes). A call of an instance goes to the
+// worker it last ran on when that one is idle (its module state is there), else to an idle worker
+// of the same code, which loads it (the instance moves: its old worker forgets it), else to a new
+// worker. The workers of describe, additional_props and options are one per bundle (META). All
+// are kept warm in an LRU and ended when idle too long or over a bound. A slot routes its worker's
+// messages to the call in progress (calls.mjs) and ends that call when the worker dies: out of
+// memory (V8's resourceLimits), an exit, a crash; its other instances load again elsewhere on
+// their next call.
 import { Worker } from 'node:worker_threads'
 import { RunnerError } from './errors.mjs'
 import { IDLE_MS, MAX_INSTANCES, MAX_META_WORKERS, MAX_WORKERS, META_IDLE_MS } from './limits.mjs'
@@ -27,12 +28,11 @@ let metaSlots = 0
 let nextWorker = 1
 
 class Slot {
-  constructor(key, codeKey, hash, code, env, envKey, memoryMb, file = null) {
+  constructor(key, codeKey, hash, code, env, memoryMb, file = null) {
     this.key = key
     this.codeKey = codeKey
     this.hash = hash
     this.file = file
-    this.envKey = envKey
     this.memoryMb = memoryMb
     this.meta = key.startsWith(META)
     this.dead = false
@@ -133,9 +133,9 @@ function touch(s) {
   slots.set(s.key, s)
 }
 
-function start(key, codeKey, bundle, env, envKey, memoryMb) {
+function start(key, codeKey, bundle, env, memoryMb) {
   if (bundle.code === null) throw new RunnerError('BUNDLE_MISSING', `bundle ${bundle.hash} is not held by this process: resend with code`)
-  const s = new Slot(key, codeKey, bundle.hash, bundle.code, env, envKey, memoryMb, bundle.file ?? null)
+  const s = new Slot(key, codeKey, bundle.hash, bundle.code, env, memoryMb, bundle.file ?? null)
   slots.set(key, s)
   if (s.meta) metaSlots++
   else {
@@ -146,14 +146,13 @@ function start(key, codeKey, bundle, env, envKey, memoryMb) {
   return s
 }
 
-// The worker of `instance`'s next call, for this bundle (shown as its file), env and memory limit:
+// The worker of `instance`'s next call, for this bundle (shown as its file) and memory limit:
 // the one it last ran on if idle; else an idle one of the same code (one with room for another
 // instance, the most recently used; when the bound on workers is reached, a full one, its least
 // recently run instance dropped); else a new one (idle workers over the bound ended, as they
 // are whenever a worker starts). BUNDLE_MISSING when a new one is needed and the code is not held.
 export function instanceSlot(instance, bundle, env, memoryMb) {
-  const envKey = JSON.stringify(env)
-  const codeKey = JSON.stringify([bundle.hash, bundle.file ?? null, envKey, memoryMb])
+  const codeKey = JSON.stringify([bundle.hash, bundle.file ?? null, memoryMb])
   const home = homes.get(instance)
   let s = home && !home.dead && home.codeKey === codeKey && home.pending === 0 ? home : null
   if (s === null) {
@@ -166,7 +165,7 @@ export function instanceSlot(instance, bundle, env, memoryMb) {
     }
     if (s === null && full !== null && slots.size - metaSlots >= MAX_WORKERS) s = full
   }
-  if (s === null) s = start(`w${nextWorker++}`, codeKey, bundle, env, envKey, memoryMb)
+  if (s === null) s = start(`w${nextWorker++}`, codeKey, bundle, env, memoryMb)
   else touch(s)
   s.host(instance)
   return s
@@ -175,15 +174,14 @@ export function instanceSlot(instance, bundle, env, memoryMb) {
 // The describe worker `key` if it runs this bundle with this env and memory limit, else a new one
 // (the old one ended); BUNDLE_MISSING when a new one is needed and the code is not held.
 export function metaSlot(key, bundle, env, memoryMb) {
-  const envKey = JSON.stringify(env)
-  const codeKey = JSON.stringify([bundle.hash, bundle.file ?? null, envKey, memoryMb])
+  const codeKey = JSON.stringify([bundle.hash, bundle.file ?? null, JSON.stringify(env), memoryMb])
   const s = slots.get(key)
   if (s && !s.dead && s.codeKey === codeKey) {
     touch(s)
     return s
   }
   if (s && !s.dead) s.kill()
-  return start(key, codeKey, bundle, env, envKey, memoryMb)
+  return start(key, codeKey, bundle, env, memoryMb)
 }
 
 export function slotStats() {

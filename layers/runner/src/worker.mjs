@@ -439,7 +439,8 @@ function onCall(instance, m) {
 // The calls of one message, in turn, each run's db handed on to the next (db.mjs; only the first
 // call carries one); a call that leaves work behind ends the batch, since this worker is then
 // replaced.
-async function onCalls(instance, list) {
+async function onCalls(instance, env, list) {
+  setEnv(env)
   let db = null // what the call before left
   for (const m of list) {
     if (db !== null && isObj(m.req)) m.req.db = db
@@ -447,6 +448,15 @@ async function onCalls(instance, list) {
     if (msg.dirty) return
     if (m.writes) db = handOn(isObj(m.req) ? m.req.db : null, m.writes)
   }
+}
+
+// `process.env` is the calls' own (the request's `env`, which names the instance: PD_COMPONENT),
+// set before they run and before an instance is evaluated for them: what the worker started with
+// is the env of whichever instance came first.
+function setEnv(env) {
+  const penv = process.env
+  for (const k of Object.keys(penv)) if (!Object.hasOwn(env, k)) delete penv[k]
+  for (const [k, v] of Object.entries(env)) if (penv[k] !== String(v)) penv[k] = String(v)
 }
 
 function crash(e) {
@@ -462,7 +472,7 @@ process.on('uncaughtException', crash)
 process.on('unhandledRejection', crash)
 
 parentPort.on('message', (m) => {
-  if (m && m.t === 'calls' && Array.isArray(m.list)) onCalls(String(m.instance ?? ''), m.list)
+  if (m && m.t === 'calls' && Array.isArray(m.list)) onCalls(String(m.instance ?? ''), isObj(m.env) ? m.env : {}, m.list)
   else if (m && m.t === 'unload') loaded.delete(m.instance) // it runs on another worker now (slots.mjs)
 })
 const baseline = snapshot() // what a clean worker has active; instances load at their first call
