@@ -34,7 +34,7 @@ function fileOf(req) {
   return req.file
 }
 
-// run and hook: one call on the instance's worker, or a batch of runs (`events`, batch.mjs).
+// run and hook: one call of the instance on a worker of its code, or a batch of runs (`events`, batch.mjs).
 export async function runOp(req, onPartial) {
   if (typeof req.instance !== 'string' || req.instance === '') throw new RunnerError('BAD_REQUEST', `${req.op} needs an instance`)
   if (req.op === 'hook' && typeof req.hook !== 'string') throw new RunnerError('BAD_REQUEST', 'hook needs a hook name')
