@@ -1,6 +1,6 @@
-// Calls on a worker (docs/runner-protocol.md, "run"): one instance's calls one at a time in arrival
-// order (a worker runs one call at a time too, slots.mjs), a batch in one message, and each call's bounds kept from the main thread: its timeout
-// and its memory (the heap by V8's resourceLimits, Buffers and other memory outside the heap by a
+// Calls on a worker (docs/runner-protocol.md, "run"): one instance's calls one at a time in
+// arrival order (a worker runs one call at a time too, slots.mjs), a batch in one message, and
+// each call's bounds kept from the main thread: its timeout and its memory (the heap by V8's resourceLimits, Buffers and other memory outside the heap by a
 // watchdog) terminate the worker; so does a call that leaves work behind (worker.mjs reports it as
 // `dirty`).
 import { performance } from 'node:perf_hooks'
@@ -11,8 +11,8 @@ import { META, META_INSTANCE, instanceSlot, metaSlot } from './slots.mjs'
 let nextCallId = 1
 
 // Run calls of `target` on a worker, one after another (`{instance}`: on a worker of its code,
-// slots.mjs; `{meta: hash}`: on the bundle's describe worker): `reqs` go in one message and the worker
-// runs them back to back, so a batch costs one hand-off between the threads, not two per run.
+// slots.mjs; `{meta: hash}`: on the bundle's describe worker), with `env` as `process.env`: `reqs`
+// go in one message and the worker runs them back to back, so a batch costs one hand-off between the threads, not two per run.
 // Resolves with the worker's final message of each call that ended, in order: all of them, or
 // fewer when one was killed ({t: 'killed', code: 'TIMEOUT'|'OUT_OF_MEMORY'|...}, with the state
 // collected so far) or left work behind (`dirty`): its worker is gone, and the caller sends the
