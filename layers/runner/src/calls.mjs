@@ -1,8 +1,8 @@
-// Calls on a worker (docs/runner-protocol.md, "run"): one instance's calls one at a time in
-// arrival order (a worker runs one call at a time too, slots.mjs), a batch in one message, and
-// each call's bounds kept from the main thread: its timeout and its memory (the heap by V8's resourceLimits, Buffers and other memory outside the heap by a
-// watchdog) terminate the worker; so does a call that leaves work behind (worker.mjs reports it as
-// `dirty`).
+// Calls on a worker (docs/runner-protocol.md, "run"): one instance's calls one at a time in arrival
+// order (a worker runs one call at a time too, slots.mjs), a batch in one message, and each call's
+// bounds kept from the main thread: its timeout and its memory (the heap by V8's resourceLimits,
+// Buffers and other memory outside the heap by a watchdog) terminate the worker; so does a call
+// that leaves work behind (worker.mjs reports it as `dirty`).
 import { performance } from 'node:perf_hooks'
 import { MEMORY_CHECK_MS } from './limits.mjs'
 import { callState } from './results.mjs'

@@ -1,13 +1,13 @@
 // Instances of one code in a worker thread, one call at a time. The bundle is compiled once, when
-// the worker starts, and evaluated for each instance the first time it runs here: each has its
-// own CommonJS module scope and require cache, so module-level state is per instance; globalThis
-// and the builtins are the worker's, shared by the instances it hosts (all of one code, one
-// account: a runner process serves one namespace); `process.env` is set to each call's env. Each
-// call then builds `this` and runs. Emits, logs, db writes, exports, sends and the HTTP response are posted to the main thread as they happen, so a run killed for a timeout or
-// for running out of memory still reports what it did. Before the bundle is evaluated, the
-// worker is confined (confine.mjs, egress.mjs, stacks.mjs): no nested workers, network only
-// through the egress proxy, no listening, stacks without runner frames; when a call ends, what
-// it started is ended too.
+// the worker starts, and evaluated for each instance the first time it runs here: each has its own
+// CommonJS module scope and require cache, so module-level state is per instance; globalThis and
+// the builtins are the worker's, shared by the instances it hosts (all of one code, one account: a
+// runner process serves one namespace); `process.env` is set to each call's env. Each call then
+// builds `this` and runs. Emits, logs, db writes, exports, sends and the HTTP response are posted
+// to the main thread as they happen, so a run killed for a timeout or for running out of memory
+// still reports what it did. Before the bundle is evaluated, the worker is confined (confine.mjs,
+// egress.mjs, stacks.mjs): no nested workers, network only through the egress proxy, no listening,
+// stacks without runner frames; when a call ends, what it started is ended too.
 import { parentPort, workerData } from 'node:worker_threads'
 import { createRequire, isBuiltin } from 'node:module'
 import vm from 'node:vm'
