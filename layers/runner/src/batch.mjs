@@ -11,7 +11,7 @@ import { resultOf } from './results.mjs'
 
 const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 
-// `callRuns(reqs, partialFor, onEnded)` runs calls on the instance's worker (calls.mjs `callWorker`).
+// `callRuns(reqs, partialFor, onEnded)` runs calls of the instance on a worker (calls.mjs `callWorker`).
 export async function runMany(req, callRuns, onPartial) {
   if (!Array.isArray(req.events)) throw new RunnerError('BAD_REQUEST', 'events must be an array')
   let db = isObj(req.db) ? req.db : {} // what the runs reported so far left (db.mjs)

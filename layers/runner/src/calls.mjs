@@ -1,23 +1,25 @@
-// Calls on a worker (docs/runner-protocol.md, "run"): one key's calls one at a time in arrival
-// order, a batch in one message, and each call's bounds kept from the main thread: its timeout
-// and its memory (the heap by V8's resourceLimits, Buffers and other memory outside the heap by a
-// watchdog) terminate the worker; so does a call that leaves work behind (worker.mjs reports it as
-// `dirty`).
+// Calls on a worker (docs/runner-protocol.md, "run"): one instance's calls one at a time in arrival
+// order (a worker runs one call at a time too, slots.mjs), a batch in one message, and each call's
+// bounds kept from the main thread: its timeout and its memory (the heap by V8's resourceLimits,
+// Buffers and other memory outside the heap by a watchdog) terminate the worker; so does a call
+// that leaves work behind (worker.mjs reports it as `dirty`).
 import { performance } from 'node:perf_hooks'
 import { MEMORY_CHECK_MS } from './limits.mjs'
 import { callState } from './results.mjs'
-import { slotFor } from './slots.mjs'
+import { META, META_INSTANCE, instanceSlot, metaSlot } from './slots.mjs'
 
 let nextCallId = 1
 
-// Run calls on the worker for `key`, one after another: `reqs` go in one message and the worker
-// runs them back to back, so a batch costs one hand-off between the threads, not two per run.
+// Run calls of `target` on a worker, one after another (`{instance}`: on a worker of its code,
+// slots.mjs; `{meta: hash}`: on the bundle's describe worker), with `env` as `process.env`: `reqs`
+// go in one message and the worker runs them back to back, so a batch costs one hand-off between the threads, not two per run.
 // Resolves with the worker's final message of each call that ended, in order: all of them, or
 // fewer when one was killed ({t: 'killed', code: 'TIMEOUT'|'OUT_OF_MEMORY'|...}, with the state
 // collected so far) or left work behind (`dirty`): its worker is gone, and the caller sends the
-// rest again on a fresh one. Calls on one key run one at a time, in arrival order.
+// rest again on a fresh one. Calls of one target run one at a time, in arrival order.
 const queues = new Map() // key -> tail promise
-export async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs, reqId, partialFor, onEnded = null) {
+export async function callWorker(target, bundle, env, memoryMb, op, reqs, timeoutMs, reqId, partialFor, onEnded = null) {
+  const key = target.meta !== undefined ? `${META}${target.meta}` : `i:${target.instance}`
   const prev = queues.get(key)
   let release
   const mine = new Promise((r) => (release = r))
@@ -25,10 +27,11 @@ export async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs
   queues.set(key, tail)
   if (prev) await prev
   try {
-    const s = slotFor(key, bundle, env, memoryMb)
+    const meta = target.meta !== undefined
+    const s = meta ? metaSlot(key, bundle, env, memoryMb) : instanceSlot(target.instance, bundle, env, memoryMb)
     s.pending++
     try {
-      return await dispatch(s, op, reqs, timeoutMs, reqId, partialFor, onEnded)
+      return await dispatch(s, meta ? META_INSTANCE : target.instance, env, op, reqs, timeoutMs, reqId, partialFor, onEnded)
     } finally {
       s.pending--
       s.lastUsed = Date.now()
@@ -40,7 +43,7 @@ export async function callWorker(key, bundle, env, memoryMb, op, reqs, timeoutMs
 }
 
 // `onEnded(i, m)` hears of each call as it ends (the service times each run by when it hears of it).
-function dispatch(s, op, reqs, timeoutMs, reqId, partialFor, onEnded) {
+function dispatch(s, instance, env, op, reqs, timeoutMs, reqId, partialFor, onEnded) {
   return new Promise((resolve) => {
     const ended = []
     let timer = null
@@ -87,6 +90,6 @@ function dispatch(s, op, reqs, timeoutMs, reqId, partialFor, onEnded) {
       watch = setTimeout(check, MEMORY_CHECK_MS)
     }
     begin(calls[0])
-    s.worker.postMessage({ t: 'calls', list: calls.map((call, i) => ({ c: call.callId, op, req: reqs[i] })) })
+    s.worker.postMessage({ t: 'calls', instance, env, list: calls.map((call, i) => ({ c: call.callId, op, req: reqs[i] })) })
   })
 }

@@ -1,6 +1,6 @@
 // The Node runner: `handle(request, onPartial?) -> response` (docs/runner-protocol.md), the
-// envelope around the ops. Each component instance runs in its own worker thread, kept warm in an
-// LRU (slots.mjs); bundles are kept in an LRU by hash (bundles.mjs); calls on a worker, with their
+// envelope around the ops. Component code runs in worker threads shared by the instances of one
+// code, each instance with its own module scope, kept warm in an LRU (slots.mjs); bundles are kept in an LRU by hash (bundles.mjs); calls on a worker, with their
 // timeouts and memory bounds, are calls.mjs; the ops that make them ops.mjs and batch.mjs; what a
 // call produced as a result, results.mjs.
 import { bundleStats } from './bundles.mjs'

@@ -1,5 +1,5 @@
 // The ops that run component code (docs/runner-protocol.md, "ops"): a request's fields checked
-// and turned into calls on the instance's worker (run, hook) or on the bundle's describe worker
+// and turned into calls of the instance on a worker of its code (run, hook) or on the bundle's describe worker
 // (describe, additional_props, options).
 import { bundleOf } from './bundles.mjs'
 import { runMany } from './batch.mjs'
@@ -7,7 +7,6 @@ import { callWorker } from './calls.mjs'
 import { RunnerError } from './errors.mjs'
 import { DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_MS } from './limits.mjs'
 import { metaResultOf, resultOf } from './results.mjs'
-import { META } from './slots.mjs'
 
 const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 
@@ -35,13 +34,13 @@ function fileOf(req) {
   return req.file
 }
 
-// run and hook: one call on the instance's worker, or a batch of runs (`events`, batch.mjs).
+// run and hook: one call of the instance on a worker of its code, or a batch of runs (`events`, batch.mjs).
 export async function runOp(req, onPartial) {
   if (typeof req.instance !== 'string' || req.instance === '') throw new RunnerError('BAD_REQUEST', `${req.op} needs an instance`)
   if (req.op === 'hook' && typeof req.hook !== 'string') throw new RunnerError('BAD_REQUEST', 'hook needs a hook name')
   const bundle = { ...bundleOf(req), file: fileOf(req) }
   const callRuns = (wreqs, partialFor, onEnded) =>
-    callWorker(req.instance, bundle, envOf(req), memoryOf(req), req.op, wreqs, timeoutOf(req), req.id, partialFor, onEnded)
+    callWorker({ instance: req.instance }, bundle, envOf(req), memoryOf(req), req.op, wreqs, timeoutOf(req), req.id, partialFor, onEnded)
   if (req.op === 'run' && req.events !== undefined) return runMany(req, callRuns, onPartial)
   const wreq = { props: req.props, db: req.db, event: req.event, http: req.http, hook: req.hook, steps: req.steps }
   const [m] = await callRuns([wreq], () => onPartial)
@@ -52,7 +51,7 @@ export async function runOp(req, onPartial) {
 export async function metaOp(req) {
   const bundle = bundleOf(req)
   const wreq = { props: req.props, prop: req.prop, page: req.page, prevContext: req.prevContext, query: req.query }
-  const [m] = await callWorker(`${META}${bundle.hash}`, bundle, envOf(req), memoryOf(req), req.op, [wreq], timeoutOf(req), req.id, null)
+  const [m] = await callWorker({ meta: bundle.hash }, bundle, envOf(req), memoryOf(req), req.op, [wreq], timeoutOf(req), req.id, null)
   return metaResultOf(m)
 }
 

@@ -1,13 +1,17 @@
-// One component instance per worker thread. The bundle is evaluated once, when the worker
-// starts; each call then builds `this` and runs. Emits, logs, db writes, exports, sends and the
-// HTTP response are posted to the main thread as they happen, so a run killed for a timeout or
-// for running out of memory still reports what it did. Before the bundle is evaluated, the
-// worker is confined (confine.mjs, egress.mjs, stacks.mjs): no nested workers, network only
-// through the egress proxy, no listening, stacks without runner frames; when a call ends, what
-// it started is ended too.
+// Instances of one code in a worker thread, one call at a time. The bundle is compiled once, when
+// the worker starts, and evaluated for each instance the first time it runs here: each has its own
+// CommonJS module scope and require cache, so module-level state is per instance; globalThis and
+// the builtins are the worker's, shared by the instances it hosts (all of one code, one account: a
+// runner process serves one namespace); `process.env` is set to each call's env. Each call then
+// builds `this` and runs. Emits, logs, db writes, exports, sends and the HTTP response are posted
+// to the main thread as they happen, so a run killed for a timeout or for running out of memory
+// still reports what it did. Before the bundle is evaluated, the worker is confined (confine.mjs,
+// egress.mjs, stacks.mjs): no nested workers, network only through the egress proxy, no listening,
+// stacks without runner frames; when a call ends, what it started is ended too.
 import { parentPort, workerData } from 'node:worker_threads'
 import { createRequire, isBuiltin } from 'node:module'
 import vm from 'node:vm'
+import v8 from 'node:v8'
 import { fileURLToPath } from 'node:url'
 import util from 'node:util'
 import { handOn, serviceDb } from './db.mjs'
@@ -64,16 +68,17 @@ function safeRequire(id) {
   if (id === '@pipedream/platform') return platformModule()
   throw notFound(id)
 }
-safeRequire.resolve = (id) => {
-  if (typeof id === 'string' && (isBuiltin(id) || id === '@pipedream/platform')) return id
-  throw notFound(id)
+// Each instance's `require`, with its own `main` and cache.
+function requireFor(mod) {
+  const req = (id) => safeRequire(id)
+  req.resolve = (id) => {
+    if (typeof id === 'string' && (isBuiltin(id) || id === '@pipedream/platform')) return id
+    throw notFound(id)
+  }
+  req.cache = Object.create(null)
+  req.main = mod
+  return req
 }
-safeRequire.cache = Object.create(null)
-
-let C = null // the component
-let PROPS = [] // [[name, resolvedDef, declared], ...]
-let TYPE = 'source'
-let loadError = null
 
 function errInfo(e) {
   if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
@@ -82,26 +87,48 @@ function errInfo(e) {
   return { name: 'Error', message: String(e), stack: null }
 }
 
+const FILENAME = '/component.js'
+let compiled = null // the bundle as a function, compiled once (each call of it is a fresh module scope)
+
+// An instance: the bundle evaluated for it, {C: the component, PROPS: [[name, resolvedDef,
+// declared], ...], TYPE}, or {loadError}.
 function load() {
   try {
-    const { code } = workerData
-    const filename = '/component.js'
-    const mod = { exports: {}, id: '.', filename, loaded: false, children: [], paths: [] }
-    safeRequire.main = mod
-    const fn = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], {
-      filename,
-      importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
-    })
-    fn.call(mod.exports, mod.exports, safeRequire, mod, filename, '/')
+    if (compiled === null) {
+      compiled = vm.compileFunction(workerData.code, ['exports', 'require', 'module', '__filename', '__dirname'], {
+        filename: FILENAME,
+        importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+      })
+    }
+    const mod = { exports: {}, id: '.', filename: FILENAME, loaded: false, children: [], paths: [] }
+    compiled.call(mod.exports, mod.exports, requireFor(mod), mod, FILENAME, '/')
     mod.loaded = true
     const v = validateComponent(pickComponent(mod.exports))
-    C = v.component
-    PROPS = v.props
-    TYPE = v.type
+    return { C: v.component, PROPS: v.props, TYPE: v.type, loadError: null }
   } catch (e) {
     const i = errInfo(e)
-    loadError = { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack }
+    return { loadError: { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack } }
   }
+}
+
+// The instances loaded here, least recently run first (slots.mjs keeps the same list): at most
+// `maxInstances`, and while the heap is over half the memory limit one fewer at each new load,
+// so that instances kept warm do not take the memory of the one that runs.
+const loaded = new Map()
+const MAX_INSTANCES = workerData.maxInstances ?? 1
+const HEAP_SHARE = (workerData.memoryMb ?? 256) * 1024 * 1024 / 2
+function instanceOf(id) {
+  let inst = loaded.get(id)
+  if (inst !== undefined) {
+    loaded.delete(id)
+    loaded.set(id, inst)
+    return inst
+  }
+  while (loaded.size >= MAX_INSTANCES) loaded.delete(loaded.keys().next().value)
+  if (loaded.size > 0 && v8.getHeapStatistics().used_heap_size > HEAP_SHARE) loaded.delete(loaded.keys().next().value)
+  inst = load()
+  loaded.set(id, inst)
+  return inst
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -252,7 +279,7 @@ function propValue(name, def, values, ctx, apps) {
   }
 }
 
-function buildThis(ctx, req, props = PROPS) {
+function buildThis(I, ctx, req, props = I.PROPS) {
   const self = {}
   const apps = []
   const values = isObj(req.props) ? req.props : {}
@@ -263,8 +290,8 @@ function buildThis(ctx, req, props = PROPS) {
     if (def.type === 'app' && isObj(decl)) apps.push([decl, self[name]])
   }
   for (const [k, v] of Object.entries(values)) if (!declared.has(k)) self[k] = v
-  if (isObj(C.methods)) {
-    for (const [k, f] of Object.entries(C.methods)) if (typeof f === 'function') self[k] = f.bind(self)
+  if (isObj(I.C.methods)) {
+    for (const [k, f] of Object.entries(I.C.methods)) if (typeof f === 'function') self[k] = f.bind(self)
   }
   self.$emit = ctx.emit
   Object.defineProperty(self, '__apps', { value: apps, enumerable: false })
@@ -281,7 +308,8 @@ function appFor(self, appDef) {
 // ---- calls -----------------------------------------------------------------------------------
 let active = null // { c, finish }
 
-async function runOp(m, finish) {
+async function runOp(I, m, finish) {
+  const { C, TYPE } = I
   const req = m.req
   const ctx = makeCtx(m.c, req)
   m.writes = ctx.writes // what the next call of a batch starts from (onCalls)
@@ -289,7 +317,7 @@ async function runOp(m, finish) {
   let ret
   let exit
   try {
-    const self = buildThis(ctx, req)
+    const self = buildThis(I, ctx, req)
     if (m.op === 'hook') {
       const fn = isObj(C.hooks) ? C.hooks[req.hook] : undefined
       if (typeof fn === 'function') ret = await fn.call(self)
@@ -311,34 +339,36 @@ async function runOp(m, finish) {
   finish(msg)
 }
 
-async function describeOp(m, finish) {
-  finish({ t: 'done', c: m.c, result: toJSONSafe(describe(C, PROPS)) })
+async function describeOp(I, m, finish) {
+  finish({ t: 'done', c: m.c, result: toJSONSafe(describe(I.C, I.PROPS)) })
 }
 
-function propsWith(extra) {
-  return isObj(extra) ? resolveProps({ ...(isObj(C.props) ? C.props : {}), ...extra }) : PROPS
+function propsWith(I, extra) {
+  return isObj(extra) ? resolveProps({ ...(isObj(I.C.props) ? I.C.props : {}), ...extra }) : I.PROPS
 }
 
-async function additionalPropsOp(m, finish) {
+async function additionalPropsOp(I, m, finish) {
+  const { C, PROPS } = I
   let props = PROPS
   if (typeof C.additionalProps === 'function') {
     const ctx = makeCtx(m.c, m.req)
-    const self = buildThis(ctx, m.req)
+    const self = buildThis(I, ctx, m.req)
     const prev = Object.fromEntries(PROPS.map(([n, , decl]) => [n, decl]))
-    props = propsWith(await C.additionalProps.call(self, prev))
+    props = propsWith(I, await C.additionalProps.call(self, prev))
   }
   finish({ t: 'done', c: m.c, result: toJSONSafe({ configurable_props: props.map(([n, d]) => normalizeProp(n, d)) }) })
 }
 
-async function optionsOp(m, finish) {
+async function optionsOp(I, m, finish) {
+  const { C, PROPS } = I
   const req = m.req
   const ctx = makeCtx(m.c, req)
   let props = PROPS
   let entry = props.find(([n]) => n === req.prop)
   if (!entry && typeof C.additionalProps === 'function') {
-    const self = buildThis(ctx, req)
+    const self = buildThis(I, ctx, req)
     const prev = Object.fromEntries(PROPS.map(([n, , decl]) => [n, decl]))
-    props = propsWith(await C.additionalProps.call(self, prev))
+    props = propsWith(I, await C.additionalProps.call(self, prev))
     entry = props.find(([n]) => n === req.prop)
   }
   if (!entry) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `the component has no prop "${req.prop}"` } })
@@ -347,7 +377,7 @@ async function optionsOp(m, finish) {
   if (typeof def.options !== 'function') {
     return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `prop "${req.prop}" has no options` } })
   }
-  const self = buildThis(ctx, req, props)
+  const self = buildThis(I, ctx, req, props)
   let thisArg = self
   const values = isObj(req.props) ? req.props : {}
   let args = { page: Number.isInteger(req.page) ? req.page : 0, prevContext: isObj(req.prevContext) ? req.prevContext : {} }
@@ -372,8 +402,8 @@ async function optionsOp(m, finish) {
 
 const OPS = { run: runOp, hook: runOp, describe: describeOp, additional_props: additionalPropsOp, options: optionsOp }
 
-// One call; resolves with its last message once that is posted.
-function onCall(m) {
+// One call of `instance`; resolves with its last message once that is posted.
+function onCall(instance, m) {
   return new Promise((resolve) => {
     cur = m.c
     let finished = false
@@ -394,10 +424,11 @@ function onCall(m) {
       else left.then((l) => conclude(msg, l), () => conclude(msg, ['unknown']))
     }
     active = { c: m.c, op: m.op, finish }
-    if (loadError) return finish({ t: 'fail', c: m.c, error: loadError })
+    const I = instanceOf(instance) // loaded in the call: its output and its time are the call's
+    if (I.loadError) return finish({ t: 'fail', c: m.c, error: I.loadError })
     const op = OPS[m.op]
     if (!op) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `unknown op ${m.op}` } })
-    op(m, finish).catch((e) => {
+    op(I, m, finish).catch((e) => {
       const err = e && e.code === 'LOAD_ERROR' ? { code: 'LOAD_ERROR', message: e.message } : runError(e)
       finish({ t: 'fail', c: m.c, error: err })
     })
@@ -407,14 +438,24 @@ function onCall(m) {
 // The calls of one message, in turn, each run's db handed on to the next (db.mjs; only the first
 // call carries one); a call that leaves work behind ends the batch, since this worker is then
 // replaced.
-async function onCalls(list) {
+async function onCalls(instance, env, list) {
+  setEnv(env)
   let db = null // what the call before left
   for (const m of list) {
     if (db !== null && isObj(m.req)) m.req.db = db
-    const msg = await onCall(m)
+    const msg = await onCall(instance, m)
     if (msg.dirty) return
     if (m.writes) db = handOn(isObj(m.req) ? m.req.db : null, m.writes)
   }
+}
+
+// `process.env` is the calls' own (the request's `env`, which names the instance: PD_COMPONENT),
+// set before they run and before an instance is evaluated for them: what the worker started with
+// is the env of whichever instance came first.
+function setEnv(env) {
+  const penv = process.env
+  for (const k of Object.keys(penv)) if (!Object.hasOwn(env, k)) delete penv[k]
+  for (const [k, v] of Object.entries(env)) if (penv[k] !== String(v)) penv[k] = String(v)
 }
 
 function crash(e) {
@@ -430,7 +471,7 @@ process.on('uncaughtException', crash)
 process.on('unhandledRejection', crash)
 
 parentPort.on('message', (m) => {
-  if (m && m.t === 'calls' && Array.isArray(m.list)) onCalls(m.list)
+  if (m && m.t === 'calls' && Array.isArray(m.list)) onCalls(String(m.instance ?? ''), isObj(m.env) ? m.env : {}, m.list)
+  else if (m && m.t === 'unload') loaded.delete(m.instance) // it runs on another worker now (slots.mjs)
 })
-const baseline = snapshot() // what a clean worker has active; then the component's code loads
-load()
+const baseline = snapshot() // what a clean worker has active; instances load at their first call
