@@ -99,11 +99,15 @@ def runner_overhead(calls: int) -> dict[str, Any]:
                 result = pool.call("run", request, bundle=bundle)
                 runs.append(time.perf_counter() - started)
                 own.append(result["duration_ms"] / 1000)
-            # A run of an instance the process has no worker for (its first, or one evicted past the
-            # process's warm workers): what a timer tick costs once active sources outnumber them.
+            # A run of an instance the process has not loaded (its first, or one dropped past the
+            # bounds), on a warm worker of its code: its bundle evaluated again for it. And a run that
+            # needs a worker started (no worker of its code and memory limit): a new memory limit each.
             fresh = itertools.count()
             colds = timed_calls(lambda: pool.call("run", {**request, "instance": f"dc_cold_{next(fresh)}"},
                                                   bundle=bundle), max(10, calls // 20))
+            limits = itertools.count(257)
+            starts = timed_calls(lambda: pool.call("run", {**request, "memory_mb": next(limits)}, bundle=bundle),
+                                 max(10, calls // 20))
         finally:
             pool.close()
     bare = subprocess.Popen([str(settings.node), "-e", BARE_NODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -129,7 +133,8 @@ def runner_overhead(calls: int) -> dict[str, Any]:
         "pool_ping_round_trip": percentiles(pings),
         "pool_run_round_trip": percentiles(runs),
         "pool_run_overhead": percentiles(overheads),  # round trip minus the run's own time in the worker
-        "pool_cold_run_round_trip": percentiles(colds),  # a new instance: a worker started, the bundle loaded
+        "pool_cold_run_round_trip": percentiles(colds),  # a new instance on a warm worker of its code
+        "pool_worker_start_run_round_trip": percentiles(starts),  # a worker started, the bundle loaded
         "ping_minus_bare_p50_ms": round(ms(statistics.median(pings)) - ms(statistics.median(bares)), 3),
     }
 

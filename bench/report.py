@@ -76,8 +76,10 @@ def platform_table(results: dict[str, Any]) -> list[str]:
         f"| runner pool `ping` round trip | {pp(runner['pool_ping_round_trip'])} |",
         f"| runner pool warm `run` round trip | {pp(runner['pool_run_round_trip'])} |",
         f"| runner pool warm `run` overhead (round trip − the run's own time) | {pp(runner['pool_run_overhead'])} |",
-        f"| runner pool cold `run` round trip (an instance without a warm worker) "
+        f"| runner pool cold `run` round trip (an instance not loaded, on a warm worker of its code) "
         f"| {pp(runner['pool_cold_run_round_trip'])} |",
+        f"| runner pool `run` that starts a worker (a memory limit no worker has) "
+        f"| {pp(runner['pool_worker_start_run_round_trip'])} |",
         f"| emit → webhook delivered ({hooks['delivered']}/{hooks['events']} events, as fast as answered) "
         f"| {pp(hooks['emit_to_webhook'])} |",
         *([f"| emit → webhook delivered ({half['delivered']}/{half['events']} events at {half['rate_per_s']:,} a "
@@ -128,7 +130,8 @@ def problems(results: dict[str, Any]) -> list[str]:
                     found.append(f"{where}: {row}")
                 if row["failed"] and name in ("headwater", "headwater-1p", "starlette"):
                     found.append(f"{where}: {row['failed']} failed requests")
-    for key in ("bare_node_round_trip", "pool_ping_round_trip", "pool_run_round_trip", "pool_cold_run_round_trip"):
+    for key in ("bare_node_round_trip", "pool_ping_round_trip", "pool_run_round_trip", "pool_cold_run_round_trip",
+                "pool_worker_start_run_round_trip"):
         if not results["runner"][key]["p50_ms"] > 0:
             found.append(f"runner {key}: {results['runner'][key]}")
     for key in ("webhooks", "webhooks_half_rate"):
