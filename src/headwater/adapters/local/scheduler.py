@@ -25,6 +25,7 @@ from headwater.domain.timers import Timer
 log = logging.getLogger("headwater.scheduler")
 
 LOOK_S = 5.0
+FIRE_BATCH = 256  # due timers moved in one transaction (the write lock is held that long)
 
 
 class LocalScheduler:
@@ -90,11 +91,13 @@ class LocalScheduler:
             self._wake.clear()
 
     def tick(self, now: float) -> float | None:
-        """Fires what is due at `now`; returns seconds until the next timer is due (None: none)."""
+        """Fires what is due at `now`, FIRE_BATCH timers a transaction; returns seconds until the
+        next timer is due (None: none)."""
         rows = self.db.connection().execute(
             "SELECT t.source_id, t.spec, t.next_at, s.namespace FROM timers t LEFT JOIN sources s ON s.id = t.source_id"
         ).fetchall()
         soonest: float | None = None
+        due: list[tuple[str, float, float, str | None]] = []
         for source_id, spec, next_at, namespace in rows:
             if not self.share.owns(source_id):
                 continue
@@ -103,13 +106,16 @@ class LocalScheduler:
                 continue
             following = Timer.parse(json.loads(spec)).next_after(next_at, now)
             soonest = following if soonest is None else min(soonest, following)
+            due.append((source_id, next_at, following, namespace))
+        for start in range(0, len(due), FIRE_BATCH):
             with self.uow() as uow:
-                # Conditional on the fire time read above: one tick per due time, even when a set()
-                # moved it meanwhile. The tick's task commits with the move.
-                moved = uow.conn.execute(
-                    "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?", (following, source_id, next_at)
-                ).rowcount
-                if moved:
-                    uow.outbox.add(TimerTick(source_id, next_at, namespace=namespace))
+                for source_id, next_at, following, namespace in due[start:start + FIRE_BATCH]:
+                    # Conditional on the fire time read above: one tick per due time, even when a
+                    # set() moved it meanwhile. The tick's task commits with the move.
+                    moved = uow.conn.execute(
+                        "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?",
+                        (following, source_id, next_at)).rowcount
+                    if moved:
+                        uow.outbox.add(TimerTick(source_id, next_at, namespace=namespace))
                 uow.commit()
         return None if soonest is None else max(0.0, soonest - time.time())
