@@ -25,6 +25,7 @@ from headwater.domain.timers import Timer
 log = logging.getLogger("headwater.scheduler")
 
 LOOK_S = 5.0
+GATHER_S = 0.02  # the least wait between two firings: what is due meanwhile fires together
 FIRE_BATCH = 256  # due timers moved in one transaction (the write lock is held that long)
 
 
@@ -86,23 +87,22 @@ class LocalScheduler:
                 log.exception("scheduler tick failed")
                 wait = 1.0
             # another process on the store (a serving process, a `headwater` command) may set a timer:
-            # looked for at least every LOOK_S (moving a tick is conditional, so each fires once)
-            self._wake.wait(timeout=LOOK_S if wait is None else min(wait, LOOK_S))
+            # looked for at least every LOOK_S (moving a tick is conditional, so each fires once);
+            # timers due within GATHER_S of each other fire together, in one transaction
+            self._wake.wait(timeout=LOOK_S if wait is None else min(max(wait, GATHER_S), LOOK_S))
             self._wake.clear()
 
     def tick(self, now: float) -> float | None:
         """Fires what is due at `now`, FIRE_BATCH timers a transaction; returns seconds until the
-        next timer is due (None: none)."""
-        rows = self.db.connection().execute(
-            "SELECT t.source_id, t.spec, t.next_at, s.namespace FROM timers t LEFT JOIN sources s ON s.id = t.source_id"
-        ).fetchall()
-        soonest: float | None = None
+        next timer is due (None: none). Due timers of other processes' shares are theirs to fire."""
+        conn = self.db.connection()
+        rows = conn.execute(
+            "SELECT t.source_id, t.spec, t.next_at, s.namespace FROM timers t "
+            "LEFT JOIN sources s ON s.id = t.source_id WHERE t.next_at <= ?", (now,)).fetchall()
+        (soonest,) = conn.execute("SELECT min(next_at) FROM timers WHERE next_at > ?", (now,)).fetchone()
         due: list[tuple[str, float, float, str | None]] = []
         for source_id, spec, next_at, namespace in rows:
             if not self.share.owns(source_id):
-                continue
-            if next_at > now:
-                soonest = next_at if soonest is None else min(soonest, next_at)
                 continue
             following = Timer.parse(json.loads(spec)).next_after(next_at, now)
             soonest = following if soonest is None else min(soonest, following)
