@@ -7,6 +7,7 @@ component runs only in the org's runner."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from typing import Any
@@ -202,7 +203,7 @@ def test_a_default_reference_is_checked_in_a_deploy_and_a_one_off_run() -> None:
         to_end(w.services.sources.create(
             eve, SourceRequest(component_code=component_code(configurable_props=defaulted)), None))
     with pytest.raises(NotFound):
-        w.services.trials.run(eve, TrialRequest(component_code(configurable_props=defaulted)), None)
+        asyncio.run(w.services.trials.run(eve, TrialRequest(component_code(configurable_props=defaulted)), None))
 
 
 def test_an_orgs_component_runs_in_the_orgs_runner_and_is_deployed_only_there() -> None:

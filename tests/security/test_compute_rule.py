@@ -10,6 +10,7 @@ hooks' were recorded nowhere, and none of them was refused past the quota."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +70,10 @@ def test_a_free_user_whose_quota_is_spent_loads_nothing(spent: dict[str, int]) -
     with pytest.raises(QuotaExceeded):
         to_end(w.services.sources.create(bob, SourceRequest(component_code=component_code()), None))
     with pytest.raises(QuotaExceeded):
-        w.services.trials.run(bob, TrialRequest(component_code()), None)
+        asyncio.run(w.services.trials.run(bob, TrialRequest(component_code()), None))
     with pytest.raises(QuotaExceeded):
-        w.services.workflows.deploy_data(bob, None, {"name": "f", "steps": [
-            {"name": "a", "component_code": component_code(type="action")}]})
+        asyncio.run(w.services.workflows.deploy_data(bob, None, {"name": "f", "steps": [
+            {"name": "a", "component_code": component_code(type="action")}]}))
     assert code_ran(w) == []
     assert w.store.data.components == {}
 
@@ -116,7 +117,7 @@ def test_additional_props_are_compute_of_the_deployer_and_refused_past_the_quota
     component = w.services.components.create(bob, component_code(has_additional_props=True), None, None)
     w.runner.duration_ms = 300
     to_end(w.services.sources.create(bob, SourceRequest(component_id=component.id), None))
-    w.services.trials.run(bob, TrialRequest(component_code(has_additional_props=True)), None)
+    asyncio.run(w.services.trials.run(bob, TrialRequest(component_code(has_additional_props=True)), None))
     # the deploy's additionalProps; the trial's load and additionalProps, and its run (no time)
     assert usage(w, bob) == (1, 3 * 300)
     assert ("additional_props", bob.user.id) in w.runner.bills
@@ -182,7 +183,7 @@ def test_a_trial_run_counts_its_load_and_its_run_and_names_the_caller() -> None:
     bob = free(w)
     w.runner.duration_ms = 250
     w.runner.script = lambda instance, event: RunResult(duration_ms=600)
-    w.services.trials.run(bob, TrialRequest(component_code()), None)
+    asyncio.run(w.services.trials.run(bob, TrialRequest(component_code()), None))
     assert usage(w, bob) == (1, 850)
     assert [op for op, _ in w.runner.bills] == ["describe", "run"]
     assert {who for _, who in w.runner.bills} == {bob.user.id}
@@ -218,6 +219,6 @@ def test_every_runner_call_names_who_pays() -> None:
                                                                  hooks=["deploy"]), None, None)
     to_end(w.services.components.options(ada, component.id, "pick", {}, 0, None, None))
     to_end(w.services.sources.create(ada, SourceRequest(component_id=component.id), None))
-    w.services.trials.run(ada, TrialRequest(component_code()), None)
+    asyncio.run(w.services.trials.run(ada, TrialRequest(component_code()), None))
     assert {op for op, _ in w.runner.bills} == {"describe", "options", "additional_props", "deploy", "run"}
     assert {who for _, who in w.runner.bills} == {ada.user.id}

@@ -282,8 +282,9 @@ def test_a_run_without_deploying_gets_the_callers_account_and_never_anothers() -
     account = connect(w, ada)
     seen = runs_seeing(w)
     code = component_code(configurable_props=[SLACK])
-    w.services.trials.run(ada, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}), None)
+    asyncio.run(w.services.trials.run(ada, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}), None))
     assert seen == [{"slack": {"$auth": {"api_key": KEY}}}]
     with pytest.raises(NotFound):
-        w.services.trials.run(eve, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}), None)
+        asyncio.run(w.services.trials.run(eve, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}),
+                                          None))
     assert len(seen) == 1

@@ -114,15 +114,19 @@ class Components:
     async def describe_async(self, code: str, account: str, bill_to: str) -> tuple[Bundle, ComponentDefinition]:
         """`describe` for a coroutine: waits for a turn of `account`'s share of runner calls
         (TenantBusy when none comes in time), then awaits the runner holding no thread."""
+        async with self.limits.runner_calls.hold(account):
+            return await self.describe_in_turn(code, account, bill_to)
+
+    async def describe_in_turn(self, code: str, account: str, bill_to: str) -> tuple[Bundle, ComponentDefinition]:
+        """`describe_async` for a caller that holds a turn of `account`'s share already (a trial)."""
 
         async def load() -> Timed[tuple[Bundle, ComponentDefinition]]:
             bundle = await self.offload.call(lambda: self.bundler.bundle(code))
             described = await self.async_runner.describe(bundle, self.settings.describe_timeout_ms, account, bill_to)
             return Timed((bundle, described.value), described.duration_ms)
 
-        async with self.limits.runner_calls.hold(account):
-            with _describe_failures():
-                return (await self.quota.metered_async(bill_to, load, self.offload)).value
+        with _describe_failures():
+            return (await self.quota.metered_async(bill_to, load, self.offload)).value
 
     def save(self, namespace: str, created_by: str | None, code: str, url: str | None,
              file_name: str | None = None) -> Component:
