@@ -7,7 +7,9 @@ another tenant's `options()`, the describe of its component's save, its source's
 its trial or its workflow's deploy then waited for a thread until the first tenant's code ended.
 Now those calls await the runner on the event loop, at most HEADWATER_TENANT_RUNNER_CALLS of one
 namespace's at once (describes, options(), additionalProps, trials; hooks apart), so the other
-tenant's calls are answered while the first tenant's code is still held at the gate.
+tenant's calls are answered while the first tenant's code is still held at the gate. So are a
+source's or component's `component_url` fetches, in a share of their own: the server a tenant
+names (here one that holds its answer) holds only that tenant's turns.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # the gate opens
     with running_server(tmp_path_factory.mktemp("runner-call-share"), HEADWATER_TENANT_REQUEST_WAIT_S="2",
                         HEADWATER_TENANT_RUNNER_CALL_WAIT_S="4", HEADWATER_DESCRIBE_TIMEOUT_MS="120000",
-                        HEADWATER_HOOK_TIMEOUT_MS="120000", HEADWATER_HTTP_TIMEOUT_MS="120000") as srv:
+                        HEADWATER_HOOK_TIMEOUT_MS="120000", HEADWATER_HTTP_TIMEOUT_MS="120000",
+                        HEADWATER_URL_FETCH_TIMEOUT_S="120") as srv:
         yield srv
 
 
@@ -196,3 +199,19 @@ def test_a_tenants_held_workflow_deploys_leave_another_tenants_deploys_answered(
     assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
     # a describe that waited in the tenant's runner for its turn past its time limit failed (422)
     assert set(statuses) <= {200, 422, 429, 503} and 503 in statuses, statuses
+
+
+def test_a_tenants_held_component_url_fetches_leave_another_tenants_saves_and_deploys_answered(
+        server: Server) -> None:
+    other = client_for(server, new_user(server, tier="paid").api_key)
+    first = other.post("/sources", json={"component_code": quick_code()})  # its runner is started
+    assert first.status_code == 200, first.text
+
+    answers, statuses = held_while(
+        server, new_user(server, tier="paid"), "%(gate)s",  # the "code" is the gate's URL
+        lambda api, url: ("/sources", {"component_url": url + "slow.js"}),
+        [lambda: other.post("/sources", json={"component_code": quick_code()}),
+         lambda: other.post("/components", json={"component_code": quick_code()})])
+    assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+    # once the gate opened, the fetched "ok" did not load (422)
+    assert set(statuses) <= {422, 429, 503} and 503 in statuses, statuses

@@ -87,7 +87,7 @@ class Trials:
         """The namespace the code runs in, and the code once checked."""
         namespace = self.components.accounts.namespace(principal, org_id)
         check_file_name(req.file_name)
-        return namespace, self.components.resolve_code(req.code, None)
+        return namespace, self.components.checked_code(req.code)
 
     async def _prepare(self, principal: Principal, bundle: Bundle, definition: ComponentDefinition,
                        req: TrialRequest, instance_id: str,

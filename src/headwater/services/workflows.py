@@ -121,7 +121,7 @@ class Workflows:
         if not isinstance(code, str):
             raise Invalid(f"Step {index + 1}: `component_code` must be a string.",
                           {f"{where}.component_code": ["must be a string"]})
-        checked = await self.offload.call(lambda: self.components.resolve_code(code, None))
+        checked = await self.offload.call(lambda: self.components.checked_code(code))
         saved = await self.components.save_async(namespace, principal.user.id, checked, None)
         return {k: v for k, v in step.items() if k != "component_code"} | {"component": saved.id}
 
