@@ -853,7 +853,7 @@ class FakeObjects:
 
 
 class FakeFetcher:
-    def fetch_text(self, url: str) -> str:
+    async def fetch_text(self, url: str) -> str:
         raise NotImplementedError("no network in service tests")
 
 

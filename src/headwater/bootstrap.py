@@ -353,7 +353,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     routing = Routing(a.uow, subscriptions, sources, runs, settings)
     destinations = Destinations(a.uow, a.sender, a.mailer, a.objects, settings)
     workflows = Workflows(a.uow, accounts, components, subscriptions, runs, a.bundler, a.blocking_runner, destinations,
-                          settings)
+                          settings, a.offload)
     messages.subscribe(AccountNeedsReconnect, lambda m: reconnect_errors(a.uow, runs, m.account, m.message,
                                                                           m.for_run))
     limit_source_labels(settings.metrics_sources)
@@ -384,7 +384,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
-        trials=Trials(components, runs, a.blocking_runner, settings),
+        trials=Trials(components, quota, a.runner, a.offload, limits, settings),
         connected_accounts=connected_accounts,
         oauth=oauth,
     )

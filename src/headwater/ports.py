@@ -580,9 +580,9 @@ class ObjectStore(Protocol):
 
 
 class UrlFetcher(Protocol):
-    def fetch_text(self, url: str) -> str:
-        """GETs a URL within the size and time limits (the time bounding the whole exchange);
-        raises Invalid when it cannot."""
+    async def fetch_text(self, url: str) -> str:
+        """GETs a URL within the size and time limits (the time bounding the whole exchange, the
+        name's resolution included), awaited holding no thread; raises Invalid when it cannot."""
 
 
 class Secrets(Protocol):

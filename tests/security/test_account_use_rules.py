@@ -7,6 +7,7 @@ component runs only in the org's runner."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from typing import Any
@@ -202,7 +203,7 @@ def test_a_default_reference_is_checked_in_a_deploy_and_a_one_off_run() -> None:
         to_end(w.services.sources.create(
             eve, SourceRequest(component_code=component_code(configurable_props=defaulted)), None))
     with pytest.raises(NotFound):
-        w.services.trials.run(eve, TrialRequest(component_code(configurable_props=defaulted)), None)
+        asyncio.run(w.services.trials.run(eve, TrialRequest(component_code(configurable_props=defaulted)), None))
 
 
 def test_an_orgs_component_runs_in_the_orgs_runner_and_is_deployed_only_there() -> None:
@@ -210,8 +211,8 @@ def test_an_orgs_component_runs_in_the_orgs_runner_and_is_deployed_only_there() 
     ada, bob = person(w, "ada"), person(w, "bob")
     org, (ada, bob) = with_org(w, ada, bob)
     code = component_code(configurable_props=[*HTTP, {"name": "channel", "type": "string"}])
-    component = w.services.components.create(ada, code, None, org)
-    own = w.services.components.create(bob, code, None, None)
+    component = asyncio.run(w.services.components.create(ada, code, None, org))
+    own = asyncio.run(w.services.components.create(bob, code, None, None))
     w.runner.accounts.clear()
     to_end(w.services.components.options(bob, component.id, "channel", {}, 0, None, None))
     to_end(w.services.components.options(bob, own.id, "channel", {}, 0, None, None))
@@ -243,7 +244,7 @@ def test_options_use_only_the_accounts_the_caller_may_use_where_the_code_runs() 
     org, (ada, bob) = with_org(w, ada, bob)
     shared = connect(w, ada, org)
     code = component_code(configurable_props=[*HTTP, SLACK, {"name": "channel", "type": "string"}])
-    own = w.services.components.create(bob, code, None, None)
+    own = asyncio.run(w.services.components.create(bob, code, None, None))
     with pytest.raises(Invalid):  # the org's account in bob's personal runner
         to_end(w.services.components.options(bob, own.id, "channel", {"slack": {"authProvisionId": shared.id}},
                                              0, None, None))

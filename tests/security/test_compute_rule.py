@@ -10,6 +10,7 @@ hooks' were recorded nowhere, and none of them was refused past the quota."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def test_loading_a_component_is_compute_of_the_caller_and_names_them() -> None:
     w = world(free_daily_compute_ms=10_000)
     bob = free(w)
     w.runner.duration_ms = 700.2
-    w.services.components.create(bob, component_code(), None, None)
+    asyncio.run(w.services.components.create(bob, component_code(), None, None))
     assert usage(w, bob) == (0, 701)
     assert w.runner.bills == [("describe", bob.user.id)]
 
@@ -64,15 +65,15 @@ def test_a_free_user_whose_quota_is_spent_loads_nothing(spent: dict[str, int]) -
     bob = free(w)
     spend(w, bob, **spent)
     with pytest.raises(QuotaExceeded) as refused:
-        w.services.components.create(bob, component_code(), None, None)
+        asyncio.run(w.services.components.create(bob, component_code(), None, None))
     assert refused.value.retry_after > 0
     with pytest.raises(QuotaExceeded):
         to_end(w.services.sources.create(bob, SourceRequest(component_code=component_code()), None))
     with pytest.raises(QuotaExceeded):
-        w.services.trials.run(bob, TrialRequest(component_code()), None)
+        asyncio.run(w.services.trials.run(bob, TrialRequest(component_code()), None))
     with pytest.raises(QuotaExceeded):
-        w.services.workflows.deploy_data(bob, None, {"name": "f", "steps": [
-            {"name": "a", "component_code": component_code(type="action")}]})
+        asyncio.run(w.services.workflows.deploy_data(bob, None, {"name": "f", "steps": [
+            {"name": "a", "component_code": component_code(type="action")}]}))
     assert code_ran(w) == []
     assert w.store.data.components == {}
 
@@ -82,7 +83,7 @@ def test_a_paid_user_is_never_refused_and_still_recorded() -> None:
     ada = principal(w)
     spend(w, ada, invocations=50, compute_ms=50_000)
     w.runner.duration_ms = 5
-    w.services.components.create(ada, component_code(), None, None)
+    asyncio.run(w.services.components.create(ada, component_code(), None, None))
     assert usage(w, ada) == (50, 50_005)
 
 
@@ -92,14 +93,14 @@ def test_a_load_that_fails_is_billed_what_it_took() -> None:
     w.runner.duration_ms = 3000
     w.runner.describe_error = RunnerError("TIMEOUT", "did not load in time")
     with pytest.raises(Invalid):
-        w.services.components.create(bob, component_code(), None, None)
+        asyncio.run(w.services.components.create(bob, component_code(), None, None))
     assert usage(w, bob) == (0, 3000)
 
 
 def test_options_are_compute_of_the_caller_and_refused_past_the_quota() -> None:
     w = world(free_daily_compute_ms=10_000)
     bob = free(w)
-    component = w.services.components.create(bob, component_code(configurable_props=PICK), None, None)
+    component = asyncio.run(w.services.components.create(bob, component_code(configurable_props=PICK), None, None))
     w.runner.duration_ms = 400
     to_end(w.services.components.options(bob, component.id, "pick", {}, 0, None, None))
     assert usage(w, bob) == (0, 400)
@@ -113,10 +114,10 @@ def test_options_are_compute_of_the_caller_and_refused_past_the_quota() -> None:
 def test_additional_props_are_compute_of_the_deployer_and_refused_past_the_quota() -> None:
     w = world(free_daily_compute_ms=10_000)
     bob = free(w)
-    component = w.services.components.create(bob, component_code(has_additional_props=True), None, None)
+    component = asyncio.run(w.services.components.create(bob, component_code(has_additional_props=True), None, None))
     w.runner.duration_ms = 300
     to_end(w.services.sources.create(bob, SourceRequest(component_id=component.id), None))
-    w.services.trials.run(bob, TrialRequest(component_code(has_additional_props=True)), None)
+    asyncio.run(w.services.trials.run(bob, TrialRequest(component_code(has_additional_props=True)), None))
     # the deploy's additionalProps; the trial's load and additionalProps, and its run (no time)
     assert usage(w, bob) == (1, 3 * 300)
     assert ("additional_props", bob.user.id) in w.runner.bills
@@ -182,7 +183,7 @@ def test_a_trial_run_counts_its_load_and_its_run_and_names_the_caller() -> None:
     bob = free(w)
     w.runner.duration_ms = 250
     w.runner.script = lambda instance, event: RunResult(duration_ms=600)
-    w.services.trials.run(bob, TrialRequest(component_code()), None)
+    asyncio.run(w.services.trials.run(bob, TrialRequest(component_code()), None))
     assert usage(w, bob) == (1, 850)
     assert [op for op, _ in w.runner.bills] == ["describe", "run"]
     assert {who for _, who in w.runner.bills} == {bob.user.id}
@@ -191,8 +192,8 @@ def test_a_trial_run_counts_its_load_and_its_run_and_names_the_caller() -> None:
 def test_a_workflow_run_counts_the_evaluation_of_its_props(tmp_path: Path) -> None:
     w = world()
     ada = principal(w)
-    action = w.services.components.create(ada, component_code(type="action", configurable_props=[
-        {"name": "n", "type": "integer"}]), None, None)
+    action = asyncio.run(w.services.components.create(ada, component_code(type="action", configurable_props=[
+        {"name": "n", "type": "integer"}]), None, None))
     file = tmp_path / "flow.yaml"
     file.write_text(yaml.safe_dump({"name": "flow", "steps": [
         {"name": "a", "component": action.id, "props": {"n": "{{steps.trigger.event.n}}"}}]}))
@@ -214,10 +215,10 @@ def test_a_workflow_run_counts_the_evaluation_of_its_props(tmp_path: Path) -> No
 def test_every_runner_call_names_who_pays() -> None:
     w = world()
     ada = principal(w)
-    component = w.services.components.create(ada, component_code(configurable_props=PICK, has_additional_props=True,
-                                                                 hooks=["deploy"]), None, None)
+    code = component_code(configurable_props=PICK, has_additional_props=True, hooks=["deploy"])
+    component = asyncio.run(w.services.components.create(ada, code, None, None))
     to_end(w.services.components.options(ada, component.id, "pick", {}, 0, None, None))
     to_end(w.services.sources.create(ada, SourceRequest(component_id=component.id), None))
-    w.services.trials.run(ada, TrialRequest(component_code()), None)
+    asyncio.run(w.services.trials.run(ada, TrialRequest(component_code()), None))
     assert {op for op, _ in w.runner.bills} == {"describe", "options", "additional_props", "deploy", "run"}
     assert {who for _, who in w.runner.bills} == {ada.user.id}

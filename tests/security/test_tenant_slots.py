@@ -100,9 +100,9 @@ def test_each_kind_of_call_has_its_own_share_and_no_share_means_no_limit() -> No
             with pytest.raises(TenantBusy) as busy:
                 async with limits.runner_calls.hold("a"):
                     pass
-            assert "describes, options() and additionalProps calls" in busy.value.message
+            assert "describes, options(), additionalProps calls and trials" in busy.value.message
             async with asyncio.timeout(1):
-                async with limits.hooks.hold("a"), limits.runner_calls.hold("b"):
+                async with limits.hooks.hold("a"), limits.url_fetches.hold("a"), limits.runner_calls.hold("b"):
                     pass
         unlimited = TenantSlots(0, 0.2, "calls")
         async with asyncio.timeout(1):
@@ -138,8 +138,8 @@ def test_options_past_a_namespaces_share_are_refused_while_another_namespaces_ar
     w.runner.duration_ms = 300
 
     async def scenario() -> None:
-        adas_component = await components.create_async(ada, component_code(configurable_props=PICK), None, None)
-        bobs_component = await components.create_async(bob, component_code(configurable_props=PICK), None, None)
+        adas_component = await components.create(ada, component_code(configurable_props=PICK), None, None)
+        bobs_component = await components.create(bob, component_code(configurable_props=PICK), None, None)
 
         def options(who: Principal, component: Any) -> Any:
             return components.options(who, component.id, "pick", {}, 0, None, None)

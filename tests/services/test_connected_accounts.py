@@ -240,9 +240,9 @@ def test_options_and_additional_props_get_the_credentials_of_the_callers_account
         to_end(w.services.sources.create(eve, SourceRequest(component_code=code, configured_props=props), None))
     assert given == []  # refused before any code saw anything
     to_end(w.services.sources.create(ada, SourceRequest(component_code=code, configured_props=props), None))
-    component = w.services.components.create(ada, code, None, None)
+    component = asyncio.run(w.services.components.create(ada, code, None, None))
     to_end(w.services.components.options(ada, component.id, "channel", props, 0, None, None))
-    of_eve = w.services.components.create(eve, code, None, None)
+    of_eve = asyncio.run(w.services.components.create(eve, code, None, None))
     with pytest.raises(NotFound):  # her own component, ada's account
         to_end(w.services.components.options(eve, of_eve.id, "channel", props, 0, None, None))
     expected = {"slack": {"$auth": {"api_key": KEY}}, "channel": "general"}
@@ -254,7 +254,8 @@ def test_a_workflow_step_gets_the_accounts_current_credentials(tmp_path: Path) -
     seen = runs_seeing(w)
     ada, eve = person(w, "ada"), person(w, "eve")
     account = connect(w, ada)
-    action = w.services.components.create(ada, component_code(type="action", configurable_props=[SLACK]), None, None)
+    action_code = component_code(type="action", configurable_props=[SLACK])
+    action = asyncio.run(w.services.components.create(ada, action_code, None, None))
 
     def flow(name: str, component_id: str) -> Path:
         file = tmp_path / f"{name}.yaml"
@@ -262,7 +263,7 @@ def test_a_workflow_step_gets_the_accounts_current_credentials(tmp_path: Path) -
             {"name": "post", "component": component_id, "props": {"slack": {"authProvisionId": account.id}}}]}))
         return file
 
-    of_eve = w.services.components.create(eve, component_code(type="action", configurable_props=[SLACK]), None, None)
+    of_eve = asyncio.run(w.services.components.create(eve, action_code, None, None))
     with pytest.raises(NotFound) as refused:  # her own action, ada's account
         w.services.workflows.deploy(eve.user.id, None, flow("eves", of_eve.id))
     assert account.id in refused.value.message
@@ -282,8 +283,9 @@ def test_a_run_without_deploying_gets_the_callers_account_and_never_anothers() -
     account = connect(w, ada)
     seen = runs_seeing(w)
     code = component_code(configurable_props=[SLACK])
-    w.services.trials.run(ada, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}), None)
+    asyncio.run(w.services.trials.run(ada, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}), None))
     assert seen == [{"slack": {"$auth": {"api_key": KEY}}}]
     with pytest.raises(NotFound):
-        w.services.trials.run(eve, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}), None)
+        asyncio.run(w.services.trials.run(eve, TrialRequest(code, {}, {"slack": {"authProvisionId": account.id}}),
+                                          None))
     assert len(seen) == 1

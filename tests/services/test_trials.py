@@ -3,6 +3,7 @@ usage is kept, and that it is admitted, validated and sandboxed (the account's r
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ def test_a_run_answers_what_it_did_and_keeps_only_its_usage() -> None:
     w.runner.script = script
     code = component_code(configurable_props=[{"name": "db", "type": "$.service.db"},
                                               {"name": "greeting", "type": "string"}])
-    data = w.services.trials.run(ada, TrialRequest(code, {"n": 2}, {"greeting": "hey"}, {"old": 1}), None)
+    data = asyncio.run(w.services.trials.run(ada, TrialRequest(code, {"n": 2}, {"greeting": "hey"}, {"old": 1}), None))
     assert data["emits"] == [{"event": {"n": 2}, "metadata": {"summary": "one"}}]
     assert (data["db_writes"], data["db"], data["logs"][0]["message"]) == ({"n": 2}, {"old": 1, "n": 2}, "hi")
     assert data["error"] is None and data["type"] == "source" and "return_value" not in data
@@ -45,7 +46,7 @@ def test_a_run_answers_what_it_did_and_keeps_only_its_usage() -> None:
 def test_an_action_gets_the_event_as_its_trigger_and_answers_its_return_value() -> None:
     w = world()
     w.runner.script = lambda instance, steps: RunResult(return_value=steps["trigger"]["event"], exports={"a": 1})
-    data = w.services.trials.run(principal(w), TrialRequest(component_code(type="action"), {"x": 1}), None)
+    data = asyncio.run(w.services.trials.run(principal(w), TrialRequest(component_code(type="action"), {"x": 1}), None))
     assert (data["type"], data["return_value"], data["exports"]) == ("action", {"x": 1}, {"a": 1})
     assert w.runner.calls[-1][0] == "step"
 
@@ -55,10 +56,10 @@ def test_without_an_event_a_timer_gets_its_tick_and_an_http_source_an_empty_requ
     got: list[Any] = []
     w.runner.script = lambda instance, event: got.append((instance.http, event)) or RunResult()
     ada = principal(w)
-    w.services.trials.run(ada, TrialRequest(component_code(configurable_props=TIMER),
-                                            configured_props={"timer": {"intervalSeconds": 60}}), None)
-    w.services.trials.run(ada, TrialRequest(component_code(configurable_props=HTTP)), None)
-    w.services.trials.run(ada, TrialRequest(component_code()), None)
+    asyncio.run(w.services.trials.run(ada, TrialRequest(component_code(configurable_props=TIMER),
+                                            configured_props={"timer": {"intervalSeconds": 60}}), None))
+    asyncio.run(w.services.trials.run(ada, TrialRequest(component_code(configurable_props=HTTP)), None))
+    asyncio.run(w.services.trials.run(ada, TrialRequest(component_code()), None))
     (_, tick), (http, request), (_, plain) = got
     assert tick["interval_seconds"] == 60 and isinstance(tick["timestamp"], int)
     assert request == EMPTY_REQUEST and http["endpoint"].endswith("/http/not-deployed")
@@ -69,7 +70,8 @@ def test_props_are_validated_like_a_deploys_and_nothing_runs_when_they_do_not_fi
     w = world()
     code = component_code(configurable_props=[{"name": "n", "type": "integer"}])
     with pytest.raises(Invalid) as bad:
-        w.services.trials.run(principal(w), TrialRequest(code, configured_props={"n": "x", "colour": 1}), None)
+        asyncio.run(w.services.trials.run(principal(w), TrialRequest(code, configured_props={"n": "x", "colour": 1}),
+                                          None))
     assert set(bad.value.details or {}) == {"n", "colour"}
     assert not [c for c in w.runner.calls if c[0] == "run"]
 
@@ -77,9 +79,9 @@ def test_props_are_validated_like_a_deploys_and_nothing_runs_when_they_do_not_fi
 def test_a_free_user_past_the_daily_cap_is_refused_before_the_run() -> None:
     w = world(free_daily_invocations=1)
     bob = principal(w, tier="free")
-    w.services.trials.run(bob, TrialRequest(component_code()), None)
+    asyncio.run(w.services.trials.run(bob, TrialRequest(component_code()), None))
     with pytest.raises(QuotaExceeded):
-        w.services.trials.run(bob, TrialRequest(component_code()), None)
+        asyncio.run(w.services.trials.run(bob, TrialRequest(component_code()), None))
     assert len([c for c in w.runner.calls if c[0] == "run"]) == 1
 
 
@@ -91,6 +93,6 @@ def test_a_runner_failure_is_the_runs_error_and_still_counted() -> None:
         raise RunnerError("TIMEOUT", "took too long")
 
     w.runner.script = crash
-    data = w.services.trials.run(ada, TrialRequest(component_code()), None)
+    data = asyncio.run(w.services.trials.run(ada, TrialRequest(component_code()), None))
     assert data["error"]["code"] == "TIMEOUT" and data["emits"] == []
     assert w.usage.totals(ada.user.id, utc_day(), utc_day())[0] == 1

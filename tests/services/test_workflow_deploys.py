@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from headwater.domain.errors import Invalid, NotFound
@@ -16,10 +18,10 @@ def test_a_step_given_as_code_is_saved_and_a_same_name_deploy_replaces_the_steps
     w = world()
     ada = principal(w)
     steps = [{"name": "double", "component_code": ACTION, "props": {"n": 1}}]
-    first = w.services.workflows.deploy_data(ada, None, {"name": "flow", "steps": steps})
+    first = asyncio.run(w.services.workflows.deploy_data(ada, None, {"name": "flow", "steps": steps}))
     [step] = first.steps
     assert w.store.data.components[step.component_id].code == ACTION
-    again = w.services.workflows.deploy_data(ada, None, {"name": "flow", "steps": steps})
+    again = asyncio.run(w.services.workflows.deploy_data(ada, None, {"name": "flow", "steps": steps}))
     assert again.id == first.id and again.deployment_id != first.deployment_id
     assert [wf.id for wf in w.services.workflows.listing(ada.user.id, None)] == [first.id]
     w.services.workflows.remove(ada, first.id)
@@ -35,7 +37,7 @@ def test_a_step_given_as_code_is_saved_and_a_same_name_deploy_replaces_the_steps
 def test_what_the_server_cannot_deploy_is_refused_naming_the_field(step: dict, field: str) -> None:
     w = world()
     with pytest.raises(Invalid) as refused:
-        w.services.workflows.deploy_data(principal(w), None, {"name": "flow", "steps": [step]})
+        asyncio.run(w.services.workflows.deploy_data(principal(w), None, {"name": "flow", "steps": [step]}))
     assert field in (refused.value.details or {})
 
 
@@ -43,6 +45,6 @@ def test_another_users_workflow_is_not_found() -> None:
     w = world()
     ada, bob = principal(w), w.services.accounts.create_user("bob", "bob@example.com")[0]
     steps = [{"name": "a", "component_code": ACTION}]
-    flow = w.services.workflows.deploy_data(ada, None, {"name": "f", "steps": steps})
+    flow = asyncio.run(w.services.workflows.deploy_data(ada, None, {"name": "f", "steps": steps}))
     with pytest.raises(NotFound):
         w.services.workflows.remove(Principal(bob), flow.id)

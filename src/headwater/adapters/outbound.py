@@ -4,12 +4,12 @@ headers and body must be done by one deadline.
 
 httpx's timeouts apply to each read, so a receiver that sends a byte a second never trips them and
 holds the caller for as long as it likes. Here the exchange is a coroutine under asyncio.timeout.
-The adapters called from worker threads (webhooks, `component_url`) run theirs on an event loop of
-their own, on a thread of its own (`OutboundLoop`), the calling thread waiting for the outcome; the
-OAuth client's run on whatever loop calls it. A host name is resolved before the deadline starts,
-in the caller's thread (the system resolver's own timeouts bound it), or, from an event loop, on
-threads kept for that (`resolve_off_loop`), so a slow name server never holds the loop or the
-threads requests need.
+The adapters called from worker threads (webhooks) run theirs on an event loop of their own, on a
+thread of its own (`OutboundLoop`), the calling thread waiting for the outcome; the OAuth client's
+and `component_url`'s run on whatever loop calls them. A host name is resolved in the caller's
+thread before the deadline starts (the system resolver's own timeouts bound it), or, from an
+event loop, on threads kept for that (`resolve_off_loop`), within the deadline, so a slow name
+server never holds the loop or the threads requests need.
 """
 
 from __future__ import annotations

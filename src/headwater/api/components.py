@@ -43,8 +43,8 @@ async def create_component(
     (429 past a free user's daily quota, and the code is not loaded). It waits for the code to
     load holding no thread, in a turn of its namespace's share of such calls (503 with
     `Retry-After` when none comes in time)."""
-    component = await svc.components.create_async(caller, body.component_code, body.component_url,
-                                                   org_id or body.org_id, body.component_file)
+    component = await svc.components.create(caller, body.component_code, body.component_url,
+                                             org_id or body.org_id, body.component_file)
     return shape.with_body(body).data(component.to_api())
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from starlette.concurrency import run_in_threadpool
 
 from headwater.api.deps import EventsJSON, PrincipalDep, ServicesDep
 from headwater.api.errors import error_responses
@@ -86,9 +87,11 @@ one that does not fit in what is left is null)."""
 
 @router.post("/components/run", response_class=EventsJSON, description=RUN_DESCRIPTION,
              responses={**answers(Data[RunOutcome]), **error_responses(422, 429, 503)})
-def run_component(body: RunBody, svc: ServicesDep, caller: PrincipalDep,
-                  org_id: str | None = Query(None)) -> EventsJSON:
-    """Documented by RUN_DESCRIPTION. The answer is encoded here, on the worker thread, not on the
-    event loop: its size is the run's."""
+async def run_component(body: RunBody, svc: ServicesDep, caller: PrincipalDep,
+                        org_id: str | None = Query(None)) -> EventsJSON:
+    """Documented by RUN_DESCRIPTION. The run is awaited holding no thread, in a turn of the
+    namespace's share of runner calls (503 with `Retry-After` when none comes in time). The
+    answer is encoded on a worker thread, not on the event loop: its size is the run's."""
     request = TrialRequest(body.component_code, body.event, body.configured_props, body.db, body.component_file)
-    return EventsJSON({"data": svc.trials.run(caller, request, org_id or body.org_id)})
+    data = await svc.trials.run(caller, request, org_id or body.org_id)
+    return await run_in_threadpool(EventsJSON, {"data": data})

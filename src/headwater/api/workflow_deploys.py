@@ -43,12 +43,14 @@ class WorkflowBody(BaseModel):
 
 @router.post("/workflows", response_model=None,
              responses={**answers(Data[Workflow]), **error_responses(403, 404, 422, 429, 503)})
-def deploy_workflow(body: WorkflowBody, svc: ServicesDep, caller: PrincipalDep,
-                    org_id: str | None = Query(None)) -> dict[str, Any]:
+async def deploy_workflow(body: WorkflowBody, svc: ServicesDep, caller: PrincipalDep,
+                          org_id: str | None = Query(None)) -> dict[str, Any]:
     """Deploys a workflow as `headwater workflows deploy FILE` does with the logged-in key. Loading a
-    step's code is the caller's compute: 429 past a free user's daily quota."""
+    step's code is the caller's compute: 429 past a free user's daily quota. It waits for the code
+    to load holding no thread, in a turn of its namespace's share of such calls (503 with
+    `Retry-After` when none comes in time)."""
     data = body.model_dump(exclude={"org_id"}, exclude_none=True)
-    workflow = svc.workflows.deploy_data(caller, org_id or body.org_id, data)
+    workflow = await svc.workflows.deploy_data(caller, org_id or body.org_id, data)
     return {"data": workflow.to_api()}
 
 

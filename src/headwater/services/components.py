@@ -83,15 +83,23 @@ class Components:
         self.fetcher = fetcher
         self.settings = settings
 
-    def resolve_code(self, code: str | None, url: str | None) -> str:
-        """SPEC precedence: `component_code` wins; `component_url` is fetched only without it."""
-        if code is None and not url:
-            raise BadRequest(
-                "Give `component_code` or `component_url`.",
-                {"component_code": ["one of component_code, component_url is required"]},
-            )
+    async def resolve_code(self, namespace: str, code: str | None, url: str | None) -> str:
+        """SPEC precedence: `component_code` wins; `component_url` is fetched only without it, in a
+        turn of the namespace's share of URL fetches (TenantBusy when none comes in time), awaited
+        holding no thread (the fetcher bounds the whole exchange)."""
         if code is None:
-            code = self.fetcher.fetch_text(url or "")
+            if not url:
+                raise BadRequest(
+                    "Give `component_code` or `component_url`.",
+                    {"component_code": ["one of component_code, component_url is required"]},
+                )
+            async with self.limits.url_fetches.hold(namespace):
+                code = await self.fetcher.fetch_text(url)
+        given = code
+        return await self.offload.call(lambda: self.checked_code(given))
+
+    def checked_code(self, code: str) -> str:
+        """The code, refused when it is over the size limit or empty."""
         if len(code.encode()) > self.settings.max_code_bytes:
             raise PayloadTooLarge(f"Component code is over {self.settings.max_code_bytes} bytes.")
         if not code.strip():
@@ -114,15 +122,19 @@ class Components:
     async def describe_async(self, code: str, account: str, bill_to: str) -> tuple[Bundle, ComponentDefinition]:
         """`describe` for a coroutine: waits for a turn of `account`'s share of runner calls
         (TenantBusy when none comes in time), then awaits the runner holding no thread."""
+        async with self.limits.runner_calls.hold(account):
+            return await self.describe_in_turn(code, account, bill_to)
+
+    async def describe_in_turn(self, code: str, account: str, bill_to: str) -> tuple[Bundle, ComponentDefinition]:
+        """`describe_async` for a caller that holds a turn of `account`'s share already (a trial)."""
 
         async def load() -> Timed[tuple[Bundle, ComponentDefinition]]:
             bundle = await self.offload.call(lambda: self.bundler.bundle(code))
             described = await self.async_runner.describe(bundle, self.settings.describe_timeout_ms, account, bill_to)
             return Timed((bundle, described.value), described.duration_ms)
 
-        async with self.limits.runner_calls.hold(account):
-            with _describe_failures():
-                return (await self.quota.metered_async(bill_to, load, self.offload)).value
+        with _describe_failures():
+            return (await self.quota.metered_async(bill_to, load, self.offload)).value
 
     def save(self, namespace: str, created_by: str | None, code: str, url: str | None,
              file_name: str | None = None) -> Component:
@@ -168,21 +180,13 @@ class Components:
             uow.commit()
         return component
 
-    def create(
-        self, principal: Principal, code: str | None, url: str | None, org_id: str | None,
-        file_name: str | None = None,
-    ) -> Component:
-        namespace = self.accounts.namespace(principal, org_id)
-        return self.save(namespace, principal.user.id, self.resolve_code(code, url), url, file_name)
-
-    async def create_async(self, principal: Principal, code: str | None, url: str | None, org_id: str | None,
-                           file_name: str | None = None) -> Component:
-        """`create` for a coroutine (the API's): the component's URL is fetched (bounded as a whole)
-        and its code described within a turn of the namespace's share."""
+    async def create(self, principal: Principal, code: str | None, url: str | None, org_id: str | None,
+                     file_name: str | None = None) -> Component:
+        """The component's URL is fetched (bounded as a whole) in a turn of the namespace's share of
+        URL fetches, and its code described in a turn of its share of runner calls."""
         namespace = await self.offload.call(lambda: self.accounts.namespace(principal, org_id))
         check_file_name(file_name)
-        async with self.limits.runner_calls.hold(namespace):
-            resolved = await self.offload.call(lambda: self.resolve_code(code, url))
+        resolved = await self.resolve_code(namespace, code, url)
         return await self.save_async(namespace, principal.user.id, resolved, url, file_name)
 
     def get(self, principal: Principal, key_or_id: str, org_id: str | None = None) -> Component:

@@ -114,19 +114,32 @@ class Quota:
         self.record(user_id, answer.duration_ms, invocation)
         return answer
 
-    async def metered_async(self, user_id: str, call: Callable[[], Awaitable[M]], offload: Offload) -> M:
-        """`metered` (not a run) for a coroutine: the admission's read and the record's write on
-        `offload`, the call awaited holding no thread."""
+    async def metered_async(self, user_id: str, call: Callable[[], Awaitable[M]], offload: Offload,
+                            invocation: bool = False) -> M:
+        """`metered` for a coroutine: the admission's read and the record's write on `offload`, the
+        call awaited holding no thread."""
         if not user_id:
             return await call()
-        await offload.call(lambda: self.check(user_id))
+        reserved_day = None
+        if invocation:
+            admission = await offload.call(lambda: self.admit(user_id))
+            if admission.refusal is not None:
+                raise admission.refusal
+            reserved_day = admission.reserved_day
+        else:
+            await offload.call(lambda: self.check(user_id))
         try:
             answer = await call()
         except RunnerError as e:
             failed_ms = e.duration_ms
-            await offload.call(lambda: self.record(user_id, failed_ms))
+            await offload.call(lambda: self.record(user_id, failed_ms, invocation))
             raise
-        await offload.call(lambda: self.record(user_id, answer.duration_ms))
+        except BaseException:
+            if reserved_day:  # nothing ran: the run's place is given back
+                day = reserved_day
+                await offload.call(lambda: self.usage.release(user_id, day))
+            raise
+        await offload.call(lambda: self.record(user_id, answer.duration_ms, invocation))
         return answer
 
     def record(self, user_id: str, duration_ms: float, invocation: bool = False) -> None:

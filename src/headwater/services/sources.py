@@ -134,7 +134,7 @@ class Sources:
                 return component
             return await self.offload.call(usable)
         if req.component_code is not None or req.component_url:
-            code = await self.offload.call(lambda: self.components.resolve_code(req.component_code, req.component_url))
+            code = await self.components.resolve_code(namespace, req.component_code, req.component_url)
             return await self.components.save_async(namespace, principal.user.id, code, req.component_url,
                                                     req.component_file)
         if key:

@@ -71,9 +71,11 @@ class TenantSlots:
 class TenantLimits:
     """Each namespace's shares of the calls a request can make it wait on, one TenantSlots per
     kind, so one kind's waits never take another's turns: `runner_calls` (describes, a prop's
-    `options()`, `additionalProps`: code run for a form or a save) and `hooks` (deploy, activate,
-    deactivate). `per_tenant` 0: no limit."""
+    `options()`, `additionalProps`, trials: code run for a form, a save or a try), `hooks` (deploy,
+    activate, deactivate) and `url_fetches` (a component's `component_url`). `per_tenant` 0: no
+    limit."""
 
     def __init__(self, per_tenant: int, wait_s: float) -> None:
-        self.runner_calls = TenantSlots(per_tenant, wait_s, "describes, options() and additionalProps calls")
+        self.runner_calls = TenantSlots(per_tenant, wait_s, "describes, options(), additionalProps calls and trials")
         self.hooks = TenantSlots(per_tenant, wait_s, "hooks")
+        self.url_fetches = TenantSlots(per_tenant, wait_s, "component URL fetches")

@@ -19,11 +19,12 @@ from headwater.domain.models import ComponentDefinition, Principal
 from headwater.domain.props import validate
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.trial_answer import MAX_EMITS, MAX_LOGS, bounded
-from headwater.ports import BlockingRunner, Bundle, Instance, RunnerError
+from headwater.ports import Bundle, Finished, Instance, Offload, Runner, RunnerError
 from headwater.services.clock import now_s
 from headwater.services.components import Components, check_file_name
 from headwater.services.connected_accounts import app_prop_names
-from headwater.services.runs import Runs
+from headwater.services.quota import Quota
+from headwater.services.tenant_slots import TenantLimits
 from headwater.settings import Settings
 
 # An HTTP source run without an event gets a request with nothing in it (DECISIONS: the event's fields).
@@ -40,47 +41,71 @@ class TrialRequest:
 
 
 class Trials:
-    def __init__(self, components: Components, runs: Runs, runner: BlockingRunner, settings: Settings) -> None:
+    def __init__(self, components: Components, quota: Quota, runner: Runner, offload: Offload, limits: TenantLimits,
+                 settings: Settings) -> None:
+        """A trial is a coroutine: in one turn of its namespace's share of runner calls (`limits`:
+        TenantBusy when none comes in time) it describes the code, runs its `additionalProps()`
+        and the run itself, awaiting `runner` holding no thread; its store work, bundling, the
+        props' credentials (a refresh is bounded by the token deadline) and the answer's bounding
+        on `offload`."""
         self.components = components
-        self.runs = runs
+        self.quota = quota
         self.runner = runner
+        self.offload = offload
+        self.limits = limits
         self.settings = settings
 
-    def run(self, principal: Principal, req: TrialRequest, org_id: str | None) -> dict[str, Any]:
+    async def run(self, principal: Principal, req: TrialRequest, org_id: str | None) -> dict[str, Any]:
+        namespace, code = await self.offload.call(lambda: self._checked(principal, req, org_id))
+        user_id = principal.user.id
+        async with self.limits.runner_calls.hold(namespace):
+            bundle, definition = await self.components.describe_in_turn(code, namespace, user_id)
+            instance_id = f"run:{user_id}"  # one warm worker per user for these, not one per run
+            props, event, timeout_ms, http = await self._prepare(principal, bundle, definition, req, instance_id,
+                                                                 namespace)
+            instance = Instance(id=instance_id, props=props, account=namespace, bill_to=user_id,
+                                db=dict(req.db), env={"PD_COMPONENT": instance_id}, http=http,
+                                memory_mb=self.settings.run_memory_mb, file_name=req.file_name)
+
+            async def run() -> RunResult:
+                try:
+                    if definition.type == "action":
+                        return await self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)
+                    async for message in self.runner.run(bundle, instance, [event], timeout_ms):
+                        if isinstance(message, Finished):
+                            return message.results[0]
+                    return RunResult.failed("RUNTIME_ERROR", "The runner ended without an outcome.")
+                except RunnerError as e:
+                    return e.as_result()
+                except HeadwaterError as e:
+                    return RunResult.failed("RUNTIME_ERROR", e.message)
+
+            result = await self.quota.metered_async(user_id, run, self.offload, invocation=True)
+        return await self.offload.call(lambda: self.answer(definition, event, req.db, result))
+
+    def _checked(self, principal: Principal, req: TrialRequest, org_id: str | None) -> tuple[str, str]:
+        """The namespace the code runs in, and the code once checked."""
         namespace = self.components.accounts.namespace(principal, org_id)
         check_file_name(req.file_name)
-        code = self.components.resolve_code(req.code, None)
-        bundle, definition = self.components.describe(code, namespace, principal.user.id)
-        instance_id = f"run:{principal.user.id}"  # one warm worker per user for these, not one per run
-        props, event, timeout_ms, http = self._prepare(principal, bundle, definition, req, instance_id, namespace)
-        instance = Instance(id=instance_id, props=props, account=namespace, bill_to=principal.user.id,
-                            db=dict(req.db), env={"PD_COMPONENT": instance_id}, http=http,
-                            memory_mb=self.settings.run_memory_mb, file_name=req.file_name)
+        return namespace, self.components.checked_code(req.code)
 
-        def run() -> RunResult:
-            try:
-                if definition.type == "action":
-                    return self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)
-                return self.runner.run(bundle, instance, event, timeout_ms)
-            except RunnerError as e:
-                return e.as_result()
-            except HeadwaterError as e:
-                return RunResult.failed("RUNTIME_ERROR", e.message)
-
-        result = self.runs.quota.metered(principal.user.id, run, invocation=True)
-        return self.answer(definition, event, req.db, result)
-
-    def _prepare(self, principal: Principal, bundle: Bundle, definition: ComponentDefinition, req: TrialRequest,
-                 instance_id: str, namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
+    async def _prepare(self, principal: Principal, bundle: Bundle, definition: ComponentDefinition,
+                       req: TrialRequest, instance_id: str,
+                       namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
         """The props as the runner takes them, the event, the time limit and the HTTP interface."""
         prop_list = definition.configurable_props
         if definition.has_additional_props:
             try:
-                prop_list = self.runs.quota.metered(principal.user.id, lambda: self.runner.additional_props(
+                prop_list = (await self.quota.metered_async(principal.user.id, lambda: self.runner.additional_props(
                     bundle, f"props:{instance_id}", req.configured_props, self.settings.hook_timeout_ms, namespace,
-                    principal.user.id)).value
+                    principal.user.id), self.offload)).value
             except RunnerError as e:
                 raise Invalid(f"additionalProps failed: {e.message}", {"configured_props": [e.message]}) from None
+        return await self.offload.call(lambda: self._props(principal, definition, req, prop_list, namespace))
+
+    def _props(self, principal: Principal, definition: ComponentDefinition, req: TrialRequest,
+               prop_list: list[dict[str, Any]],
+               namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
         validated = validate(prop_list, req.configured_props)
         if validated.errors:
             raise Invalid(f"Some props are not valid: {', '.join(validated.errors)}.", validated.errors)

@@ -37,7 +37,16 @@ from headwater.domain.workflows import (
     expression_of,
     parse_workflow,
 )
-from headwater.ports import BlockingRunner, Bundler, Instance, RunnerError, Task, UnitOfWork, UnitOfWorkFactory
+from headwater.ports import (
+    BlockingRunner,
+    Bundler,
+    Instance,
+    Offload,
+    RunnerError,
+    Task,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_ms, now_s, utc_day
 from headwater.services.components import Components
@@ -56,7 +65,9 @@ COMPONENT_FILES = (".mjs", ".js", ".cjs", ".ts", ".mts")
 class Workflows:
     def __init__(self, uow: UnitOfWorkFactory, accounts: Accounts, components: Components,
                  subscriptions: Subscriptions, runs: Runs, bundler: Bundler, runner: BlockingRunner,
-                 destinations: Destinations, settings: Settings) -> None:
+                 destinations: Destinations, settings: Settings, offload: Offload) -> None:
+        """`runner` for the CLI's deploys and the task workers' runs; `offload` for the store work
+        of a deploy over HTTP (a coroutine)."""
         self.uow = uow
         self.accounts = accounts
         self.components = components
@@ -66,6 +77,7 @@ class Workflows:
         self.runner = runner
         self.destinations = destinations
         self.settings = settings
+        self.offload = offload
 
     # managing (the CLI)
 
@@ -85,16 +97,19 @@ class Workflows:
             raise Invalid(f"Cannot read the workflow file {file}: {e}", {"file": [str(e)]}) from None
         return self._deploy(self.principal(user_id), org_id, data, file.parent)
 
-    def deploy_data(self, principal: Principal, org_id: str | None, data: dict[str, Any]) -> Workflow:
+    async def deploy_data(self, principal: Principal, org_id: str | None, data: dict[str, Any]) -> Workflow:
         """`POST /v1/workflows`: the file's content as JSON, a step's code given as `component_code`
-        (the server cannot read the caller's files), else a registry key or an sc_ id."""
-        namespace = self.accounts.namespace(principal, org_id)
+        (the server cannot read the caller's files), else a registry key or an sc_ id. Each step's
+        code is described as a component's save is (in a turn of the namespace's share of runner
+        calls, the runner awaited holding no thread); the store work on `offload`."""
+        namespace = await self.offload.call(lambda: self.accounts.namespace(principal, org_id))
         steps = data.get("steps")
         if isinstance(steps, list):
-            data = {**data, "steps": [self._inline(principal, namespace, i, step) for i, step in enumerate(steps)]}
-        return self._deploy(principal, org_id, data, None)
+            data = {**data, "steps": [await self._inline(principal, namespace, i, step)
+                                      for i, step in enumerate(steps)]}
+        return await self.offload.call(lambda: self._deploy(principal, org_id, data, None))
 
-    def _inline(self, principal: Principal, namespace: str, index: int, step: Any) -> Any:
+    async def _inline(self, principal: Principal, namespace: str, index: int, step: Any) -> Any:
         """A step whose code came inline, with the component saved from it named by its sc_ id."""
         if not isinstance(step, dict) or "component_code" not in step:
             return step
@@ -106,7 +121,8 @@ class Workflows:
         if not isinstance(code, str):
             raise Invalid(f"Step {index + 1}: `component_code` must be a string.",
                           {f"{where}.component_code": ["must be a string"]})
-        saved = self.components.save(namespace, principal.user.id, self.components.resolve_code(code, None), None)
+        checked = await self.offload.call(lambda: self.components.checked_code(code))
+        saved = await self.components.save_async(namespace, principal.user.id, checked, None)
         return {k: v for k, v in step.items() if k != "component_code"} | {"component": saved.id}
 
     def _deploy(self, principal: Principal, org_id: str | None, data: Any, base: Path | None) -> Workflow:
