@@ -26,7 +26,7 @@ bubblewrap:
 # The AWS runner's seccomp launcher (layers/runner/launcher/launcher.c, docs/security.md "The
 # Lambda runtime API"): a static binary, so it runs on Lambda whatever its libc. gcc and libc6-dev
 # are installed here as root, else the command to install them is printed.
-$(LAUNCHER): $(RUNNER)/launcher/launcher.c
+$(LAUNCHER): $(RUNNER)/launcher/launcher.c | bubblewrap
 	@if command -v gcc >/dev/null 2>&1 && [ -e /usr/include/stdio.h ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -qq gcc libc6-dev || { apt-get update -qq && apt-get install -y -qq gcc libc6-dev; }; \
 	else echo "the AWS runner's launcher is built with gcc: install it with 'sudo apt-get install gcc libc6-dev'" >&2; exit 1; fi
@@ -51,7 +51,7 @@ $(RUNNER)/node_modules/.installed: $(RUNNER)/package.json $(RUNNER)/package-lock
 # used: it cannot be fetched here, and the distribution's build is the one users have).
 CHROMIUM := /usr/bin/chromium
 
-$(CHROMIUM):
+$(CHROMIUM): | $(LAUNCHER)
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	else echo "make test needs Debian's chromium for the console test: sudo apt-get install chromium" >&2; exit 1; fi
 
@@ -79,9 +79,21 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 # every module again (0.34 s of CPU a process).
 TEST_WORKERS ?= 2
 
-test: setup $(CHROMIUM) $(SAM_VENV)/.installed
+# `make test` on a clean clone (.ci/run) spends minutes installing before the first test: pip and
+# npm mostly wait on the network and the disk, so its prerequisites are made three at a time (the
+# two venvs, the two npm installs, the launcher) and the lint checks run as soon as .venv is there,
+# beside the installs still under way (mypy without its cache: about 30 s of a core). The rules
+# that may call apt-get are ordered one after another (one dpkg at a time).
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+MAKEFLAGS += -j3
+endif
+
+.PHONY: test-lint
+test-lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
+
+test: setup $(CHROMIUM) $(SAM_VENV)/.installed test-lint
 	$(PY) -m compileall -q src tests
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 

@@ -254,19 +254,30 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"openapi: {checked} API answers validated against /openapi.json")
 
 
-# The modules that took 30 s or more of a test process in a full run (pytest --durations=0 summed
-# per module), slowest first. With two test processes and a module to a process, a slow module that
-# starts last is the run's tail, with one core idle: they start first, the many short ones fill in.
+# The modules that took 30 s or more of a test process in a full run (pytest -n 2 --durations=300, the
+# 300 longest phases summed per module, 2026-11-29 on a busy machine), slowest first. With two test
+# processes and a module to a process, a slow module that starts last is the run's tail, with one
+# core idle: they start first, the many short ones fill in. tests/aws/test_artifacts.py (one `sam
+# build`, 160 s) and tests/aws/test_template.py (cfn-lint and `sam validate --lint`, 130 s) were
+# missing: they ran wherever their test count put them.
 SLOWEST_MODULES = [
-    "tests/e2e/test_routing.py", "tests/e2e/test_api_basics.py", "tests/e2e/test_http_interface.py",
-    "tests/e2e/test_runs.py", "tests/e2e/test_fuzz.py", "tests/e2e/test_durability.py",
-    "tests/e2e/test_sources_api.py", "tests/e2e/test_workflows.py", "tests/security/test_compute_billing.py",
-    "tests/e2e/security/test_boundary.py", "tests/e2e/test_http_requests.py", "tests/e2e/test_describe.py",
-    "tests/e2e/test_bench_smoke.py", "tests/security/test_tenant_output.py", "tests/e2e/test_cli.py",
-    "tests/e2e/test_timers.py", "tests/e2e/test_readme.py", "tests/e2e/security/test_bundler.py",
-    "tests/e2e/test_cli_develop.py", "tests/e2e/test_sse.py", "tests/e2e/test_ingest_budget.py",
-    "tests/e2e/test_console.py", "tests/e2e/test_oauth.py", "tests/security/test_metrics.py",
-    "tests/e2e/aws/test_aws_cost.py",
+    "tests/aws/test_artifacts.py", "tests/e2e/test_fuzz.py", "tests/security/test_compute_billing.py",
+    "tests/e2e/test_durability.py", "tests/aws/test_template.py", "tests/e2e/test_routing.py",
+    "tests/e2e/aws/test_aws_cost.py", "tests/e2e/test_bench_smoke.py", "tests/e2e/test_console.py",
+    "tests/e2e/test_runs.py", "tests/e2e/test_processes.py", "tests/e2e/test_shutdown.py",
+    "tests/security/test_tenant_output.py", "tests/e2e/test_http_requests.py",
+    "tests/e2e/security/test_boundary.py", "tests/e2e/test_timers.py", "tests/e2e/test_api_basics.py",
+    "tests/security/test_metrics.py", "tests/security/test_sse_access.py", "tests/e2e/test_sse.py",
+    "tests/e2e/aws/test_black_box.py", "tests/e2e/test_workflows.py", "tests/cli/test_cli_offline.py",
+    "tests/e2e/test_registry_scale.py", "tests/e2e/security/test_egress.py",
+    "tests/security/test_runner_call_share.py", "tests/e2e/aws/test_runner_lambda.py",
+    "tests/e2e/security/test_limits.py", "tests/e2e/security/test_files.py", "tests/e2e/test_destinations.py",
+    "tests/e2e/test_http_interface.py", "tests/e2e/test_oauth.py", "tests/e2e/security/test_isolation.py",
+    "tests/security/test_oauth_fair_share.py", "tests/e2e/test_readme.py", "tests/contract/test_scheduler_aws.py",
+    "tests/security/test_request_share.py", "tests/security/test_tenant_share.py",
+    "tests/e2e/test_ingest_budget.py", "tests/e2e/test_registry_republish.py", "tests/e2e/test_cli_develop.py",
+    "tests/contract/test_dynamodb_store.py", "tests/contract/test_store_events.py",
+    "tests/e2e/test_connected_accounts.py", "tests/e2e/security/test_endpoint_origin.py",
 ]
 
 
