@@ -11,7 +11,8 @@ scenario, stops it, and only then starts the other build; the order alternates b
 
 BEFORE and AFTER are git revisions, or `.` for this working tree (uncommitted changes and all; the
 default AFTER); each revision is checked out into a temporary worktree, with this tree's runner
-packages. `--after-env` adds settings to the AFTER server only. Needs `make bench`'s npm peers
+packages. `--after-env` adds settings to the AFTER server only, `--env` to both (e.g.
+`--env HEADWATER_PROCESSES=2`: test servers run one process unless told). Needs `make bench`'s npm peers
 (autocannon).
 """
 
@@ -98,7 +99,7 @@ def settings_of(given: list[str]) -> list[tuple[str, str]]:
     for item in given:
         name, equals, value = item.partition("=")
         if not equals or not name.startswith("HEADWATER_"):
-            raise SystemExit(f"--after-env {item!r}: expected HEADWATER_NAME=VALUE")
+            raise SystemExit(f"{item!r}: expected HEADWATER_NAME=VALUE")
         pairs.append((name, value))
     return pairs
 
@@ -146,15 +147,18 @@ def main() -> None:
     parser.add_argument("--scenario", action="append", help="default:C or echo:C; repeatable")
     parser.add_argument("--after-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting of the AFTER server only (HEADWATER_...); repeatable")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting of both servers (HEADWATER_...); repeatable")
     parser.add_argument("--out", type=Path, help="also write the rounds as JSON here")
     args = parser.parse_args()
     plan = scenarios(args.scenario or list(DEFAULT_SCENARIOS))
-    settings = tuple(settings_of(args.after_env))
+    both = tuple(settings_of(args.env))
+    settings = both + tuple(settings_of(args.after_env))
     names = (f"before ({args.before})", f"after ({' '.join([args.after, *args.after_env])})")
     results: dict[str, dict[str, list[Shot]]] = {f"{n} c={c}": {name: [] for name in names} for n, c in plan}
     with tempfile.TemporaryDirectory() as tmp, checkout(args.before, Path(tmp)) as old, \
             checkout(args.after, Path(tmp) / "after") as new:
-        builds = (Build(names[0], old), Build(names[1], new, settings))
+        builds = (Build(names[0], old, both), Build(names[1], new, settings))
         cannon = autocannon()
         try:
             for index in range(args.rounds):

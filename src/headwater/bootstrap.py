@@ -150,12 +150,12 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.task_queue import LocalTaskQueue
     from headwater.adapters.loops import Portal
 
-    store = SqliteStore(settings.database_path)
-    portal = Portal()
     share, peers = ProcessShare(0, 1, settings.run_dir), None
     if settings.process_index is not None:  # one of `headwater serve`'s processes
         share = ProcessShare(settings.process_index, settings.processes, settings.run_dir)
         peers = Peers(settings.run_dir, settings.process_index, settings.processes)
+    store = SqliteStore(settings.database_path, peers)
+    portal = Portal()
     queue = LocalTaskQueue(store.db, settings.task_workers, settings.background_yield_ms / 1000,
                            tenant_share=settings.tenant_worker_share, portal=portal, lease=store.lease,
                            share=share, peers=peers)

@@ -6,13 +6,17 @@ line takes the source's slot in a lock file beside the database, an open-file-de
 
 Waiting for a slot another process holds is polled (no thread blocks on it), with a marker that
 says this process wants it, so that a busy process lets go of a source between two of its holds
-rather than taking it again at once. Each holder writes its process's mark into the slot: the next
-holder learns whether another process held the source since this one last did
-(`taken_elsewhere`), and forgets what it kept of the source in memory then."""
+rather than taking it again at once; a process that lets go of a slot another one wants says so
+by datagram (`peers.py`), and the waiter tries again at once rather than at its next poll (one
+hot source served by two processes passes between them in about a datagram's time, not a poll's).
+Each holder writes its process's mark into the slot: the next holder learns whether another
+process held the source since this one last did (`taken_elsewhere`), and forgets what it kept of
+the source in memory then."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -21,11 +25,12 @@ import secrets
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from headwater.adapters.in_process_lease import InProcessLease
+from headwater.adapters.local.peers import Peers
 from headwater.ports import Busy
 
 SLOTS = 1 << 16  # sources share a slot only by a hash collision, which costs waiting, never exclusion
@@ -68,12 +73,15 @@ class SlotFile:
             os.pwrite(self._fd, self.mark, slot * _SLOT_BYTES)
             return found
 
-    def let_go(self, slot: int) -> None:
+    def let_go(self, slot: int) -> bool:
+        """True when the slot is free again (its last holder in this process let go)."""
         with self._guard:
             self._held[slot] -= 1
-            if self._held[slot] == 0:
-                del self._held[slot]
-                self._set(fcntl.F_UNLCK, slot * _SLOT_BYTES)
+            if self._held[slot]:
+                return False
+            del self._held[slot]
+            self._set(fcntl.F_UNLCK, slot * _SLOT_BYTES)
+            return True
 
     def want(self, slot: int, wanting: bool) -> None:
         """Marks (a shared lock on its byte) that this process waits for the slot, or no longer."""
@@ -106,10 +114,15 @@ class SlotFile:
 
 
 class LocalLease(InProcessLease):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, peers: Peers | None = None) -> None:
         super().__init__()
         self._slots = SlotFile(path)
         self._elsewhere: dict[str, bool] = {}  # source -> held by another process before its holder took it
+        self._peers = peers
+        self._wakers: dict[int, set[Callable[[], None]]] = {}  # slot -> this process's waiters' wake-ups
+        self._wakers_guard = threading.Lock()
+        if peers is not None:
+            peers.on("lease", lambda fields: self._wake(int(fields[0])))
 
     def taken_elsewhere(self, source_id: str) -> bool:
         """Whether another process held the source's lease since this process last did (asked
@@ -129,12 +142,15 @@ class LocalLease(InProcessLease):
         deadline = time.monotonic() + max(0.0, ttl_s if wait_s is None else wait_s)
         with super().hold(source_id, ttl_s, wait_s):
             slot = _slot(source_id)
-            for pause in self._tries(source_id, slot, deadline):
-                time.sleep(pause)
+            woken = threading.Event()
+            with self._waking(slot, woken.set):
+                for pause in self._tries(source_id, slot, deadline):
+                    woken.wait(pause)
+                    woken.clear()
             try:
                 yield
             finally:
-                self._slots.let_go(slot)
+                self._let_go(slot)
 
     @asynccontextmanager
     async def held(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> AsyncIterator[None]:
@@ -144,17 +160,49 @@ class LocalLease(InProcessLease):
         deadline = time.monotonic() + max(0.0, ttl_s if wait_s is None else wait_s)
         async with super().held(source_id, ttl_s, wait_s):
             slot = _slot(source_id)
+            loop = asyncio.get_running_loop()
+            woken = asyncio.Event()
             tries = self._tries(source_id, slot, deadline)
-            try:
-                for pause in tries:
-                    await asyncio.sleep(pause)
-            except BaseException:
-                tries.close()  # a cancelled waiter no longer wants the slot
-                raise
+            def wake() -> None:
+                loop.call_soon_threadsafe(woken.set)
+
+            with self._waking(slot, wake):
+                try:
+                    for pause in tries:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(woken.wait(), pause)
+                        woken.clear()
+                except BaseException:
+                    tries.close()  # a cancelled waiter no longer wants the slot
+                    raise
             try:
                 yield
             finally:
-                self._slots.let_go(slot)
+                self._let_go(slot)
+
+    def _let_go(self, slot: int) -> None:
+        if self._slots.let_go(slot) and self._peers is not None and self._slots.wanted_elsewhere(slot):
+            self._peers.broadcast("lease", str(slot))
+
+    @contextmanager
+    def _waking(self, slot: int, wake: Callable[[], None]) -> Iterator[None]:
+        """While a waiter polls for `slot`, a peer's word that it let go of it wakes the waiter."""
+        with self._wakers_guard:
+            self._wakers.setdefault(slot, set()).add(wake)
+        try:
+            yield
+        finally:
+            with self._wakers_guard:
+                waiting = self._wakers[slot]
+                waiting.discard(wake)
+                if not waiting:
+                    del self._wakers[slot]
+
+    def _wake(self, slot: int) -> None:
+        with self._wakers_guard:
+            wakes = list(self._wakers.get(slot, ()))
+        for wake in wakes:
+            wake()
 
     def _tries(self, source_id: str, slot: int, deadline: float) -> Generator[float, None, None]:
         """Takes the slot, yielding how long to pause before each next try; Busy past `deadline`.
