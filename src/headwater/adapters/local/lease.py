@@ -186,7 +186,11 @@ class LocalLease(InProcessLease):
 
     @contextmanager
     def _waking(self, slot: int, wake: Callable[[], None]) -> Iterator[None]:
-        """While a waiter polls for `slot`, a peer's word that it let go of it wakes the waiter."""
+        """While a waiter polls for `slot`, a peer's word that it let go of it wakes the waiter
+        (with no peers, nothing can: the hold's path stays as it was)."""
+        if self._peers is None:
+            yield
+            return
         with self._wakers_guard:
             self._wakers.setdefault(slot, set()).add(wake)
         try:
