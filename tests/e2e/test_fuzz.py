@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -32,18 +33,23 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
-from schemathesis.specs.openapi.checks import status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.conftest import COMPONENTS, Server, client_for, new_user, running_server
+from tests.openapi_conformance import fields_chosen, unshaped
 
-EXAMPLES = 40  # per operation and generation mode (valid, invalid)
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))  # per operation and generation mode (valid, invalid)
 SLOW_EXAMPLES = 10  # for operations that bundle or run component code
 SLOW = {"POST /v1/components", "POST /v1/sources/", "PUT /v1/sources/{source_id}",
         "POST /v1/components/{key_or_id}/props/{prop}/options", "POST /v1/components/run", "POST /v1/workflows"}
 EXCLUDED = ("/sse",)  # streams: 200, then open until the client leaves
 # Run last, in this order: they change or delete the resources the other operations are given.
 DESTRUCTIVE = ("PUT", "DELETE")
-CHECKS = [not_a_server_error, status_code_conformance]
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # A plain (not customResponse) HTTP source answers only these: the `default` of that operation is
 # for customResponse sources, so it must not hide anything here.
 HTTP_INTERFACE = {200, 404, 413, 429}
@@ -176,7 +182,9 @@ def _order(label: str) -> tuple[int, str]:
     return (DESTRUCTIVE.index(method) + 1 if method in DESTRUCTIVE else 0, label)
 
 
-def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally) -> None:
+def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally, full: tuple[Any, Any]) -> None:
+    """Fuzzes one operation; `full` is the document without `include`/`exclude` (its schema and
+    this operation in it), against which an answer to a request that chose no fields is checked too."""
     label = operation.label
     examples = SLOW_EXAMPLES if label in SLOW else EXAMPLES
     headers = {"Authorization": f"Bearer {target.api_key}"}
@@ -198,6 +206,9 @@ def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally) -> 
             tally.failures.append(f"{label}: {response.status_code} from a plain HTTP source\n{case.as_curl_command()}")
         try:
             case.validate_response(response, checks=CHECKS)
+            if not fields_chosen(case.query, case.body):
+                full_schema, full_operation = full
+                full_schema.validate_response(full_operation, response)
         except (AssertionError, FailureGroup) as e:
             detail = "\n".join(str(x) for x in getattr(e, "exceptions", [e]))
             tally.failures.append(f"{label} ({mode.value}): {detail[:1500]}\n{case.as_curl_command()}")
@@ -208,6 +219,8 @@ def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally) -> 
 
 def test_no_input_gives_a_server_error_or_an_undocumented_status(target: Target) -> None:
     schema = _schema(target)
+    full = schemathesis.openapi.from_dict(unshaped(schema.raw_schema))
+    full_operations = {result.ok().label: result.ok() for result in full.get_all_operations()}
     operations = [result.ok() for result in schema.get_all_operations()]
     fuzzed = sorted((op for op in operations if not op.path.endswith(EXCLUDED)), key=lambda op: _order(op.label))
     assert len(fuzzed) >= 40 and len(operations) - len(fuzzed) == 2, [op.label for op in operations]
@@ -216,8 +229,8 @@ def test_no_input_gives_a_server_error_or_an_undocumented_status(target: Target)
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             if mode is GenerationMode.NEGATIVE and not _negatable(operation):
                 continue
-            _run(operation, mode, target, tally)
+            _run(operation, mode, target, tally, (full, full_operations[operation.label]))
     print(f"\nfuzzed {len(fuzzed)} operations with {tally.examples} examples; statuses "
           + ", ".join(f"{status}: {n}" for status, n in sorted(tally.statuses.items())))
-    assert not tally.failures, "\n\n".join(tally.failures[:20])
+    assert not tally.failures, f"{len(tally.failures)} failures:\n\n" + "\n\n".join(tally.failures[:200])
     assert httpx.get(target.server.base_url + "/healthz").status_code == 200
