@@ -20,7 +20,6 @@ outbound HTTP goes through a proxy address where nothing listens.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections import Counter
@@ -124,9 +123,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             assert httpx.post(endpoint, json={"n": 1}).status_code == 200
             event = _wait("an event", lambda: api.get(f"/sources/{http['id']}/event_summaries").json()["data"])[0]
             delivery = _wait("a delivery", lambda: api.get(f"/webhooks/{webhook['id']}/deliveries").json()["data"])[0]
-        steps = [{"name": "emit", "component": str(COMPONENTS / "workflow" / "emit.mjs"), "props": {"value": 1}}]
-        (data_dir / "fuzz.yaml").write_text(json.dumps({"name": "fuzz-flow", "steps": steps}))
-        workflow = srv.cli("workflows", "deploy", str(data_dir / "fuzz.yaml"), "--user", user.id)
+            steps = [{"name": "emit", "component_code": (COMPONENTS / "workflow" / "emit.mjs").read_text(),
+                      "props": {"value": 1}}]
+            workflow = api.post("/workflows", json={"name": "fuzz-flow", "steps": steps}).json()["data"]
         yield Target(srv, user.api_key, {
             "source_id": [http["id"], timer["data"]["id"]],
             "key_or_id": [component["id"], "headwater-schedule"],
