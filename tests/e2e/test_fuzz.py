@@ -20,6 +20,7 @@ outbound HTTP goes through a proxy address where nothing listens.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections import Counter
@@ -81,6 +82,7 @@ class Target:
 @dataclass
 class Tally:
     examples: int = 0
+    plain: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
     answers: Counter[str] = field(default_factory=Counter)  # 2xx answers by the schema checked: fields chosen or not
     seconds: Counter[str] = field(default_factory=Counter)  # by operation
@@ -190,41 +192,58 @@ def _order(label: str) -> tuple[int, str]:
     return (DESTRUCTIVE.index(method) + 1 if method in DESTRUCTIVE else 0, label)
 
 
+def _plain_cases(operation: Any, target: Target) -> list[Any]:
+    """A GET asked plainly, for each combination of real ids in its path and nothing else (no query,
+    so no `include`/`exclude`): answers with whole resources, whatever the fuzzing happened to pick.
+    Empty when it needs more (a required query parameter) or has a path parameter no resource was made for."""
+    names = [p.name for p in operation.iter_parameters() if p.location.value == "path"]
+    needs = [p.name for p in operation.iter_parameters() if p.is_required and p.location.value == "query"]
+    if operation.method.upper() != "GET" or needs or any(name not in target.ids for name in names):
+        return []
+    return [operation.Case(path_parameters=dict(zip(names, values, strict=True)), query={})
+            for values in itertools.product(*(target.ids[name] for name in names))]
+
+
+def _check(case: Any, label: str, target: Target, tally: Tally, full: tuple[Any, Any], stream: bool = False) -> int:
+    """Calls the case and checks the answer: against the document, and for a request that chose no
+    fields against `full` (the document without `include`/`exclude`: its schema, this operation)."""
+    headers = {"Authorization": f"Bearer {target.api_key}"}
+    try:
+        response = case.call(base_url=target.server.base_url, headers=headers, timeout=STREAM_READ_S if stream else 60)
+    except requests.RequestException as e:
+        tally.failures.append(f"{label}: no answer ({type(e).__name__}: {e})\n{case.as_curl_command()}")
+        return 0
+    tally.statuses[response.status_code] += 1
+    chosen = fields_chosen(case.query, case.body)
+    if 200 <= response.status_code < 300:
+        tally.answers["shaped" if chosen else "whole"] += 1
+    if label.startswith(("GET /http/", "POST /http/", "PUT /http/", "PATCH /http/", "DELETE /http/")) and \
+            response.status_code not in HTTP_INTERFACE:
+        tally.failures.append(f"{label}: {response.status_code} from a plain HTTP source\n{case.as_curl_command()}")
+    try:
+        case.validate_response(response, checks=CHECKS)
+        if not chosen:
+            full_schema, full_operation = full
+            full_schema.validate_response(full_operation, response)
+    except (AssertionError, FailureGroup) as e:
+        detail = "\n".join(str(x) for x in getattr(e, "exceptions", [e]))
+        tally.failures.append(f"{label}: {detail[:1500]}\n{case.as_curl_command()}")
+    return response.status_code
+
+
 def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally, full: tuple[Any, Any]) -> None:
     """Fuzzes one operation; `full` is the document without `include`/`exclude` (its schema and
     this operation in it), against which an answer to a request that chose no fields is checked too."""
     label = operation.label
     stream = operation.path.endswith(STREAMS)
     examples = STREAM_EXAMPLES if stream else SLOW_EXAMPLES if label in SLOW else EXAMPLES
-    headers = {"Authorization": f"Bearer {target.api_key}"}
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     @given(case=operation.as_strategy(generation_mode=mode))
     def fuzz(case: Any) -> None:
         tally.examples += 1
-        try:
-            response = case.call(base_url=target.server.base_url, headers=headers,
-                                 timeout=STREAM_READ_S if stream else 60)
-        except requests.RequestException as e:
-            tally.failures.append(f"{label} ({mode.value}): no answer ({type(e).__name__}: {e})\n"
-                                  f"{case.as_curl_command()}")
-            return
-        tally.statuses[response.status_code] += 1
-        chosen = fields_chosen(case.query, case.body)
-        if 200 <= response.status_code < 300:
-            tally.answers["shaped" if chosen else "whole"] += 1
-        if label.startswith(("GET /http/", "POST /http/", "PUT /http/", "PATCH /http/", "DELETE /http/")) and \
-                response.status_code not in HTTP_INTERFACE:
-            tally.failures.append(f"{label}: {response.status_code} from a plain HTTP source\n{case.as_curl_command()}")
-        try:
-            case.validate_response(response, checks=CHECKS)
-            if not chosen:
-                full_schema, full_operation = full
-                full_schema.validate_response(full_operation, response)
-        except (AssertionError, FailureGroup) as e:
-            detail = "\n".join(str(x) for x in getattr(e, "exceptions", [e]))
-            tally.failures.append(f"{label} ({mode.value}): {detail[:1500]}\n{case.as_curl_command()}")
+        _check(case, f"{label} ({mode.value})", target, tally, full, stream)
 
     started = time.monotonic()
     with contextlib.suppress(Unsatisfiable):  # nothing in this operation could be made invalid after all
@@ -240,15 +259,24 @@ def test_no_input_gives_a_server_error_or_an_undocumented_status(target: Target)
     fuzzed = sorted(operations, key=lambda op: _order(op.label))
     assert len(fuzzed) >= 58, [op.label for op in operations]
     tally = Tally()
+    plain_not_2xx = []
+    for operation in fuzzed:
+        for case in _plain_cases(operation, target):
+            tally.plain += 1
+            status = _check(case, f"{operation.label} (plain)", target, tally,
+                            (full, full_operations[operation.label]), stream=operation.path.endswith(STREAMS))
+            if not 200 <= status < 300:
+                plain_not_2xx.append(f"{case.formatted_path} {status}")
     for operation in fuzzed:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             if mode is GenerationMode.NEGATIVE and not _negatable(operation):
                 continue
             _run(operation, mode, target, tally, (full, full_operations[operation.label]))
-    print(f"\nfuzzed {len(fuzzed)} operations with {tally.examples} examples; statuses "
+    print(f"\nfuzzed {len(fuzzed)} operations with {tally.examples} examples, {tally.plain} plain GETs; statuses "
           + ", ".join(f"{status}: {n}" for status, n in sorted(tally.statuses.items()))
           + f"; 2xx answers checked with fields chosen (include/exclude): {tally.answers['shaped']}, "
           f"without: {tally.answers['whole']}; slowest: "
-          + ", ".join(f"{label} {s:.1f} s" for label, s in tally.seconds.most_common(6)))
+          + ", ".join(f"{label} {s:.1f} s" for label, s in tally.seconds.most_common(6))
+          + f"; plain GETs not 2xx: {plain_not_2xx}")
     assert not tally.failures, f"{len(tally.failures)} failures:\n\n" + "\n\n".join(tally.failures[:200])
     assert httpx.get(target.server.base_url + "/healthz").status_code == 200
