@@ -23,6 +23,7 @@ from headwater.api import (
     props,
     registry,
     replay,
+    runs,
     sources,
     sse,
     subscriptions,
@@ -42,7 +43,7 @@ from headwater.metrics import MetricsMiddleware
 V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
     sse.router, subscriptions.router, webhooks.router, workflows.router, trials.router,
-    workflow_deploys.router, connected_accounts.router,
+    workflow_deploys.router, connected_accounts.router, runs.router,
 ]
 V1_ROUTERS.append(oauth.router)  # issue 22, part B
 

@@ -174,6 +174,7 @@ class SourceState:
     timer_run_since: float | None = None
     last_tick: float = 0.0
     channels: list[str] = field(default_factory=list)  # its custom channels, against the limit
+    runs: int = 0  # runs on record so far: the next one's seq is one more (domain.run_records)
     version: int = 0
 
     def took(self, task_id: str) -> bool:
@@ -194,11 +195,11 @@ class SourceState:
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
                 "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
-                "channels": self.channels}
+                "channels": self.channels, "runs": self.runs}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], version: int) -> SourceState:
         return cls(db=data.get("db") or {}, dedupe=data.get("dedupe") or {}, last_ms=int(data.get("last_ms") or 0),
                    last_seq=int(data.get("last_seq") or 0), applied=list(data.get("applied") or []),
                    timer_run_since=data.get("timer_run_since"), last_tick=float(data.get("last_tick") or 0),
-                   channels=list(data.get("channels") or []), version=version)
+                   channels=list(data.get("channels") or []), runs=int(data.get("runs") or 0), version=version)

@@ -23,8 +23,9 @@ from headwater.domain.models import (
     StoredEvent,
     User,
 )
-from headwater.domain.pagination import Page, PageRequest
+from headwater.domain.pagination import MAX_SEQ, Page, PageRequest
 from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
+from headwater.domain.run_records import RunRecord
 from headwater.domain.workflows import Step, Workflow
 from headwater.ports import Task
 
@@ -352,6 +353,9 @@ class SqliteSources:
         return Page(items=[_source(r) for r in rows], seqs=[r["seq"] for r in rows], total_count=total)
 
 
+_STATE_COLUMNS = ("db", "dedupe", "last_ms", "last_seq")  # the rest of SourceState.to_json goes in `extra`
+
+
 class SqliteState:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -368,7 +372,7 @@ class SqliteState:
 
     def save(self, source_id: str, state: SourceState, expected_version: int) -> None:
         data = state.to_json()
-        extra = json.dumps({k: data[k] for k in ("applied", "timer_run_since", "last_tick", "channels")})
+        extra = json.dumps({k: v for k, v in data.items() if k not in _STATE_COLUMNS})
         cur = self.conn.execute(
             "INSERT INTO source_state (source_id, db, dedupe, last_ms, last_seq, extra, version) "
             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7 + 1) "
@@ -475,6 +479,32 @@ class SqliteEvents:
             sql += " AND (ms, seq) <= (?, ?)"
             params += [end.ms, end.seq]
         return self.conn.execute(sql, params).rowcount
+
+
+class SqliteRunRecords:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def put(self, owner_id: str, record: RunRecord) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO runs (owner_id, seq, body) VALUES (?, ?, ?)",
+                          (owner_id, record.seq, json.dumps(record.to_json(), separators=(",", ":"))))
+
+    def trim(self, owner_id: str, below_seq: int) -> None:
+        self.conn.execute("DELETE FROM runs WHERE owner_id = ? AND seq < ?", (owner_id, below_seq))
+
+    def get(self, owner_id: str, seq: int, floor: int) -> RunRecord | None:
+        if seq < floor or seq > MAX_SEQ:
+            return None
+        row = self.conn.execute("SELECT body FROM runs WHERE owner_id = ? AND seq = ?", (owner_id, seq)).fetchone()
+        return RunRecord.from_json(json.loads(row["body"])) if row else None
+
+    def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
+        rows, total = page_query(self.conn, "runs", "owner_id = ? AND seq >= ?", (owner_id, floor), page)
+        return Page(items=[RunRecord.from_json(json.loads(r["body"])) for r in rows], seqs=[r["seq"] for r in rows],
+                    total_count=total)
+
+    def remove_all(self, owner_id: str) -> None:
+        self.conn.execute("DELETE FROM runs WHERE owner_id = ?", (owner_id,))
 
 
 class SqliteSubscriptions:
