@@ -7,7 +7,8 @@ live document has, new routes included, of a private live server; they are drive
 Hypothesis, a bounded number per operation, so the run is deterministic and is part of `make test`
 (about 40 s on two busy cores; HEADWATER_FUZZ_EXAMPLES=40 for a deeper run, about two minutes).
 Path parameters are half the time real ids of resources made first (a component, an HTTP and a
-timer source, a webhook with a delivery, an org, a workflow), so routes are reached past their 404s.
+timer source, a webhook with a delivery, an org, a workflow the HTTP source triggers, their runs),
+so routes are reached past their 404s.
 
 An answer to a request with `include`/`exclude` is checked against the document as it is (those
 operations answer `<Resource>Fields`: any field may be left out); every other answer also against
@@ -121,13 +122,16 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             account = api.post("/accounts", json={"app": "fuzz_app", "credentials": {"k": "v"}}).json()["data"]
             assert api.post("/subscriptions", params={"emitter_id": http["id"],
                                                       "listener_id": webhook["id"]}).status_code == 200
+            steps = [{"name": "emit", "component_code": (COMPONENTS / "workflow" / "emit.mjs").read_text(),
+                      "props": {"value": 1}}]
+            workflow = api.post("/workflows", json={"name": "fuzz-flow", "trigger": http["id"],
+                                                    "steps": steps}).json()["data"]
             endpoint = http["configured_props"]["http"]["endpoint_url"]
             assert httpx.post(endpoint, json={"n": 1}).status_code == 200
             event = _wait("an event", lambda: api.get(f"/sources/{http['id']}/event_summaries").json()["data"])[0]
             delivery = _wait("a delivery", lambda: api.get(f"/webhooks/{webhook['id']}/deliveries").json()["data"])[0]
-            steps = [{"name": "emit", "component_code": (COMPONENTS / "workflow" / "emit.mjs").read_text(),
-                      "props": {"value": 1}}]
-            workflow = api.post("/workflows", json={"name": "fuzz-flow", "steps": steps}).json()["data"]
+            runs = [_wait("a run", lambda path=path: api.get(path).json()["data"])[0]["id"]
+                    for path in (f"/sources/{http['id']}/runs", f"/workflows/{workflow['id']}/runs")]
         yield Target(srv, user.api_key, {
             "source_id": [http["id"], timer["data"]["id"]],
             "key_or_id": [component["id"], "headwater-schedule"],
@@ -141,6 +145,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             "account_id": [account["id"]],
             "channel": ["$errors"],
             "endpoint_id": [endpoint.rsplit("/", 1)[1]],
+            "run_id": runs,
         })
 
 
