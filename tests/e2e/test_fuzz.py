@@ -5,7 +5,8 @@ status the document does not declare, or an answer outside its declared content 
 Schemathesis generates the cases (valid ones and schema-violating ones) for every operation the
 live document has, new routes included, of a private live server; they are driven here with
 Hypothesis, a bounded number per operation, so the run is deterministic and is part of `make test`
-(about 40 s on two busy cores; HEADWATER_FUZZ_EXAMPLES=40 for a deeper run, about two minutes).
+(about 30 s of CPU: 45 to 65 s on two cores at load 4 to 7, server start and first bundle
+~20 s of it; HEADWATER_FUZZ_EXAMPLES=40 for a deeper run, about two minutes).
 Path parameters are half the time real ids of resources made first (a component, an HTTP and a
 timer source, a webhook with a delivery, an org, a workflow the HTTP source triggers, their runs),
 so routes are reached past their 404s.
