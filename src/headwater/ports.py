@@ -156,8 +156,8 @@ class RunRecordRepository(Protocol):
         """Idempotent under (owner, seq): the same record again is the same item."""
 
     def trim(self, owner_id: str, below_seq: int) -> None:
-        """Retention: records with a seq below `below_seq` go (the store may let them linger a while,
-        `get` and `list` never show them)."""
+        """Retention: records with a seq below `below_seq` may go. A store may keep them (a ring
+        that overwrites them later): callers read with the floor, below which nothing is shown."""
 
     def get(self, owner_id: str, seq: int, floor: int) -> RunRecord | None:
         """None as well when `seq` is below `floor` (a record retention has let go)."""

@@ -4,7 +4,7 @@ retention of the records pushed out, and a purge."""
 from __future__ import annotations
 
 from headwater.domain.pagination import PageRequest
-from headwater.domain.run_records import RunRecord
+from headwater.domain.run_records import RUNS_KEPT, RunRecord
 from tests.contract.conftest import Backend
 
 OWNER = "dc_owner"
@@ -61,13 +61,16 @@ def test_runs_page_newest_first_above_the_floor(store: Backend) -> None:
     assert seqs(store, PageRequest(5), owner="dc_other") == ([3], 1)
 
 
-def test_trim_lets_go_of_the_records_pushed_out(store: Backend) -> None:
-    put(store, 1, 2, 3, keep_from=1)
-    put(store, 4, 5, keep_from=3)
+def test_the_newest_100_are_kept_past_a_wrap(store: Backend) -> None:
+    for start in range(1, 251, 50):
+        put(store, *range(start, start + 50), keep_from=max(1, start + 50 - RUNS_KEPT))
+    floor = 251 - RUNS_KEPT
     with store.uow(readonly=True) as uow:
-        assert uow.runs.get(OWNER, 2, 1) is None and uow.runs.get(OWNER, 1, 1) is None
-        assert uow.runs.get(OWNER, 3, 3) == record(3)
-    assert seqs(store, PageRequest(10)) == ([5, 4, 3], 3)
+        assert uow.runs.get(OWNER, floor - 1, floor) is None and uow.runs.get(OWNER, 50, floor) is None
+        assert uow.runs.get(OWNER, floor, floor) == record(floor)
+        assert uow.runs.get(OWNER, 250, floor) == record(250)
+    shown, total = seqs(store, PageRequest(100), floor=floor)
+    assert shown == list(range(250, floor - 1, -1)) and total == RUNS_KEPT
 
 
 def test_remove_all_purges_one_owner(store: Backend) -> None:
