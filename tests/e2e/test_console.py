@@ -47,6 +47,16 @@ KEYED_SOURCE = """export default {
   props: { keyed: { type: "app", app: "keyed_app" }, http: "$.interface.http" },
   async run() { this.$emit({ fields: Object.keys(this.keyed.$auth) }) },
 };"""
+RECORDED = """export default {
+  name: "Console recorded", version: "0.0.1",
+  props: { http: "$.interface.http", db: "$.service.db" },
+  async run(event) {
+    console.log(`got ${event.body.n} <img src=x onerror="window.pwned=1">`);
+    this.db.set("last", event.body.n);
+    this.$emit({ n: event.body.n }, { summary: `n ${event.body.n}` });
+    if (event.body.fail) throw new Error("failed on purpose <b>bold</b>");
+  },
+};"""
 NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
 
 
@@ -173,6 +183,52 @@ def test_a_thrown_error_shows_on_the_errors_pane(page: Page, server: Server, per
     page.get_by_label("Event (JSON)").fill('{"body": {"why": "by hand"}}')
     page.get_by_role("button", name="Run", exact=True).click()
     expect(errors.locator("li")).to_have_count(2)
+
+
+def test_the_runs_panel_lists_a_run_shows_it_in_full_and_reruns_it(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=RECORDED, name="console-runs")
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    runs = page.get_by_role("table", name="Runs").locator("tbody tr")
+    page.get_by_label("Event (JSON)").fill('{"body": {"n": 7}}')
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(runs.filter(has_text="manual")).to_have_count(1)  # the list looked again until the run was on record
+    manual_id = runs.filter(has_text="manual").get_attribute("data-id")
+    manual = page.locator(f'#runs-table tr[data-id="{manual_id}"]')
+    expect(manual).to_contain_text("success")
+    expect(manual).to_contain_text("events 1")
+    manual.click()
+    detail = page.locator("#run-detail")
+    expect(detail.locator("#run-trigger")).to_contain_text("n: 7")
+    expect(detail.locator("#run-logs")).to_contain_text('log: got 7 <img src=x onerror="window.pwned=1">')
+    expect(detail.locator("#run-db-keys")).to_have_text("last")
+    assert detail.locator("img").count() == 0 and not page.evaluate("window.pwned")  # the log line is text
+    shot(page, "19-runs-detail")
+
+    page.get_by_label("Event (JSON)").fill('{"body": {"n": 8, "fail": true}}')
+    page.get_by_role("button", name="Run", exact=True).click()
+    failed = runs.filter(has_text="error")
+    expect(failed).to_contain_text("RUNTIME_ERROR: failed on purpose <b>bold</b>")
+    failed.get_by_role("button").click()
+    expect(detail.locator("#run-error")).to_contain_text("failed on purpose <b>bold</b>")
+    expect(detail.locator("#run-error pre")).to_contain_text("Error: failed on purpose")  # its stack
+    assert detail.locator("b").count() == 0
+
+    manual.click()
+    expect(detail.get_by_role("heading", level=3)).to_contain_text(f"Run {manual_id}")
+    detail.get_by_role("button", name="Re-run").click()
+    rerun = runs.filter(has_text="rerun")
+    expect(rerun).to_have_count(1)
+    expect(rerun).to_contain_text(f"of {manual_id}")
+    rerun.click()
+    expect(detail.locator("#run-trigger")).to_contain_text("n: 7")  # the same input
+    shot(page, "20-runs-rerun")
+
+    assert client.put(f"/sources/{source['id']}", json={"active": False}).status_code == 200
+    detail.get_by_role("button", name="Re-run").click()  # refused: the source is paused (409, said)
+    expect(page.locator("#status .error")).to_be_visible()
+    assert client.get(f"/sources/{source['id']}/runs").json()["data"][0]["kind"] == "rerun"
 
 
 def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server: Server, person: User) -> None:

@@ -18,7 +18,7 @@ const timeOf = (item) => item.indexed_at_ms || Number(item.id.split("-")[0]);
 
 /** A collapsible tree of a JSON value: open on its first three levels, but for an HTTP
  * request's headers (folded: they would push its body out of view). */
-function tree(value, depth = 0) {
+export function tree(value, depth = 0) {
   if (value === null || typeof value !== "object" || !Object.keys(value).length) {
     return el("span", { class: `json-${value === null ? "null" : typeof value}` }, JSON.stringify(value));
   }
