@@ -2,7 +2,8 @@
 source from the registry with the generated form, send it a request, watch the event arrive
 without reloading and inspect it, see a thrown error on the errors pane; a source's configuration
 (secrets masked, never in the page), edit and re-deploy, pause and resume, a timer's schedule,
-subscriptions; webhook pages with their deliveries labelled; the registry browser; every page on
+subscriptions; the runs panel (a run in full, re-run, older pages, a run listed as its event
+arrives); webhook pages with their deliveries labelled; the registry browser; every page on
 a phone. A screenshot of each page is saved under tests/artifacts/console/."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.conftest import Server, User, client_for, new_user
+from tests.e2e.test_run_records import wait_runs
 
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "console"
 CHROMIUM = "/usr/bin/chromium"
@@ -229,6 +231,27 @@ def test_the_runs_panel_lists_a_run_shows_it_in_full_and_reruns_it(
     detail.get_by_role("button", name="Re-run").click()  # refused: the source is paused (409, said)
     expect(page.locator("#status .error")).to_be_visible()
     assert client.get(f"/sources/{source['id']}/runs").json()["data"][0]["kind"] == "rerun"
+
+
+def test_the_runs_panel_pages_back_and_shows_a_request_that_arrives_live(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=RECORDED, name="console-many-runs")
+    path = f"/sources/{source['id']}"
+    for n in range(21):
+        assert client.post(f"{path}/run", json={"body": {"n": n}}).status_code == 202
+    wait_runs(client, path, lambda runs: len(runs) == 21, "21 runs on record")
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    runs = page.get_by_role("table", name="Runs").locator("tbody tr")
+    expect(runs).to_have_count(20)  # a page of them, the newest first
+    page.get_by_role("button", name="Older runs").click()
+    expect(runs).to_have_count(21)
+    expect(page.get_by_role("button", name="Older runs")).to_be_hidden()
+    assert httpx.post(source["configured_props"]["http"]["endpoint_url"], json={"n": 99}).status_code == 200
+    expect(runs.first).to_contain_text("http")  # its run, listed as its event arrived: no reload, no click
+    expect(runs).to_have_count(22)  # added above the older pages, which stay
+    runs.first.click()
+    expect(page.locator("#run-trigger")).to_contain_text("n: 99")
 
 
 def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server: Server, person: User) -> None:

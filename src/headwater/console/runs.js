@@ -1,9 +1,9 @@
-// A source's runs on record: the newest first (time, what started it, outcome, duration, events
+// A source's or workflow's runs on record: the newest first (time, what started it, outcome, duration, events
 // by channel, error), older ones a page at a time; one click shows a run in full (its input,
 // logs, `this.db` keys written, error stack) and re-runs it against the current code.
 
 import { tree } from "./events.js";
-import { api, el, onLeave, say, whenMs } from "./lib.js";
+import { api, compareIds, el, onLeave, say, whenMs } from "./lib.js";
 
 const PAGE = 20;
 const WAIT_MS = 30000;  // how long the list looks for a run just queued before giving up
@@ -21,18 +21,21 @@ function facts(rows) {
     .map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, v)))));
 }
 
-/** The runs panel of a source: `panel` is its section; `awaitNew()` refreshes it until a run
- * newer than the newest shown appears (after a run or re-run is queued), `reload()` once. */
-export function runsPanel(sourceId) {
-  const base = `/sources/${sourceId}/runs`;
+/** The runs panel of an emitter (`kind` is sources or workflows): `panel` is its section, `load()`
+ * fills it; `awaitNew()` looks again until a run newer than those shown is on record (after a run
+ * is queued), `awaitRunOf(event)` until the run that emitted a live event is. */
+export function runsPanel(kind, id) {
+  const base = `/${kind}/${id}/runs`;
   const body = el("tbody");
-  const more = el("button", { type: "button", hidden: true, onclick: () => loadPage(cursor) }, "Older runs");
+  const more = el("button", { type: "button", hidden: true, onclick: () => loadOlder().catch((e) => say(e.message, true)) }, "Older runs");
   const detail = el("section", { id: "run-detail", "aria-live": "polite" }, el("p", { class: "hint" }, "Select a run to see it in full."));
   const empty = el("p", { class: "hint", id: "no-runs", hidden: true }, "No runs yet.");
   let cursor = null;
   let newest = null;  // id of the newest run listed
-  let waiting = null;  // the timer of awaitNew's next look
-  onLeave(() => clearTimeout(waiting));
+  let shown = [];  // the runs of the first page
+  let waiting = null;  // the timer of the next look
+  let pending = [];  // what the next look waits for: { listed(), until }
+  onLeave(() => { clearTimeout(waiting); pending = []; });
 
   function select(row) {
     body.querySelectorAll("tr").forEach((r) => r.removeAttribute("aria-selected"));
@@ -52,14 +55,33 @@ export function runsPanel(sourceId) {
     return row;
   }
 
-  async function loadPage(after) {
-    const page = await api(base, { query: { limit: PAGE, after: after || undefined } });
-    if (!after) { body.replaceChildren(); newest = page.data.length ? page.data[0].id : null; }
+  /** An older page, after the runs listed. */
+  async function loadOlder() {
+    const page = await api(base, { query: { limit: PAGE, after: cursor } });
     page.data.forEach((run) => body.append(rowOf(run)));
+    setCursor(page);
+  }
+
+  function setCursor(page) {
     cursor = page.page_info && page.page_info.end_cursor;
     more.hidden = !(cursor && page.data.length === PAGE);
     empty.hidden = body.children.length > 0;
-    return page.data;
+  }
+
+  /** The newest page again. A run on record does not change, so only newer ones are added (the
+   * older pages loaded and the run selected stay), unless a whole page is new. */
+  async function loadNewest() {
+    const page = await api(base, { query: { limit: PAGE } });
+    const fresh = newest === null ? page.data : page.data.filter((run) => compareIds(run.id, newest) > 0);
+    shown = page.data;
+    if (fresh.length === page.data.length) {
+      body.replaceChildren(...fresh.map(rowOf));
+      setCursor(page);
+    } else {
+      body.prepend(...fresh.map(rowOf));
+    }
+    if (page.data.length) newest = page.data[0].id;
+    empty.hidden = body.children.length > 0;
   }
 
   async function rerun(run) {
@@ -78,7 +100,7 @@ export function runsPanel(sourceId) {
       el("h3", {}, `Run ${run.id} `, badge(run.outcome)),
       el("div", { class: "row" },
         run.rerunnable ? el("button", { class: "primary", type: "button", onclick: () => rerun(run) }, "Re-run") : null,
-        el("span", { class: "hint" }, run.rerunnable ? "runs the same input against the source's current code"
+        el("span", { class: "hint" }, run.rerunnable ? `runs the same input against the ${kind === "workflows" ? "workflow's current steps" : "source's current code"}`
           : run.kind === "hook" ? "a hook is not re-run" : "its input was too large to keep: it cannot be re-run")),
       facts([
         ["Kind", kindOf(run)],
@@ -110,24 +132,35 @@ export function runsPanel(sourceId) {
     ].filter(Boolean));
   }
 
-  /** Looks again every second (up to WAIT_MS) until a run newer than those listed is on record. */
+  /** Looks again every second until each thing waited for is listed (or WAIT_MS passed). */
+  function lookUntil(listed) {
+    if (listed()) return;
+    pending.push({ listed, until: Date.now() + WAIT_MS });
+    if (waiting === null) waiting = setTimeout(look, 300);
+  }
+  async function look() {
+    try { await loadNewest(); } catch (e) { say(e.message, true); pending = []; }
+    pending = pending.filter((p) => !p.listed() && Date.now() < p.until);
+    waiting = pending.length ? setTimeout(look, 1000) : null;
+  }
+  /** After a run or re-run is queued: until a run newer than those listed is on record. */
   function awaitNew() {
-    clearTimeout(waiting);
     const before = newest;
-    const deadline = Date.now() + WAIT_MS;
-    const look = async () => {
-      try { await loadPage(null); } catch (e) { say(e.message, true); return; }
-      if (newest === before && Date.now() < deadline) waiting = setTimeout(look, 1000);
-    };
-    waiting = setTimeout(look, 300);
+    lookUntil(() => newest !== before);
+  }
+  /** After an event arrived live on a channel: until the run that emitted it is listed (a `$logs`
+   * line is not counted among a run's events: nothing to wait for). */
+  function awaitRunOf(item, channel) {
+    if (channel === "$logs") return;
+    lookUntil(() => shown.some((run) => Object.values(run.emitted || {}).some((e) => e.ids.includes(item.id))));
   }
 
   const panel = el("section", { id: "runs" },
     el("div", { class: "row" }, el("h3", {}, "Runs"),
-      el("button", { type: "button", onclick: () => loadPage(null).catch((e) => say(e.message, true)) }, "Refresh")),
+      el("button", { type: "button", onclick: () => loadNewest().catch((e) => say(e.message, true)) }, "Refresh")),
     el("table", { id: "runs-table", class: "stack runs", "aria-label": "Runs" },
       el("thead", {}, el("tr", {}, ["Ended", "Kind", "Outcome", "Duration", "Emitted", "Error"].map((h) => el("th", {}, h)))),
       body),
     empty, el("div", { class: "row" }, more), detail);
-  return { panel, load: () => loadPage(null), awaitNew };
+  return { panel, load: loadNewest, awaitNew, awaitRunOf };
 }

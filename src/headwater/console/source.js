@@ -77,8 +77,8 @@ export async function sourcePage(id) {
   const component = await componentOf(source);
   const [schedule, timezone] = await scheduleLine(source, component);
   const detail = eventDetail();
-  const panes = await eventPanes("sources", id, detail);
-  const runs = runsPanel(id);
+  const runs = runsPanel("sources", id);
+  const panes = await eventPanes("sources", id, detail, (item, channel) => runs.awaitRunOf(item, channel));
   await runs.load();
   const endpoint = Object.values(source.configured_props).find((v) => v && v.endpoint_url);
   const edit = component ? editForm(source, component, timezone) : null;
