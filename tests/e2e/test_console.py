@@ -390,6 +390,11 @@ def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: U
     expect(listeners).not_to_contain_text("console-listening-hook")
     remaining = [s for s in client.get("/users/me/subscriptions").json()["data"] if s["emitter_id"] == source["id"]]
     assert {s["listener_id"] for s in remaining} == {other["id"], flow["id"]}
+    assert httpx.post(other["configured_props"]["http"]["endpoint_url"], json={"to": "flow"}).status_code == 200
+    wait_runs(client, f"/workflows/{flow['id']}", lambda runs: len(runs) == 1, "the workflow's run")
+    page.goto(f"{server.base_url}/console/#/workflows/{flow['id']}")  # a workflow's page has its runs panel
+    page.get_by_role("table", name="Runs").locator("tbody tr").click()
+    expect(page.locator("#run-trigger")).to_contain_text("to: \"flow\"")
 
 
 def _delivered_once(client: httpx.Client, hook_id: str) -> dict[str, Any]:
