@@ -23,7 +23,8 @@ function facts(rows) {
 
 /** The runs panel of an emitter (`kind` is sources or workflows): `panel` is its section, `load()`
  * fills it; `awaitNew()` looks again until a run newer than those shown is on record (after a run
- * is queued), `awaitRunOf(event)` until the run that emitted a live event is. */
+ * is queued), `awaitRunOf(event)` until the run that emitted a live event is; `onNew(f)` calls f
+ * when newer runs were listed. */
 export function runsPanel(kind, id) {
   const base = `/${kind}/${id}/runs`;
   const body = el("tbody");
@@ -35,6 +36,7 @@ export function runsPanel(kind, id) {
   let shown = [];  // the runs of the first page
   let waiting = null;  // the timer of the next look
   let pending = [];  // what the next look waits for: { listed(), until }
+  let told = () => {};  // onNew's listener
   onLeave(() => { clearTimeout(waiting); pending = []; });
 
   function select(row) {
@@ -80,6 +82,7 @@ export function runsPanel(kind, id) {
     } else {
       body.prepend(...fresh.map(rowOf));
     }
+    if (fresh.length && newest !== null) told();
     if (page.data.length) newest = page.data[0].id;
     empty.hidden = body.children.length > 0;
   }
@@ -162,5 +165,5 @@ export function runsPanel(kind, id) {
       el("thead", {}, el("tr", {}, ["Ended", "Kind", "Outcome", "Duration", "Emitted", "Error"].map((h) => el("th", {}, h)))),
       body),
     empty, el("div", { class: "row" }, more), detail);
-  return { panel, load: loadNewest, awaitNew, awaitRunOf };
+  return { panel, load: loadNewest, awaitNew, awaitRunOf, onNew: (listener) => { told = listener; } };
 }
