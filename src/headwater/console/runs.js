@@ -1,6 +1,6 @@
-// A source's or workflow's runs on record: the newest first (time, what started it, outcome, duration, events
-// by channel, error), older ones a page at a time; one click shows a run in full (its input,
-// logs, `this.db` keys written, error stack) and re-runs it against the current code.
+// A source's or workflow's runs on record: the newest first (time, what started it, outcome,
+// duration, events by channel, error), older ones a page at a time; one click shows a run in full
+// (its input, logs, `this.db` keys written, error stack) and re-runs it against the current code.
 
 import { tree } from "./events.js";
 import { api, compareIds, el, onLeave, say, whenMs } from "./lib.js";
@@ -71,8 +71,13 @@ export function runsPanel(kind, id) {
   }
 
   /** The newest page again. A run on record does not change, so only newer ones are added (the
-   * older pages loaded and the run selected stay), unless a whole page is new. */
-  async function loadNewest() {
+   * older pages loaded and the run selected stay), unless a whole page is new. One at a time. */
+  let loading = Promise.resolve();
+  function loadNewest() {
+    loading = loading.catch(() => {}).then(loadNewestNow);
+    return loading;
+  }
+  async function loadNewestNow() {
     const page = await api(base, { query: { limit: PAGE } });
     const fresh = newest === null ? page.data : page.data.filter((run) => compareIds(run.id, newest) > 0);
     shown = page.data;
