@@ -82,6 +82,7 @@ def test_hook_http_manual_runs_are_on_record_and_rerun(api: httpx.Client) -> Non
     assert request["trigger"]["body"] == {"order": 1} and request["trigger"]["method"] == "POST"
     assert request["outcome"] == "success" and request["db_keys_written"] == ["last"]
     assert request["emitted"][""]["count"] == 1
+    assert request["duration_ms"] > 0 and (request["cpu_ms"] is None or request["cpu_ms"] >= 0)
     assert [line["message"] for line in request["logs"]] == ['got {"order":1} with [secret]']
 
     assert api.post(f"{path}/run", json={"body": {"fail": True}}).status_code == 202

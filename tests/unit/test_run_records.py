@@ -16,7 +16,7 @@ from headwater.domain.run_records import (
 
 
 def made(info: RunInfo | None = None, **fields: object) -> RunRecord:
-    args: dict[str, object] = {"error": None, "not_run": False, "duration_ms": 1.0, "trigger": {"n": 1},
+    args: dict[str, object] = {"error": None, "not_run": False, "duration_ms": 1.0, "cpu_ms": None, "trigger": {"n": 1},
                                "events": [], "db_writes": {}, "logs": [], "response": None, "ended_ms": 10}
     return make_record(3, info or RunInfo("http"), **{**args, **fields})  # type: ignore[arg-type]
 

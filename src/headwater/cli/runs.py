@@ -12,7 +12,7 @@ import click
 import httpx
 
 from headwater.cli.client import api, checked, readable_time, resolve
-from headwater.cli.output import emit, handles_errors, json_option
+from headwater.cli.output import Failure, emit, handles_errors, json_option
 
 FOLLOW_EVERY_S = 1.0  # runs have no stream of their own: the list is read again this often
 
@@ -94,9 +94,14 @@ def runs(source: str, run_id: str | None, count: int, follow: bool, as_json: boo
 @json_option
 @handles_errors
 def rerun(source: str, run_id: str, as_json: bool) -> None:
-    """Runs a run's input again against the current code (see it with `headwater runs SOURCE -n 1`)."""
+    """Runs a run's input again against the current code. RUN_ID `last`: the newest run that can be."""
     with api() as client:
         path = owner_path(client, source)
+        if run_id == "last":
+            newest = checked(client.get(f"{path}/runs", params={"limit": 100}))["data"]
+            run_id = next((run["id"] for run in newest if run["rerunnable"]), "")
+            if not run_id:
+                raise Failure(f"{source} has no run on record that can be run again (hooks cannot).")
         checked(client.post(f"{path}/runs/{run_id}/rerun"))
         emit(as_json, {"rerun_of": run_id}, f"queued a re-run of {run_id}")
 

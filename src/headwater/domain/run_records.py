@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from headwater.domain.models import StoredEvent
@@ -40,7 +40,6 @@ class RunInfo:
     hook: str | None = None  # for kind "hook"
     rerun_of: str | None = None  # for kind "rerun": the run whose input it took
     component_id: str | None = None  # the code that ran
-    cpu_ms: float | None = None
     secrets: frozenset[str] = frozenset()  # values masked in logs and errors
     # a workflow's run emits its error itself: its record takes it from here (with the failing step)
     error: dict[str, Any] | None = None
@@ -79,8 +78,9 @@ class RunRecord:
         return self.trigger_kept and self.kind != "hook"
 
     def to_json(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in _FIELDS}
-        return {k: v for k, v in data.items() if v not in (None, [], {}, 0) or k in _ALWAYS}
+        """Fields at their default are left out: a record is stored for every run."""
+        return {name: value for name in _FIELDS
+                if (value := getattr(self, name)) != _DEFAULTS.get(name) or name in _ALWAYS}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
@@ -88,6 +88,9 @@ class RunRecord:
 
 
 _FIELDS = tuple(RunRecord.__dataclass_fields__)
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
+_DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
+                  if f.default_factory is not MISSING})
 _ALWAYS = {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"}
 
 
@@ -105,7 +108,7 @@ def seq_of(run: str) -> int | None:
 
 
 def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: bool, duration_ms: float,
-                trigger: Any, events: Iterable[StoredEvent], db_writes: dict[str, Any],
+                cpu_ms: float | None, trigger: Any, events: Iterable[StoredEvent], db_writes: dict[str, Any],
                 logs: Iterable[dict[str, Any]], response: dict[str, Any] | None, ended_ms: int) -> RunRecord:
     """The record of one run: its own error (not the `$errors` events of refusals, which are among
     its emitted events), the events it stored by channel, the keys it wrote."""
@@ -134,7 +137,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         seq=seq, ended_ms=ended_ms, kind=info.kind,
         outcome="not_run" if not_run else ("error" if error else "success"),
         duration_ms=round(duration_ms, 3), trigger=trigger if kept else None, trigger_kept=kept,
-        trigger_bytes=size, started_ms=info.started_ms, cpu_ms=info.cpu_ms, hook=info.hook,
+        trigger_bytes=size, started_ms=info.started_ms, cpu_ms=cpu_ms, hook=info.hook,
         rerun_of=info.rerun_of, component_id=info.component_id,
         error=None if error is None else {
             "code": str(error.get("code") or "RUNTIME_ERROR"),

@@ -95,8 +95,8 @@ def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int) 
     assert outcome.run is not None
     result = outcome.result
     return make_record(seq, outcome.run, result.error, result.error_code in NOT_RUN, result.duration_ms,
-                       outcome.trigger, (e for e in events if e.channel != LOGS), result.db_writes, result.logs,
-                       result.response, ms)
+                       result.cpu_ms, outcome.trigger, (e for e in events if e.channel != LOGS), result.db_writes,
+                       result.logs, result.response, ms)
 
 
 def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],
