@@ -14,9 +14,10 @@ from typing import Any
 
 from headwater.domain.commands import Command
 from headwater.domain.events import RETAINED_PER_CHANNEL
+from headwater.domain.health import RECOVERED
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.routing import Delivery, Routed
-from headwater.domain.runs import RunContext, RunResult, record
+from headwater.domain.runs import ERRORS, RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.contention import retry_on_conflict
 
@@ -82,7 +83,19 @@ def commit_outcomes(
     channels = {e.channel for e in events}
     if rest:
         _put_rest(uow_factory, source_id, rest, channels)
+    if ERRORS in channels:
+        _tell_notices(source_id, events)
     return state, channels
+
+
+# Told of each stall that ended (domain.health), after its commit: the composition root counts them.
+on_recovered: list[Callable[[str], None]] = []
+
+
+def _tell_notices(source_id: str, events: list[StoredEvent]) -> None:
+    if any(e.channel == ERRORS and e.event["error"]["code"] == RECOVERED for e in events):
+        for tell in on_recovered:
+            tell(source_id)
 
 def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],
            commands: list[Command], deliveries: list[Delivery]) -> list[StoredEvent]:

@@ -222,6 +222,15 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX timers_due ON timers(next_at);
     """,
+    # issue 33: a source's health settings, and the sources watched for stalls by when to look next
+    """
+    ALTER TABLE sources ADD COLUMN health TEXT NOT NULL DEFAULT '{}';
+    CREATE TABLE stall_watch (
+        source_id TEXT PRIMARY KEY,
+        check_at REAL NOT NULL
+    );
+    CREATE INDEX stall_watch_due ON stall_watch(check_at);
+    """,
 ]
 
 
