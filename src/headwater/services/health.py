@@ -39,7 +39,7 @@ def source_health(sources: Sources, principal: Principal, source_id: str, now: f
         "skipped_ticks": state.skipped_ticks,
         "expect_events_within": source.expect_events_within,
         "catch_up": source.catch_up,
-        "series": {key: [{"start": b.start, "runs": b.runs, "events": b.events, "errors": b.errors,
+        "series": {name: [{"start": b.start, "runs": b.runs, "events": b.events, "errors": b.errors,
                           "skipped_ticks": b.skipped_ticks} for b in health.series(state.activity, key, now)]
                    for name, key in (("five_minutes", "m"), ("hours", "h"))},
     }
