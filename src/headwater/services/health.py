@@ -10,7 +10,7 @@ from headwater.domain import health
 from headwater.domain.models import Principal
 from headwater.domain.timers import next_run
 from headwater.services.sources import Sources
-from headwater.services.stalls import verdict, watch_of
+from headwater.services.stalls import watch_of
 
 
 def source_health(sources: Sources, principal: Principal, source_id: str, now: float | None = None) -> dict[str, Any]:
@@ -20,10 +20,9 @@ def source_health(sources: Sources, principal: Principal, source_id: str, now: f
     now = time.time() if now is None else now
     watch = watch_of(sources, source)
     timer = watch.timer
+    # as said on `$errors`: a stall shows once the check marked it (every few seconds locally, every
+    # minute on AWS), so the health, the events and the badge never disagree
     stalled = state.stalled
-    if stalled is None:  # not yet marked (the check runs every few seconds, on AWS every minute)
-        found = verdict(state, watch, now)
-        stalled = {"why": found.why, "since": found.since} if found.why else None
     return {
         "id": source.id,
         "active": source.active,
