@@ -15,6 +15,7 @@ import pytest
 from headwater.domain.commands import SyncSchedule, TimerTick
 from headwater.domain.events import Emit
 from headwater.domain.runs import RunResult
+from headwater.metrics import REGISTRY
 from headwater.ports import Task
 from tests.api.conftest import App, running_app
 
@@ -56,6 +57,10 @@ def notices(app: App, source_id: str) -> list[dict[str, Any]]:
 
 def errors(app: App, source_id: str) -> list[str]:
     return [error["code"] for error in notices(app, source_id)]
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def tick(app: App, source_id: str, due_at: float) -> bool:
@@ -115,6 +120,8 @@ def test_a_stalled_timer_is_said_once_and_its_recovery_once(app: App, api: httpx
     assert stalls is not None
     app.world.queue.drain(SyncSchedule)
     start = float(source["updated_at"])
+    stalls_before, recoveries_before = metric("headwater_source_stalls_total", why="timer"), metric(
+        "headwater_source_recoveries_total")
     assert tick(app, source_id, start + 60)
     app.world.queue.drain()
     # no tick for two intervals: the check finds it, once, however often it looks
@@ -131,6 +138,8 @@ def test_a_stalled_timer_is_said_once_and_its_recovery_once(app: App, api: httpx
     assert errors(app, source_id) == ["SOURCE_STALLED", "SOURCE_RECOVERED"]
     assert health(api, source_id)["stalled"] is False
     assert stalls.check(start + 560).started == 0
+    assert metric("headwater_source_stalls_total", why="timer") == stalls_before + 1  # /metrics
+    assert metric("headwater_source_recoveries_total") == recoveries_before + 1
 
 
 def test_a_source_that_emits_nothing_for_its_expected_cadence_stalls(app: App, api: httpx.Client) -> None:

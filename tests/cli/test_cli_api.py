@@ -147,3 +147,23 @@ def test_deploy_update_and_describe_a_file(logged_in: dict[str, Any], env: dict[
     assert "CLI source 0.0.2" in hw_in_process(env, "describe", source["id"]).stdout
     assert json.loads(hw_in_process(env, "delete", "described", "--json").stdout) == {"deleted": source["id"]}
     assert json.loads(hw_in_process(env, "list", "--json").stdout)["data"] == []
+
+
+def test_health_settings_on_deploy_and_update_and_describe_shows_the_health(
+        logged_in: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "source.mjs").write_text(GREETER)
+    source = json.loads(hw_in_process(env, "deploy", "source.mjs", "--name", "watched", "--expect-events-within",
+                                      "3600", "--catch-up", "all", "--json", cwd=tmp_path).stdout)
+    assert (source["expect_events_within"], source["catch_up"]) == (3600, "all")
+    text = hw_in_process(env, "describe", "watched").stdout
+    assert "health     ok" in text and "last run   never" in text and "expects    an event within 3600 s" in text
+    assert "last hour  0 runs, 0 events, 0 errors, 0 ticks skipped" in text
+    described = json.loads(hw_in_process(env, "describe", "watched", "--json").stdout)
+    assert described["health"]["stalled"] is False and len(described["health"]["series"]["hours"]) == 24
+    updated = json.loads(hw_in_process(env, "update", "watched", "--expect-events-within", "off", "--json").stdout)
+    assert (updated["expect_events_within"], updated["catch_up"]) == (None, "all")
+    bad = one_error_line(hw_in_process(env, "update", "watched", "--expect-events-within", "soon", check=False))
+    assert "--expect-events-within" in bad and "'soon'" in bad
+    refused = one_error_line(hw_in_process(env, "update", "watched", "--expect-events-within", "0", check=False))
+    assert "expect_events_within" in refused
+    hw_in_process(env, "delete", "watched")

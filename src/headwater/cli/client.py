@@ -154,8 +154,7 @@ def health_body(expect: str | None, catch_up: str | None) -> dict[str, Any]:
         elif expect.isascii() and expect.isdigit():
             body["expect_events_within"] = int(expect)
         else:
-            raise click.BadParameter(f"{expect!r} is not a whole number of seconds nor `off`",
-                                     param_hint="--expect-events-within")
+            raise Failure(f"--expect-events-within {expect!r} is not a whole number of seconds nor `off`.")
     if catch_up is not None:
         body["catch_up"] = catch_up
     return body
