@@ -26,6 +26,10 @@ log = logging.getLogger("headwater.stalls")
 
 PASS_LIMIT = 200  # sources looked at per pass: bounded work; the rest are next pass's
 RECHECK_S = 300.0  # a stalled source is looked at again at most this long after (its end is seen in its commit)
+# The least time between two looks at a source: a look reads its state, and a healthy source's
+# deadline moves on with every run (a 1-second timer's, every second). A stall is seen at most
+# this long after it starts (on AWS the sweep's minute is the floor anyway).
+MIN_LOOK_S = 30.0
 
 
 class _Settled(Exception):
@@ -92,9 +96,9 @@ class Stalls:
         if source is None or watch is None or not watch.any:
             return None
         found = verdict(state, watch, now)
-        again = now + max(1.0, min(RECHECK_S, watch.span))
+        again = now + max(MIN_LOOK_S, min(RECHECK_S, watch.span))
         if found.why is None or state.stalled:
-            return found.next_check or again
+            return max(found.next_check, now + MIN_LOOK_S) if found.next_check else again
         assert found.since is not None
         if self._start(source, state, watch, found.why, found.since, now):
             counts.started += 1
