@@ -683,6 +683,26 @@ class FakeScheduler:
         return tick.token not in self.stale
 
 
+class FakeStallWatch:
+    def __init__(self) -> None:
+        self.entries: dict[str, float] = {}
+
+    def arm(self, source_id: str, check_at: float) -> None:
+        self.entries[source_id] = check_at
+
+    def disarm(self, source_id: str) -> None:
+        self.entries.pop(source_id, None)
+
+    def due(self, now: float, limit: int) -> list[tuple[str, float]]:
+        return sorted(((s, at) for s, at in self.entries.items() if at <= now), key=lambda e: e[1])[:limit]
+
+    def move(self, source_id: str, seen: float, check_at: float) -> bool:
+        if self.entries.get(source_id) != seen:
+            return False
+        self.entries[source_id] = check_at
+        return True
+
+
 class FakeBundler:
     def bundle(self, code: str, lock: Mapping[str, str] | None = None) -> Bundle:
         return Bundle(str(hash(code)), code)
@@ -906,7 +926,7 @@ def world(max_writes: int | None = None, **settings: Any) -> World:
                         runner=FakeAsyncRunner(runner), blocking_runner=runner, writes=FakeWrites(),
                         fetcher=FakeFetcher(), secrets=FakeSecrets(), queue=queue,
                         scheduler=scheduler, bus=bus,
-                        sender=sender, mailer=FakeMailer(), objects=FakeObjects())
+                        sender=sender, mailer=FakeMailer(), objects=FakeObjects(), watch=FakeStallWatch())
     services = bootstrap(Settings(**settings), adapters)
     return World(services, store, queue, runner, scheduler, usage, bus, sender, counts)
 

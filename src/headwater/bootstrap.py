@@ -39,6 +39,7 @@ from headwater.ports import (
     Scheduler,
     Secrets,
     SourceLease,
+    StallWatch,
     TaskQueue,
     UnitOfWorkFactory,
     UrlFetcher,
@@ -63,6 +64,7 @@ from headwater.services.run_records import RunRecords
 from headwater.services.runs import Runs
 from headwater.services.sealed_accounts import SealedAccounts
 from headwater.services.sources import Sources
+from headwater.services.stalls import Stalls
 from headwater.services.subscriptions import Subscriptions
 from headwater.services.tenant_slots import TenantLimits
 from headwater.services.timers import Timers
@@ -99,6 +101,8 @@ class Adapters:
     loop_users: list[Callable[[asyncio.AbstractEventLoop], None]] = field(default_factory=list)
     oauth_client: OAuthClientPort | None = None  # the OAuth client side (None: adapters.oauth_client's)
     offload: Offload = field(default_factory=RequestThreads)  # a coroutine's short blocking work
+    watch: StallWatch | None = None  # the sources watched for stalls (None: none are)
+    stall_check_s: float | None = None  # how often this process looks for stalls (None: someone else does)
 
 
 @dataclass
@@ -122,6 +126,7 @@ class Services:
     trials: Trials
     connected_accounts: ConnectedAccounts
     oauth: OAuthConnections
+    stalls: Stalls | None = None
 
     def start(self) -> None:
         """Starts background work (task workers, timers): the server does, one-shot commands do not."""
@@ -164,6 +169,7 @@ def local_adapters(settings: Settings) -> Adapters:
     usage = store.usage
     store.on_commit(queue.dispatch)
     scheduler = LocalScheduler(store.db, store.uow, share, peers)
+    from headwater.adapters.local.stall_watch import SqliteStallWatch
     _local_gauges(queue)
     runner = NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms))
     return Adapters(
@@ -184,6 +190,8 @@ def local_adapters(settings: Settings) -> Adapters:
         starters=[queue.start, scheduler.start],
         stoppers=[scheduler.stop, queue.stop],
         loop_users=[runner.attach, portal.attach],
+        watch=SqliteStallWatch(store.db, share),
+        stall_check_s=settings.stall_check_s,
     )
 
 
@@ -214,6 +222,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
     from headwater.adapters.aws.kms_secrets import KmsSecrets
     from headwater.adapters.aws.scheduler import EventBridgeScheduler
     from headwater.adapters.aws.sqs_queue import S3Payloads, SqsTaskQueue
+    from headwater.adapters.aws.stall_watch import DynamoStallWatch
     from headwater.adapters.local.event_bus import LocalEventBus
     from headwater.adapters.threads import ThreadedRunner, ThreadWrites
 
@@ -252,6 +261,7 @@ def aws_adapters(settings: Settings, clients: dict[str, Any] | None = None, runn
         **_outside(settings),
         bus=LocalEventBus(),  # a Lambda's live readers are its own; the others read the table
         secrets=KmsSecrets(lambda: _client(clients, "kms", config), config.kms_key_arn),
+        watch=DynamoStallWatch(clients["dynamodb"], config.resources_table),  # looked at by the sweep
     )
 
 
@@ -346,7 +356,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
     runs = Runs(a.uow, a.usage, a.lease, a.bundler, a.runner, a.writes, a.secrets, a.bus, settings,
                 connected_accounts, quota, a.offload, limits, routes=functools.partial(for_commit, subscriptions))
     sources = Sources(a.uow, accounts, components, runs, a.secrets, settings, a.offload, a.bus)
-    timers = Timers(a.uow, sources, a.scheduler, settings)
+    stalls = _stalls(a, sources)
+    timers = Timers(a.uow, sources, a.scheduler, settings, stalls)
     events = Events(a.uow, sources, a.scheduler)
     budgets = (IngestBudgets(a.ingest_counts, Budget(settings.ingest_rate, settings.ingest_burst))
                if settings.ingest_rate else None)
@@ -390,4 +401,27 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         trials=Trials(components, quota, a.runner, a.offload, limits, settings),
         connected_accounts=connected_accounts,
         oauth=oauth,
+        stalls=stalls,
     )
+
+
+def _stalls(a: Adapters, sources: Sources) -> Stalls | None:
+    """Stalls looked for over the adapters' watch, periodically where they say how often; counted
+    in /metrics."""
+    import time
+
+    from headwater.metrics import STALLS, count_recovery
+    from headwater.services import recording
+
+    if a.watch is None:
+        return None
+    stalls = Stalls(sources, a.watch, on_stalled=lambda source, why: STALLS.labels(why).inc())
+    if count_recovery not in recording.on_recovered:
+        recording.on_recovered.append(count_recovery)
+    if a.stall_check_s:
+        from headwater.adapters.local.periodic import Periodic
+
+        loop = Periodic("stalls", a.stall_check_s, lambda: stalls.check(time.time()))
+        a.starters.append(loop.start)
+        a.stoppers.insert(0, loop.stop)
+    return stalls

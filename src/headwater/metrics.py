@@ -36,6 +36,18 @@ DELIVERIES = Counter("headwater_webhook_deliveries", "Webhook delivery attempts,
                      ["outcome"], registry=REGISTRY)
 
 
+STALLS = Counter("headwater_source_stalls", "Source stalls started (one SOURCE_STALLED event each), by cause: "
+                 "timer or events", ["why"], registry=REGISTRY)
+RECOVERIES = Counter("headwater_source_recoveries", "Source stalls ended (one SOURCE_RECOVERED event each)",
+                     registry=REGISTRY)
+
+
+
+
+def count_recovery(source_id: str) -> None:
+    RECOVERIES.inc()
+
+
 _Handler = TypeVar("_Handler", TaskHandler, NowHandler)
 
 

@@ -367,6 +367,25 @@ class Scheduler(Protocol):
         one minute) queues its next tick here."""
 
 
+class StallWatch(Protocol):
+    """The sources watched for stalls (domain.health), each with when to look at it next: what a
+    periodic check reads instead of every source's state. Writes are outside any unit of work:
+    an entry only says when to look, and a look reads the source and its state afresh."""
+
+    def arm(self, source_id: str, check_at: float) -> None:
+        """Watches the source (again), from `check_at`."""
+
+    def disarm(self, source_id: str) -> None:
+        """Idempotent."""
+
+    def due(self, now: float, limit: int) -> list[tuple[str, float]]:
+        """Up to `limit` (source id, check_at) due at `now`, soonest first; with several processes,
+        those of this one's share."""
+
+    def move(self, source_id: str, seen: float, check_at: float) -> bool:
+        """Sets the next look to `check_at` if it is still `seen` (a look happens once)."""
+
+
 class SourceLease(Protocol):
     """One holder per source at a time, across machines (runs and hooks never overlap), taken in
     the order asked for where the store can tell: the one place a source's order and exclusion live."""

@@ -35,6 +35,17 @@ def _int(name: str, default: int) -> int:
     return int(_env(name, str(default)))
 
 
+def _float(name: str, default: float) -> float:
+    value = _env(name, str(default)).strip()
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = -1.0
+    if not 0 < parsed < 3600:
+        raise SettingError(f"HEADWATER_{name} must be a number of seconds over 0 and under 3600, not {value!r}.")
+    return parsed
+
+
 def _count(name: str, default: int) -> int:
     """A whole number of at least 0, or a SettingError that names the variable."""
     value = _env(name, str(default)).strip()
@@ -106,6 +117,8 @@ class Settings:
     secret_key: str = field(default_factory=lambda: _env("SECRET_KEY", ""))
     http_timeout_ms: int = field(default_factory=lambda: _int("HTTP_TIMEOUT_MS", 30_000))
     timer_timeout_ms: int = field(default_factory=lambda: _int("TIMER_TIMEOUT_MS", 60_000))
+    # how often a serving process looks for stalled sources (services/stalls.py; on AWS the sweep's minute)
+    stall_check_s: float = field(default_factory=lambda: _float("STALL_CHECK_S", 5.0))
     hook_timeout_ms: int = field(default_factory=lambda: _int("HOOK_TIMEOUT_MS", 60_000))
     run_memory_mb: int = field(default_factory=lambda: _int("RUN_MEMORY_MB", 256))
     http_max_body_bytes: int = field(default_factory=lambda: _int("HTTP_MAX_BODY_BYTES", 512 * 1024))

@@ -360,7 +360,7 @@ def test_create_by_component_code(app: App) -> None:
     me = api.get("/users/me").json()["data"]["id"]
     data = create(api, component_code=echo())
     assert set(data) == {"id", "user_id", "component_id", "configured_props", "active", "created_at",
-                         "updated_at", "name", "name_slug"}
+                         "updated_at", "name", "name_slug", "expect_events_within", "catch_up"}
     assert data["id"].startswith("dc_") and len(data["id"]) >= 23
     assert data["component_id"].startswith("sc_")
     assert data["user_id"] == me

@@ -49,9 +49,10 @@ SCOPE: dict[str, set[str]] = {
                                 "PayloadBucket", "SecretsKey"},
     "EventDeletionFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "EventDeletionQueue",
                               "PayloadBucket", "TimerScheduleGroup"},
-    # the outbox's sends (any queue, a large body to the payload bucket) and the timer chains' items
-    "SweepFunction": {"ResourcesTable", "RunQueue", "RunOrderQueue", "FanOutQueue", "WebhookDeliveryQueue",
-                      "EventDeletionQueue", "PayloadBucket"},
+    # the outbox's sends (any queue, a large body to the payload bucket), the timer chains' items, and
+    # the stall checks (a source's state and its SOURCE_STALLED event: docs/health.md)
+    "SweepFunction": {"ResourcesTable", "EventsTable", "RunQueue", "RunOrderQueue", "FanOutQueue",
+                      "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket"},
     "RunnerFunction": set(),  # its logs only (tests/aws/test_least_privilege.py)
 }
 CONSUMERS = {"RunQueue": "RunQueueFunction", "RunOrderQueue": "RunQueueFunction", "FanOutQueue": "FanOutFunction",

@@ -174,3 +174,23 @@ def test_runs_lists_shows_one_and_reruns(app: App, key: str, logged_in: dict[str
     assert again["kind"] == "rerun" and again["rerun_of"] == newest["id"]
     bad = one_error_line(hw_in_process(env, "runs", "recorded", "1-999", check=False))
     assert "No run 1-999" in bad
+
+
+def test_health_settings_on_deploy_and_update_and_describe_shows_the_health(
+        logged_in: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "source.mjs").write_text(GREETER)
+    source = json.loads(hw_in_process(env, "deploy", "source.mjs", "--name", "watched", "--expect-events-within",
+                                      "3600", "--catch-up", "all", "--json", cwd=tmp_path).stdout)
+    assert (source["expect_events_within"], source["catch_up"]) == (3600, "all")
+    text = hw_in_process(env, "describe", "watched").stdout
+    assert "health     ok" in text and "last run   never" in text and "expects    an event within 3600 s" in text
+    assert "last hour  0 runs, 0 events, 0 errors, 0 ticks skipped" in text
+    described = json.loads(hw_in_process(env, "describe", "watched", "--json").stdout)
+    assert described["health"]["stalled"] is False and len(described["health"]["series"]["hours"]) == 24
+    updated = json.loads(hw_in_process(env, "update", "watched", "--expect-events-within", "off", "--json").stdout)
+    assert (updated["expect_events_within"], updated["catch_up"]) == (None, "all")
+    bad = one_error_line(hw_in_process(env, "update", "watched", "--expect-events-within", "soon", check=False))
+    assert "--expect-events-within" in bad and "'soon'" in bad
+    refused = one_error_line(hw_in_process(env, "update", "watched", "--expect-events-within", "0", check=False))
+    assert "expect_events_within" in refused
+    hw_in_process(env, "delete", "watched")

@@ -60,7 +60,7 @@ def test_the_sweep_sends_a_crashed_outbox_item_and_rearms_a_lost_chain_once(
     sqs.purge_queue(QueueUrl=url)  # the chain's first tick is lost
     now[0] = NOW + LATER_S
     monkeypatch.setattr(runtime, "services", lambda: SimpleNamespace(
-        adapters=SimpleNamespace(queue=queue, scheduler=scheduler)))
+        adapters=SimpleNamespace(queue=queue, scheduler=scheduler), stalls=None))
     handler = runtime.sweep_handler()
 
     assert handler({}, Context()) == {"outbox": 1, "chains": 1}

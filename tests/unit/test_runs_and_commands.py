@@ -89,7 +89,8 @@ def test_a_state_keeps_short_keys_of_task_ids_and_still_knows_the_whole_ids_it_k
     for i in range(Limits(applied_kept=32).applied_kept):
         full = record(full, RunContext("dc_1", "u_1", "0.1.0", limits=Limits(applied_kept=32)), RunResult(), None,
                       1, f"{sqs_id[:-2]}{i:02d}").state
-    assert len(json.dumps(full.to_json())) < 700  # 32 SQS message ids whole: 1.5 KB
+    # 32 SQS message ids whole: 1.5 KB; the health counters (domain.health) add under 100 bytes here
+    assert len(json.dumps(full.to_json())) < 800
 
 
 @pytest.mark.parametrize("command", [

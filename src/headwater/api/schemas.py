@@ -74,6 +74,47 @@ class Source(Shape):
     updated_at: int
     name: str
     name_slug: str
+    expect_events_within: int | None = Field(
+        None, description="Seconds it may go without emitting before it counts as stalled; null: no expectation.")
+    catch_up: Literal["skip", "all"] = Field("skip", description="What its timer does with ticks missed while "
+                                             "the service was down: `skip` runs once, `all` runs each (bounded).")
+
+
+class HealthCounts(Shape):
+    runs: int = Field(description="Runs of triggers (HTTP requests, timer ticks, manual runs, events routed to it).")
+    events: int = Field(description="Events it emitted (not counting `$logs` and `$errors`).")
+    errors: int = Field(description="`$errors` events of its runs (not counting stall notices).")
+    skipped_ticks: int = Field(description="Timer ticks not run: missed while the service was down (catch-up "
+                               "`skip`, or beyond `all`'s bound) or due while the previous run was still going.")
+
+
+class HealthBucket(HealthCounts):
+    start: int = Field(description="The bucket's start (Unix seconds).")
+
+
+class HealthSeries(Shape):
+    five_minutes: list[HealthBucket] = Field(description="The last hour in 12 buckets of 5 minutes, oldest first; "
+                                             "the last one is the current one.")
+    hours: list[HealthBucket] = Field(description="The last day in 24 hourly buckets, oldest first.")
+
+
+class SourceHealth(Shape):
+    id: str
+    active: bool
+    last_run_at: int | None = Field(description="When its newest run was committed (Unix seconds); null: never.")
+    last_event_at: int | None = Field(description="When it last emitted an event (not `$logs`/`$errors`).")
+    last_tick_at: int | None = Field(description="Its timer's newest tick taken (its due time); null: none.")
+    next_tick_at: int | None = Field(description="When its timer fires next; null without a timer or while paused.")
+    last_hour: HealthCounts
+    last_day: HealthCounts
+    stalled: bool = Field(description="A timer tick did not run within two intervals, or nothing was emitted "
+                          "within `expect_events_within`.")
+    stalled_since: int | None = Field(description="When the stall started (Unix seconds); null when not stalled.")
+    stalled_why: Literal["timer", "events"] | None = Field(description="What stalled; null when not stalled.")
+    skipped_ticks: int = Field(description="Timer ticks not run, since the source was created.")
+    expect_events_within: int | None
+    catch_up: Literal["skip", "all"]
+    series: HealthSeries = Field(description="Runs, events and errors over time, for a chart.")
 
 
 class EventMetadata(BaseModel):

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from headwater.api.deps import PagingDep, PrincipalDep, ServicesDep, ShapeDep
 from headwater.api.errors import error_responses
 from headwater.api.routing import Router
-from headwater.api.schemas import ACCEPTED_EMPTY, Data, Page, Shape, Source, answers
+from headwater.api.schemas import ACCEPTED_EMPTY, Data, Page, Shape, Source, SourceHealth, answers
+from headwater.domain import health
 from headwater.domain.errors import BadRequest
 from headwater.services import schedules
-from headwater.services.sources import SourceRequest
+from headwater.services.health import source_health
+from headwater.services.sources import KEEP, SourceRequest
 
 router = Router(tags=["sources"])
 
@@ -47,6 +49,15 @@ class SourceBody(BaseModel):
     active: StrictBool | None = Field(
         None, description="False disables the source, true (the default) enables it. A source created inactive "
         "runs its deploy hook; its activate hook runs when it is enabled.")
+    expect_events_within: StrictInt | None = Field(
+        None, ge=health.MIN_EXPECT_S, le=health.MAX_EXPECT_S,
+        description="Seconds the source may go without emitting an event before it counts as stalled (a "
+        "`SOURCE_STALLED` event on `$errors`); null: no expectation. On update, not given keeps it, null clears it.",
+        examples=[3600])
+    catch_up: Literal["skip", "all"] | None = Field(
+        None, description="What the timer does with ticks missed while the service was down: `skip` (the default) "
+        "runs once and counts the missed ones skipped; `all` runs each missed tick in order, at most "
+        f"{health.MAX_CATCH_UP_RUNS} (older ones counted skipped). On update, not given keeps it.")
     org_id: StrictStr | None = Field(None, description="The owning org (also a query parameter).")
     include: StrictStr | None = Field(None, description="Top-level fields of the answer to keep, comma-separated.")
     exclude: StrictStr | None = Field(None, description="Top-level fields of the answer to drop, comma-separated.")
@@ -61,6 +72,8 @@ class SourceBody(BaseModel):
             configured_props=self.configured_props,
             active=self.active,
             component_file=self.component_file,
+            expect_events_within=self.expect_events_within if "expect_events_within" in self.model_fields_set else KEEP,
+            catch_up=self.catch_up if self.catch_up is not None else KEEP,
         )
 
 
@@ -144,3 +157,12 @@ class Schedule(Shape):
 def get_schedule(source_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
     """A timer source's schedule and its next run (an extension; 404 for a source without a timer)."""
     return shape.data(schedules.schedule(svc.sources, caller, source_id))
+
+
+@router.get("/sources/{source_id}/health", response_model=None,
+            responses={**answers(Data[SourceHealth]), **error_responses(404)})
+def get_source_health(source_id: str, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep) -> dict[str, Any]:
+    """A source's health at a glance (an extension): its last run, event and tick, its next tick, its
+    runs, events and errors over the last hour and day and as a series, whether it is stalled, and
+    its timer's skipped ticks. 404 for a source the caller cannot see."""
+    return shape.data(source_health(svc.sources, caller, source_id))

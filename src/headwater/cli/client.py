@@ -138,15 +138,40 @@ def login(url: str, api_key: str, as_json: bool) -> None:
          f"logged in to {url} as {me['username']} ({me['id']}); saved to {path}")
 
 
+def health_options(f: Any) -> Any:
+    """--expect-events-within and --catch-up (docs/health.md)."""
+    f = click.option("--catch-up", type=click.Choice(["skip", "all"]), default=None,
+                     help="ticks missed while the service was down: skip (the default: one run now) or all")(f)
+    return click.option("--expect-events-within", "expect", metavar="SECONDS|off", default=None,
+                        help="stalled when nothing is emitted for this long (off: no expectation)")(f)
+
+
+def health_body(expect: str | None, catch_up: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if expect is not None:
+        if expect == "off":
+            body["expect_events_within"] = None
+        elif expect.isascii() and expect.isdigit():
+            body["expect_events_within"] = int(expect)
+        else:
+            raise Failure(f"--expect-events-within {expect!r} is not a whole number of seconds nor `off`.")
+    if catch_up is not None:
+        body["catch_up"] = catch_up
+    return body
+
+
 @click.command()
 @click.argument("component")
 @click.option("--prop", "-p", "props", multiple=True, help="a configured prop, name=value (repeatable)")
 @click.option("--name", help="the source's name (default: the component's)")
+@health_options
 @json_option
 @handles_errors
-def deploy(component: str, props: tuple[str, ...], name: str | None, as_json: bool) -> None:
+def deploy(component: str, props: tuple[str, ...], name: str | None, expect: str | None, catch_up: str | None,
+           as_json: bool) -> None:
     """Deploy a source from a component FILE, a registry KEY, or a saved sc_ id."""
-    body: dict[str, Any] = {"configured_props": parse_props(props), **({"name": name} if name else {})}
+    body: dict[str, Any] = {"configured_props": parse_props(props), **({"name": name} if name else {}),
+                            **health_body(expect, catch_up)}
     path = Path(component)
     if path.suffix in COMPONENT_SUFFIXES and path.is_file():
         body["component_code"] = path.read_text()
@@ -285,15 +310,17 @@ def logs(source: str, count: int, follow: bool, as_json: bool) -> None:
 @click.option("--code", "code_file", type=click.Path(exists=True, dir_okay=False, resolve_path=True),
               help="new component code")
 @click.option("--active/--inactive", default=None)
+@health_options
 @json_option
 @handles_errors
 def update(source: str, props: tuple[str, ...], name: str | None, code_file: str | None, active: bool | None,
-           as_json: bool) -> None:
-    """Change a source's props, name, code or state (props not given keep their values)."""
+           expect: str | None, catch_up: str | None, as_json: bool) -> None:
+    """Change a source's props, name, code, state or health settings (what is not given is kept)."""
     with api() as client:
         source_id = resolve(client, source)
         current = checked(client.get(f"/sources/{source_id}"))["data"]
-        body: dict[str, Any] = {"active": current["active"] if active is None else active}
+        body: dict[str, Any] = {"active": current["active"] if active is None else active,
+                                **health_body(expect, catch_up)}
         if props:  # else the service keeps every configured value as it is
             body["configured_props"] = {**request_form(current["configured_props"]), **parse_props(props)}
         if name:
@@ -366,15 +393,43 @@ COMPONENT_FIELDS = ("id", "key", "name", "version", "type", "description", "conf
 @json_option
 @handles_errors
 def describe(source: str, show_code: bool, as_json: bool) -> None:
-    """A source's state, endpoint or schedule, configuration (secrets masked) and component."""
+    """A source's state, endpoint or schedule, configuration (secrets masked), component and health."""
     with api() as client:
         found = checked(client.get(f"/sources/{resolve(client, source)}"))["data"]
         component = checked(client.get(f"/components/{found['component_id']}"))["data"]
-    if show_code:
+        health = None if show_code else checked(client.get(f"/sources/{found['id']}/health"))["data"]
+    if show_code or health is None:
         click.echo(component["code"], nl=False)
         return
-    emit(as_json, {**found, "component": {k: component.get(k) for k in COMPONENT_FIELDS}},
-         "\n".join(description_lines(found, component)))
+    emit(as_json, {**found, "component": {k: component.get(k) for k in COMPONENT_FIELDS}, "health": health},
+         "\n".join([*description_lines(found, component), *health_lines(health)]))
+
+
+def _when(ts: int | None) -> str:
+    return readable_time(ts * 1000) if ts else "never"
+
+
+def health_lines(health: dict[str, Any]) -> list[str]:
+    """GET /sources/{id}/health, readably."""
+    if health["stalled"]:
+        what = "its timer has not run" if health["stalled_why"] == "timer" else "nothing emitted"
+        status = f"STALLED since {_when(health['stalled_since'])} ({what})"
+    else:
+        status = "ok"
+    hour, day = health["last_hour"], health["last_day"]
+    lines = [f"health     {status}",
+             f"last run   {_when(health['last_run_at'])}",
+             f"last event {_when(health['last_event_at'])}"]
+    if health["next_tick_at"] or health["last_tick_at"]:
+        lines.append(f"ticks      last {_when(health['last_tick_at'])}, next {_when(health['next_tick_at'])}, "
+                     f"{health['skipped_ticks']} skipped in all (catch-up: {health['catch_up']})")
+    lines += [f"last hour  {hour['runs']} runs, {hour['events']} events, {hour['errors']} errors, "
+              f"{hour['skipped_ticks']} ticks skipped",
+              f"last day   {day['runs']} runs, {day['events']} events, {day['errors']} errors, "
+              f"{day['skipped_ticks']} ticks skipped"]
+    if health["expect_events_within"]:
+        lines.append(f"expects    an event within {health['expect_events_within']} s")
+    return lines
 
 
 def description_lines(source: dict[str, Any], component: dict[str, Any]) -> list[str]:

@@ -132,6 +132,13 @@ class Source:
     # prop -> {"account": "apn_...", "by": "u_..."}: the user who configured each account reference
     # and was checked for it (domain.connected_accounts.may_use reads it when credentials are handed over)
     account_grants: dict[str, dict[str, str]] = field(default_factory=dict)
+    # health settings (domain.health): the most seconds it may go without emitting (None: no
+    # expectation), and what its timer does with ticks missed while the service was down
+    expect_events_within: int | None = None
+    catch_up: str = "skip"
+
+    def health_settings(self) -> dict[str, Any]:
+        return {"expect_events_within": self.expect_events_within, "catch_up": self.catch_up}
 
 
 @dataclass
@@ -164,7 +171,12 @@ class SourceState:
     results are in, so a task delivered twice writes nothing twice (each as its `applied_key`; a
     state saved before those keys has whole ids, still recognised); `timer_run_since` when a timer
     run was queued and has not finished (a tick meanwhile is skipped); `last_tick` the newest tick
-    taken (a tick delivered twice fires once). `version` 0 means never saved."""
+    taken (a tick delivered twice fires once). `version` 0 means never saved.
+
+    Health (domain.health): `activity` its counters in time buckets, `last_run_ms` and
+    `last_event_ms` (of its own channels, not `$logs`/`$errors`), `ran_tick` the newest tick that
+    ran, `skipped_ticks` those that did not, in all, and `stalled` (`{why, since, tick}`) while a
+    stall is on."""
 
     db: dict[str, Any] = field(default_factory=dict)
     dedupe: dict[str, Any] = field(default_factory=dict)
@@ -175,6 +187,12 @@ class SourceState:
     last_tick: float = 0.0
     channels: list[str] = field(default_factory=list)  # its custom channels, against the limit
     runs: int = 0  # runs on record so far: the next one's seq is one more (domain.run_records)
+    activity: dict[str, Any] = field(default_factory=dict)
+    last_run_ms: int = 0
+    last_event_ms: int = 0
+    ran_tick: float = 0.0
+    skipped_ticks: int = 0
+    stalled: dict[str, Any] | None = None
     version: int = 0
 
     def took(self, task_id: str) -> bool:
@@ -195,11 +213,21 @@ class SourceState:
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
                 "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
-                "channels": self.channels, "runs": self.runs}
+                "channels": self.channels, "runs": self.runs, **self._health_json()}
+
+    def _health_json(self) -> dict[str, Any]:
+        """Only what is set: a source nothing counted yet keeps its old, smaller item."""
+        values = {"activity": self.activity, "last_run_ms": self.last_run_ms, "last_event_ms": self.last_event_ms,
+                  "ran_tick": self.ran_tick, "skipped_ticks": self.skipped_ticks, "stalled": self.stalled}
+        return {k: v for k, v in values.items() if v}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], version: int) -> SourceState:
         return cls(db=data.get("db") or {}, dedupe=data.get("dedupe") or {}, last_ms=int(data.get("last_ms") or 0),
                    last_seq=int(data.get("last_seq") or 0), applied=list(data.get("applied") or []),
                    timer_run_since=data.get("timer_run_since"), last_tick=float(data.get("last_tick") or 0),
-                   channels=list(data.get("channels") or []), runs=int(data.get("runs") or 0), version=version)
+                   channels=list(data.get("channels") or []), activity=dict(data.get("activity") or {}),
+                   last_run_ms=int(data.get("last_run_ms") or 0), last_event_ms=int(data.get("last_event_ms") or 0),
+                   ran_tick=float(data.get("ran_tick") or 0), skipped_ticks=int(data.get("skipped_ticks") or 0),
+                   stalled=data.get("stalled") or None, runs=int(data.get("runs") or 0),
+                   version=version)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from headwater.domain import health
 from headwater.domain.events import DEFAULT_CHANNEL, Emit, EventId, dedupe, order_by_ts
 from headwater.domain.models import SourceState, StoredEvent, applied_key
 
@@ -171,7 +172,28 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
         add(ERRORS, error_event(ctx, trigger, {**refusal, "stack": ""}, now_ms), {})
     if result.error:
         add(ERRORS, error_event(ctx, trigger, result.error, now_ms), {})
+    recovered = _count(new, events, now_ms, ran=task_id is not None)
+    if recovered:
+        add(ERRORS, error_event(ctx, trigger, recovered, now_ms), {})
     return Recorded(new, events)
+
+
+def _count(state: SourceState, events: list[StoredEvent], now_ms: int, ran: bool) -> dict[str, Any] | None:
+    """The run's part of the source's health (domain.health), counted on `state`; the error that
+    says a stall ended, when this run ends it. A task's outcome is a run; hooks and failures before
+    a run are not; stall notices are not errors of the source's."""
+    emitted = sum(1 for e in events if e.channel not in (ERRORS, LOGS))
+    errors = sum(1 for e in events if e.channel == ERRORS and e.event["error"]["code"] not in health.NOTICES)
+    state.activity = health.count(state.activity, now_ms / 1000, (int(ran), emitted, errors, 0))
+    if ran:
+        state.last_run_ms = now_ms
+    if emitted:
+        state.last_event_ms = now_ms
+    if state.stalled and health.recovers(state.stalled, state.ran_tick, emitted > 0):
+        message = health.recovery_message(state.stalled, now_ms / 1000)
+        state.stalled = None
+        return {"code": health.RECOVERED, "message": message, "stack": ""}
+    return None
 
 
 def compact_json(value: Any) -> str:

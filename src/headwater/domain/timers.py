@@ -76,6 +76,17 @@ class Timer:
         missed = math.floor(max(0.0, now - scheduled) / self.interval_seconds)
         return scheduled + (missed + 1) * self.interval_seconds
 
+    def latest_due(self, scheduled: float, now: float) -> float:
+        """The newest fire time at or before `now` of a timer due at `scheduled` (<= now): the tick a
+        late scheduler fires, so the ticks it missed are those between the last one taken and it."""
+        if self.cron is None:
+            return scheduled + math.floor(max(0.0, now - scheduled) / self.interval_seconds) * self.interval_seconds
+        start = datetime.fromtimestamp(now, UTC).astimezone(ZoneInfo(self.timezone))
+        it = croniter(self.cron, start)
+        latest = it.get_prev(float)
+        following = self.next_fire(latest)
+        return max(scheduled, following if following <= now else latest)
+
     def stored(self) -> dict[str, Any]:
         if self.cron is None:
             return {"intervalSeconds": self.interval_seconds}

@@ -14,10 +14,11 @@ from typing import Any
 
 from headwater.domain.commands import Command
 from headwater.domain.events import RETAINED_PER_CHANNEL
+from headwater.domain.health import RECOVERED
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.routing import Delivery, Routed
 from headwater.domain.run_records import NOT_RUN, RUNS_KEPT, RunInfo, RunRecord, make_record
-from headwater.domain.runs import LOGS, RunContext, RunResult, record
+from headwater.domain.runs import ERRORS, LOGS, RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.contention import retry_on_conflict
 
@@ -89,7 +90,10 @@ def commit_outcomes(
     channels = {e.channel for e in events}
     if rest:
         _put_rest(uow_factory, source_id, rest, channels)
+    if ERRORS in channels:
+        _tell_notices(source_id, events)
     return state, channels
+
 
 def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int) -> RunRecord:
     assert outcome.run is not None
@@ -97,6 +101,16 @@ def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int) 
     return make_record(seq, outcome.run, result.error, result.error_code in NOT_RUN, result.duration_ms,
                        result.cpu_ms, outcome.trigger, (e for e in events if e.channel != LOGS), result.db_writes,
                        result.logs, result.response, ms)
+
+
+# Told of each stall that ended (domain.health), after its commit: the composition root counts them.
+on_recovered: list[Callable[[str], None]] = []
+
+
+def _tell_notices(source_id: str, events: list[StoredEvent]) -> None:
+    if any(e.channel == ERRORS and e.event["error"]["code"] == RECOVERED for e in events):
+        for tell in on_recovered:
+            tell(source_id)
 
 
 def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.domain import ids
+from headwater.domain import health, ids
 from headwater.domain.commands import PurgeSource, RunSource, SyncSchedule
 from headwater.domain.connected_accounts import AccountUses, reference
 from headwater.domain.errors import BadRequest, Conflict, Forbidden, Invalid, NotFound, QuotaExceeded
@@ -45,6 +45,7 @@ from headwater.services.runs import Runs
 from headwater.settings import Settings
 
 _ENDPOINT_TTL_S = 5.0
+KEEP: Any = object()  # a setting not given
 
 
 @dataclass
@@ -59,6 +60,26 @@ class SourceRequest:
     configured_props: dict[str, Any] | None = None
     active: bool | None = None
     component_file: str | None = None  # shown in stacks in place of `component.js` (domain.file_names)
+    # health settings (domain.health); on update, KEEP leaves them as they are and None clears
+    # `expect_events_within`
+    expect_events_within: Any = KEEP
+    catch_up: Any = KEEP
+
+    def health(self, old: Source | None = None) -> dict[str, Any]:
+        """The source's health settings, validated: these given, the others as `old` has them."""
+        errors: dict[str, list[str]] = {}
+        values: dict[str, Any] = old.health_settings() if old else {"expect_events_within": None, "catch_up": "skip"}
+        for name, check in (("expect_events_within", health.expect_events_within), ("catch_up", health.catch_up)):
+            given = getattr(self, name)
+            if given is KEEP:
+                continue
+            try:
+                values[name] = check(given)
+            except health.SettingError as e:
+                errors[name] = [str(e)]
+        if errors:
+            raise Invalid(f"Some settings are not valid: {', '.join(errors)}.", errors)
+        return values
 
     @property
     def names_component(self) -> bool:
@@ -115,6 +136,7 @@ class Sources:
             "updated_at": source.updated_at,
             "name": source.name,
             "name_slug": source.name_slug,
+            **source.health_settings(),
         }
         if not include_user:
             del data["user_id"]
@@ -214,6 +236,7 @@ class Sources:
         namespace = await self.offload.call(lambda: self.accounts.namespace(principal, org_id))
         component = await self._component_for(principal, namespace, req)
         source_id = ids.new_id("source")
+        settings = req.health()
         configured = dict(req.configured_props or {})
         validated, prop_defs, grants = await self._props(principal, component, namespace, source_id, configured)
         ts = now_s()
@@ -231,6 +254,7 @@ class Sources:
             created_at=ts,
             updated_at=ts,
             account_grants=grants,
+            **settings,
         )
         hooks = ["deploy", "activate"] if source.active else ["deploy"]  # activate waits for the source to be enabled
         async with self.runs.lease.held(source_id, self.runs.lease_s):
@@ -244,6 +268,7 @@ class Sources:
 
     async def update(self, principal: Principal, source_id: str, req: SourceRequest) -> Source:
         old, old_component = await self.offload.call(lambda: self._with_component(principal, source_id))
+        settings = req.health(old)
         component = await self._component_for(principal, old.namespace, req) if req.names_component else old_component
         configured = (
             prop_forms.unmask(req.configured_props, old.configured_props, self.secrets)
@@ -273,7 +298,8 @@ class Sources:
                    "endpoint_id": (old.endpoint_id or ids.new_id("endpoint")) if validated.http_props else None,
                    "active": active,
                    "updated_at": now_s(),
-                   "account_grants": grants},
+                   "account_grants": grants,
+                   **settings},
             )
             if active:
                 for _, result in results:

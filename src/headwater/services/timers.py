@@ -12,11 +12,13 @@ import logging
 import time
 from dataclasses import replace
 
+from headwater.domain import health
 from headwater.domain.commands import RunSource, SyncSchedule, TimerTick
 from headwater.domain.errors import Conflict
 from headwater.ports import Scheduler, Task, UnitOfWorkFactory
 from headwater.services.contention import retry_on_conflict
 from headwater.services.sources import Sources
+from headwater.services.stalls import Stalls
 from headwater.settings import Settings
 
 log = logging.getLogger("headwater.timers")
@@ -25,11 +27,14 @@ _MAX_ATTEMPTS = 20
 
 
 class Timers:
-    def __init__(self, uow: UnitOfWorkFactory, sources: Sources, scheduler: Scheduler, settings: Settings) -> None:
+    def __init__(self, uow: UnitOfWorkFactory, sources: Sources, scheduler: Scheduler, settings: Settings,
+                 stalls: Stalls | None = None) -> None:
+        """`stalls`: kept watching each source as committed (its timer, its expected cadence)."""
         self.uow = uow
         self.sources = sources
         self.scheduler = scheduler
         self.settings = settings
+        self.stalls = stalls
 
     @property
     def stale_after_s(self) -> float:
@@ -48,6 +53,8 @@ class Timers:
                 self.scheduler.remove(source_id)
             else:
                 self.scheduler.set(source_id, timer)
+            if self.stalls is not None:
+                self.stalls.sync(source, source_id, time.time())
         return [None] * len(tasks)
 
     def tick(self, tasks: list[Task], _: object = None) -> list[bool]:
@@ -61,6 +68,8 @@ class Timers:
         if timer is None or not self.scheduler.ticked(tick, timer):
             return False
 
+        policy = source.catch_up if source else "skip"
+
         def attempt(_: int) -> bool:
             now = time.time()
             with self.uow() as uow:
@@ -68,14 +77,24 @@ class Timers:
                 if tick.due_at <= state.last_tick:
                     return False
                 pending = state.timer_run_since is not None and now - state.timer_run_since < self.stale_after_s
-                new = replace(state, last_tick=tick.due_at, timer_run_since=state.timer_run_since if pending else now)
+                # the ticks missed since the last one (the service down, a tick dropped) follow the
+                # source's catch-up policy; every tick not run is counted on its health
+                plan = health.plan(timer, policy, state.last_tick, tick.due_at, pending)
+                room = None if uow.max_writes is None else max(1, uow.max_writes - 4)
+                runs = plan.runs[-room:] if room is not None else plan.runs
+                skipped = plan.skipped + len(plan.runs) - len(runs)
+                new = replace(state, last_tick=tick.due_at, timer_run_since=state.timer_run_since if pending else now,
+                              ran_tick=tick.due_at if runs else state.ran_tick,
+                              skipped_ticks=state.skipped_ticks + skipped,
+                              activity=health.count(state.activity, now, (0, 0, 0, skipped)))
                 uow.state.save(tick.source_id, new, state.version)
-                if not pending:
-                    uow.outbox.add(RunSource(tick.source_id, timer.event(tick.due_at), self.settings.timer_timeout_ms,
+                for due_at in runs:
+                    uow.outbox.add(RunSource(tick.source_id, timer.event(due_at), self.settings.timer_timeout_ms,
                                              "timer", namespace=source.namespace if source else None))
                 uow.commit()
-            if pending:
-                log.info("timer of %s skipped: the previous run has not finished", tick.source_id)
+            if skipped:
+                log.info("timer of %s: %d tick(s) skipped (%s)", tick.source_id, skipped,
+                         "the previous run has not finished" if pending else f"missed; catch-up {policy}")
             return not pending
 
         return retry_on_conflict(attempt, _MAX_ATTEMPTS, lambda: Conflict(

@@ -3,8 +3,10 @@
 Timers live in the `timers` table with their next fire time, so they survive restarts. A due
 timer becomes a TimerTick command (whose handler skips the tick while a run is still pending);
 with several serving processes, each fires the timers of the sources in its share;
-the next fire is computed from now, so ticks missed while the service was down are not replayed:
-one catch-up run at most. Moving `next_at` is conditional, so a tick fires once.
+the next fire is computed from now, and a late firing fires the newest tick due (so the ticks
+missed while the service was down are those between the last tick taken and it: the tick's
+handler runs or counts them per the source's catch-up policy). Moving `next_at` is conditional,
+so a tick fires once.
 """
 
 from __future__ import annotations
@@ -100,22 +102,23 @@ class LocalScheduler:
             "SELECT t.source_id, t.spec, t.next_at, s.namespace FROM timers t "
             "LEFT JOIN sources s ON s.id = t.source_id WHERE t.next_at <= ?", (now,)).fetchall()
         (soonest,) = conn.execute("SELECT min(next_at) FROM timers WHERE next_at > ?", (now,)).fetchone()
-        due: list[tuple[str, float, float, str | None]] = []
+        due: list[tuple[str, float, float, float, str | None]] = []
         for source_id, spec, next_at, namespace in rows:
             if not self.share.owns(source_id):
                 continue
-            following = Timer.parse(json.loads(spec)).next_after(next_at, now)
+            timer = Timer.parse(json.loads(spec))
+            following = timer.next_after(next_at, now)
             soonest = following if soonest is None else min(soonest, following)
-            due.append((source_id, next_at, following, namespace))
+            due.append((source_id, next_at, following, timer.latest_due(next_at, now), namespace))
         for start in range(0, len(due), FIRE_BATCH):
             with self.uow() as uow:
-                for source_id, next_at, following, namespace in due[start:start + FIRE_BATCH]:
+                for source_id, next_at, following, latest, namespace in due[start:start + FIRE_BATCH]:
                     # Conditional on the fire time read above: one tick per due time, even when a
                     # set() moved it meanwhile. The tick's task commits with the move.
                     moved = uow.conn.execute(
                         "UPDATE timers SET next_at = ? WHERE source_id = ? AND next_at = ?",
                         (following, source_id, next_at)).rowcount
                     if moved:
-                        uow.outbox.add(TimerTick(source_id, next_at, namespace=namespace))
+                        uow.outbox.add(TimerTick(source_id, latest, namespace=namespace))
                 uow.commit()
         return None if soonest is None else max(0.0, soonest - time.time())

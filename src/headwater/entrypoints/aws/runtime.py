@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -235,9 +236,11 @@ SWEEP_MARGIN_S = 120.0  # beyond a busy lane's and a failed handler's first retr
 
 def sweep_handler() -> LambdaHandler:
     """The sweep, an EventBridge Scheduler rate (docs/aws.md, Sweep): outbox items committed but never
-    handed to their queue are sent, and sub-minute timer chains whose tick was lost are re-armed.
+    handed to their queue are sent, sub-minute timer chains whose tick was lost are re-armed, and
+    the sources due a look are looked at for a stall (docs/health.md).
     Both are conditional and idempotent, so an overlapping or repeated sweep changes nothing."""
     adapters: Any = services().adapters
+    stalls = services().stalls
 
     @logger.inject_lambda_context
     @tracer.capture_lambda_handler(capture_response=False)
@@ -246,6 +249,10 @@ def sweep_handler() -> LambdaHandler:
                  "chains": adapters.scheduler.repair(margin_s=SWEEP_MARGIN_S)}
         count("SweptOutbox", swept["outbox"])
         count("RearmedChains", swept["chains"])
+        if stalls is not None:  # the sources due a look for a stall (services/stalls.py)
+            looked = stalls.check(time.time())
+            swept.update(stalls_looked=looked.looked, stalls_started=looked.started)
+            count("SourceStalls", looked.started)
         return swept
 
     return handler

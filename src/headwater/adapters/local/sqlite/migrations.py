@@ -231,6 +231,15 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (owner_id, seq)
     ) WITHOUT ROWID;
     """,
+    # issue 33: a source's health settings, and the sources watched for stalls by when to look next
+    """
+    ALTER TABLE sources ADD COLUMN health TEXT NOT NULL DEFAULT '{}';
+    CREATE TABLE stall_watch (
+        source_id TEXT PRIMARY KEY,
+        check_at REAL NOT NULL
+    );
+    CREATE INDEX stall_watch_due ON stall_watch(check_at);
+    """,
 ]
 
 

@@ -305,6 +305,7 @@ def _source(row: sqlite3.Row) -> Source:
         updated_at=row["updated_at"],
         seq=row["seq"],
         account_grants=json.loads(row["account_grants"]),
+        **json.loads(row["health"]),
     )
 
 
@@ -318,11 +319,11 @@ class SqliteSources:
         cur = claimed(
             self.conn,
             "INSERT INTO sources (id, namespace, user_id, component_id, name, name_slug, configured_props, "
-            "prop_defs, endpoint_id, active, created_at, updated_at, account_grants) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "prop_defs, endpoint_id, active, created_at, updated_at, account_grants, health) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.id, s.namespace, s.user_id, s.component_id, s.name, s.name_slug, json.dumps(s.configured_props),
              json.dumps(s.prop_defs), s.endpoint_id, int(s.active), s.created_at, s.updated_at,
-             json.dumps(s.account_grants)),
+             json.dumps(s.account_grants), json.dumps(s.health_settings())),
             self._CLAIMS,
         )
         s.seq = cur.lastrowid or 0
@@ -331,9 +332,10 @@ class SqliteSources:
         claimed(
             self.conn,
             "UPDATE sources SET component_id = ?, name = ?, name_slug = ?, configured_props = ?, prop_defs = ?, "
-            "endpoint_id = ?, active = ?, updated_at = ?, account_grants = ? WHERE id = ?",
+            "endpoint_id = ?, active = ?, updated_at = ?, account_grants = ?, health = ? WHERE id = ?",
             (s.component_id, s.name, s.name_slug, json.dumps(s.configured_props), json.dumps(s.prop_defs),
-             s.endpoint_id, int(s.active), s.updated_at, json.dumps(s.account_grants), s.id),
+             s.endpoint_id, int(s.active), s.updated_at, json.dumps(s.account_grants),
+             json.dumps(s.health_settings()), s.id),
             self._CLAIMS,
         )
 
@@ -353,7 +355,7 @@ class SqliteSources:
         return Page(items=[_source(r) for r in rows], seqs=[r["seq"] for r in rows], total_count=total)
 
 
-_STATE_COLUMNS = ("db", "dedupe", "last_ms", "last_seq")  # the rest of SourceState.to_json goes in `extra`
+_STATE_COLUMNS = frozenset({"db", "dedupe", "last_ms", "last_seq"})  # the rest of the state is in `extra`
 
 
 class SqliteState:
