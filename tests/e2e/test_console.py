@@ -192,7 +192,7 @@ def test_the_runs_panel_lists_a_run_shows_it_in_full_and_reruns_it(
     source = deploy(client, component_code=RECORDED, name="console-runs")
     sign_in(page, server, person)
     page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
-    runs = page.get_by_role("table", name="Runs").locator("tbody tr")
+    runs = page.get_by_role("table", name="Runs", exact=True).locator("tbody tr")
     page.get_by_label("Event (JSON)").fill('{"body": {"n": 7}}')
     page.get_by_role("button", name="Run", exact=True).click()
     expect(runs.filter(has_text="manual")).to_have_count(1)  # the list looked again until the run was on record
@@ -242,7 +242,7 @@ def test_the_runs_panel_pages_back_and_shows_a_request_that_arrives_live(
     wait_runs(client, path, lambda runs: len(runs) == 21, "21 runs on record")
     sign_in(page, server, person)
     page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
-    runs = page.get_by_role("table", name="Runs").locator("tbody tr")
+    runs = page.get_by_role("table", name="Runs", exact=True).locator("tbody tr")
     expect(runs).to_have_count(20)  # a page of them, the newest first
     page.get_by_role("button", name="Older runs").click()
     expect(runs).to_have_count(21)
@@ -252,6 +252,75 @@ def test_the_runs_panel_pages_back_and_shows_a_request_that_arrives_live(
     expect(runs).to_have_count(22)  # added above the older pages, which stay
     runs.first.click()
     expect(page.locator("#run-trigger")).to_contain_text("n: 99")
+
+
+def wait_health(client: httpx.Client, source_id: str, done: Any, what: str) -> dict[str, Any]:
+    """The source's health once `done(health)` (polled: a stall is marked by a check every few seconds)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        health = client.get(f"/sources/{source_id}/health").json()["data"]
+        if done(health):
+            return health
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}: {health}")
+
+
+def test_health_at_a_glance_numbers_chart_badges_and_the_expectation_set_in_the_edit_form(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=RECORDED, name="console-health")
+    path = f"/sources/{source['id']}"
+    for body in ({"n": 1}, {"n": 2}, {"n": 3, "fail": True}):
+        assert client.post(f"{path}/run", json={"body": body}).status_code == 202
+    wait_runs(client, path, lambda runs: len(runs) == 3, "three runs on record")
+    health = wait_health(client, source["id"], lambda h: h["last_hour"]["runs"] == 3, "three runs counted")
+    assert health["last_hour"]["errors"] == 1 and health["last_hour"]["events"] >= 2
+    paused = deploy(client, component_key="headwater-http", name="console-health-paused", active=False)
+    quiet = deploy(client, component_key="headwater-http", name="console-health-quiet")
+    silent = deploy(client, component_key="headwater-http", name="console-health-silent", expect_events_within=1)
+    wait_health(client, silent["id"], lambda h: h["stalled"], "the silent source's stall")
+
+    sign_in(page, server, person)
+    listed = page.get_by_role("table", name="Your sources")
+    for s, status in ((source, "erroring"), (paused, "paused"), (quiet, "ok"), (silent, "stalled")):
+        expect(listed.locator(f'tr[data-id="{s["id"]}"] .badge')).to_have_text(status)
+    shot(page, "21-sources-health")
+
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    section = page.locator("#health")
+    expect(section.locator("#health-status")).to_have_text("erroring")
+    hour = section.get_by_role("row", name="Last hour")
+    expect(hour.locator("td")).to_have_text(["3", str(health["last_hour"]["events"]), "1", "0"])
+    chart = section.locator("svg.chart")
+    expect(chart.locator("title").first).to_have_text("Runs, events and errors, last hour")
+    expect(chart.locator("rect.bar.errors")).not_to_have_count(0)
+    ran = sum(int(t.split(": ")[1].split(" ")[0]) for t in chart.locator("rect.bar.runs title").all_text_contents())
+    assert ran == 3  # the bars add up to the runs counted
+    expect(section.get_by_text("Expects an event within")).to_be_visible()
+    expect(section.locator("#health-facts")).to_contain_text("no expectation")
+    shot(page, "22-source-health")
+    section.get_by_role("button", name="Last day").click()
+    expect(section.get_by_role("button", name="Last day")).to_have_attribute("aria-pressed", "true")
+    expect(chart.locator("title").first).to_have_text("Runs, events and errors, last day")
+    ran = sum(int(t.split(": ")[1].split(" ")[0]) for t in chart.locator("rect.bar.runs title").all_text_contents())
+    assert ran == 3
+    expect(chart.locator("text.tick")).to_contain_text(["0", "2", "4"])  # whole numbers on the y axis
+    section.screenshot(path=str(ARTIFACTS / "23-source-health-day.png"))
+
+    page.get_by_role("button", name="Edit").click()
+    page.get_by_label("Expect an event within (seconds)").fill("3600")
+    page.get_by_role("button", name="Save and re-deploy").click()
+    expect(page.locator("#health-facts")).to_contain_text("1 hour")
+    assert client.get(path).json()["data"]["expect_events_within"] == 3600
+    page.get_by_role("button", name="Edit").click()
+    expect(page.get_by_label("Expect an event within (seconds)")).to_have_value("3600")
+    page.get_by_label("Expect an event within (seconds)").fill("")
+    page.get_by_role("button", name="Save and re-deploy").click()
+    expect(page.locator("#health-facts")).to_contain_text("no expectation")
+    assert client.get(path).json()["data"]["expect_events_within"] is None
+
+    page.goto(f"{server.base_url}/console/#/sources/{silent['id']}")
+    expect(page.locator("#health-status")).to_have_text("stalled")
+    expect(page.locator("#stall")).to_contain_text("emitted no event within the time expected")
 
 
 def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server: Server, person: User) -> None:
@@ -349,6 +418,12 @@ def test_the_deploy_form_reads_in_words_and_a_timer_shows_its_schedule_and_pause
     expect(page.locator("#source-state")).to_have_text("active")
     expect(page.locator("#schedule")).to_contain_text("Next run")
     assert client.get(f"/sources/{source_id}").json()["data"]["active"] is True
+    expect(page.locator("#health-facts")).to_contain_text("run once (catch-up skip); 0 skipped so far")
+    page.get_by_role("button", name="Edit").click()
+    page.get_by_label("Missed ticks").select_option("all")
+    page.get_by_role("button", name="Save and re-deploy").click()
+    expect(page.locator("#health-facts")).to_contain_text("each run (catch-up all)")
+    assert client.get(f"/sources/{source_id}").json()["data"]["catch_up"] == "all"
     words = page.evaluate("""import("/console/props.js").then((p) => [
         p.intervalInWords(45), p.intervalInWords(3600), p.intervalInWords(5400),
         p.cronInWords("0 9 * * 1-5", "Europe/Paris"), p.cronInWords("*/5 * * * *"), p.cronInWords("0 0 1 * *"),
@@ -393,7 +468,7 @@ def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: U
     assert httpx.post(other["configured_props"]["http"]["endpoint_url"], json={"to": "flow"}).status_code == 200
     wait_runs(client, f"/workflows/{flow['id']}", lambda runs: len(runs) == 1, "the workflow's run")
     page.goto(f"{server.base_url}/console/#/workflows/{flow['id']}")  # a workflow's page has its runs panel
-    page.get_by_role("table", name="Runs").locator("tbody tr").click()
+    page.get_by_role("table", name="Runs", exact=True).locator("tbody tr").click()
     expect(page.locator("#run-trigger")).to_contain_text("to: \"flow\"")
 
 

@@ -5,6 +5,7 @@
 import { accountsPage } from "./accounts.js";
 import { deployPage } from "./deploy.js";
 import { eventDetail, eventPanes } from "./events.js";
+import { healthBadge, healthOf } from "./health.js";
 import { KEY, api, el, leave, main, say, signOut, when } from "./lib.js";
 import { registryComponentPage, registryPage } from "./registry.js";
 import { runsPanel } from "./runs.js";
@@ -36,21 +37,41 @@ function loginPage() {
   key.focus();
 }
 
+/** Each listed source's health badge, filled in as its answer comes: one request per source (a
+ * page lists at most 100), six at a time so the page and the service stay responsive. */
+async function fillHealthBadges(cells) {
+  const queue = [...cells];
+  const worker = async () => {
+    for (let cell = queue.shift(); cell; cell = queue.shift()) {
+      try { cell.replaceChildren(healthBadge(await healthOf(cell.dataset.source))); }
+      catch (e) { cell.replaceChildren(el("span", { class: "badge off", title: e.message }, "unknown")); }
+    }
+  };
+  await Promise.all(Array.from({ length: 6 }, worker));
+}
+
 async function sourcesPage() {
   const me = (await api("/users/me")).data;
   const lists = [["Your sources", await api("/users/me/sources", { query: { limit: 100 } })]];
   for (const org of me.orgs) lists.push([`${org.name} (org)`, await api(`/orgs/${org.id}/sources`, { query: { limit: 100 } })]);
+  const healthCells = [];
+  const healthCell = (s) => {
+    const cell = el("td", { class: "health", "data-source": s.id }, el("span", { class: "hint" }, "…"));
+    healthCells.push(cell);
+    return cell;
+  };
   const sections = lists.map(([title, page]) => el("section", {},
     el("h3", {}, title),
-    page.data.length ? el("table", {},
-      el("thead", {}, el("tr", {}, el("th", {}, "Name"), el("th", {}, "State"), el("th", { class: "wide" }, "Id"), el("th", { class: "wide" }, "Created"))),
-      el("tbody", {}, page.data.map((s) => el("tr", {},
+    page.data.length ? el("table", { "aria-label": title },
+      el("thead", {}, el("tr", {}, el("th", {}, "Name"), el("th", { class: "status" }, "Status"), el("th", { class: "wide" }, "Id"), el("th", { class: "wide" }, "Created"))),
+      el("tbody", {}, page.data.map((s) => el("tr", { "data-id": s.id },
         el("td", {}, el("a", { href: `#/sources/${s.id}` }, s.name)),
-        el("td", {}, el("span", { class: `badge ${s.active ? "ok" : "off"}` }, s.active ? "active" : "paused")),
+        healthCell(s),
         el("td", { class: "wide" }, s.id),
         el("td", { class: "wide" }, when(s.created_at))))))
       : el("p", {}, "No sources yet. ", el("a", { href: "#/deploy" }, "Deploy one."))));
   main.replaceChildren(el("h2", {}, "Sources"), ...sections);
+  fillHealthBadges(healthCells);
 }
 
 async function workflowsPage() {

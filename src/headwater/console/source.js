@@ -1,8 +1,9 @@
 // A source's page: what it is and how it is configured, edit and re-deploy, pause and resume,
-// its schedule, its runs on record, its events, logs and errors, running it by hand, and who
+// its schedule, its health, its runs on record, its events, logs and errors, running it by hand, and who
 // listens to it.
 
 import { eventDetail, eventPanes } from "./events.js";
+import { healthOf, healthSection } from "./health.js";
 import { api, el, refresh, render, say, when } from "./lib.js";
 import { labelOf, propInput, timerInWords, valueInWords } from "./props.js";
 import { runsPanel } from "./runs.js";
@@ -39,6 +40,11 @@ function editForm(source, component, timezone) {
     return { prop: p, ...propInput(p, component.id, current) };
   });
   const code = el("textarea", { id: "edit-code", class: "code", spellcheck: "false" }, component.code || "");
+  const expect = el("input", { type: "number", id: "edit-expect", min: 1, step: 1, "aria-describedby": "edit-expect-hint",
+    value: source.expect_events_within ?? "" });
+  const hasTimer = component.configurable_props.some((p) => p.type === "$.interface.timer");
+  const catchUp = el("select", { id: "edit-catch-up" }, [["skip", "skip: run once, count the missed ticks skipped"],
+    ["all", "all: run each missed tick, in order"]].map(([value, text]) => el("option", { value, selected: source.catch_up === value }, text)));
   return el("form", { id: "edit-form", hidden: true, onsubmit: async (e) => {
     e.preventDefault();
     const body = { name: name.value.trim() || undefined, configured_props: {} };
@@ -46,6 +52,9 @@ function editForm(source, component, timezone) {
       for (const i of inputs) { const v = i.read(); if (v !== undefined) body.configured_props[i.prop.name] = v; }
     } catch { say("A JSON field is not valid JSON.", true); return; }
     if (code.value !== (component.code || "")) body.component_code = code.value;
+    const expected = expect.value.trim() === "" ? null : Number(expect.value);
+    if (expected !== (source.expect_events_within ?? null)) body.expect_events_within = expected;
+    if (hasTimer && catchUp.value !== source.catch_up) body.catch_up = catchUp.value;
     try {
       await api(`/sources/${source.id}`, { method: "PUT", body });
       say("Saved and re-deployed.");
@@ -55,6 +64,10 @@ function editForm(source, component, timezone) {
   el("h3", {}, "Edit and re-deploy"),
   el("label", { for: "edit-name" }, "Source name"), name,
   inputs.map((i) => i.node),
+  el("label", { for: "edit-expect" }, "Expect an event within (seconds) ",
+    el("span", { class: "hint", id: "edit-expect-hint" }, "(a source that emits nothing for this long is stalled: said on $errors and its badge; empty: no expectation)")),
+  expect,
+  hasTimer ? [el("label", { for: "edit-catch-up" }, "Missed ticks ", el("span", { class: "hint" }, "(ticks due while the service was down)")), catchUp] : null,
   el("label", { for: "edit-code" }, "Code ", el("span", { class: "hint" }, "(a change deploys the new code; the source keeps its id and state)")), code,
   el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Save and re-deploy"),
     el("button", { type: "button", onclick: (e) => { e.target.closest("form").hidden = true; } }, "Cancel")));
@@ -78,8 +91,18 @@ export async function sourcePage(id) {
   const [schedule, timezone] = await scheduleLine(source, component);
   const detail = eventDetail();
   const runs = runsPanel("sources", id);
-  const panes = await eventPanes("sources", id, detail, (item, channel) => runs.awaitRunOf(item, channel));
+  let health = healthSection(await healthOf(id));
+  const redrawHealth = async () => {
+    try { const next = healthSection(await healthOf(id)); health.replaceWith(next); health = next; } catch (e) { say(e.message, true); }
+  };
+  // a live event: its run is listed; a stall's start or end (no run) and new runs draw the health again
+  const panes = await eventPanes("sources", id, detail, (item, channel) => {
+    const code = channel === "$errors" && item.event && item.event.error && item.event.error.code;
+    if (code === "SOURCE_STALLED" || code === "SOURCE_RECOVERED") redrawHealth();
+    else runs.awaitRunOf(item, channel);
+  });
   await runs.load();
+  runs.onNew(redrawHealth);
   const endpoint = Object.values(source.configured_props).find((v) => v && v.endpoint_url);
   const edit = component ? editForm(source, component, timezone) : null;
   const setActive = async (active) => {
@@ -103,6 +126,7 @@ export async function sourcePage(id) {
         if (!confirm(`Delete the source ${source.name}?`)) return;
         try { await api(`/sources/${id}`, { method: "DELETE" }); say("Source deleted."); location.hash = "#/sources"; } catch (e) { say(e.message, true); }
       } }, "Delete source")),
+    health,
     configuration(source, component),
     edit,
     el("div", { class: "panes" }, panes.map((p) => p.pane)),
