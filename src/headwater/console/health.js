@@ -78,6 +78,7 @@ export function activityChart(buckets, step, title, width) {
           svg("title", {}, `${clock(b.start, step >= 3600)}: ${v} ${name.toLowerCase()}`)) : null;
       }),
       i % labelEvery === 0 ? svg("text", { x: left + i * slot + slot / 2, y: H - bottom + 16, "text-anchor": "middle", class: "tick" }, clock(b.start, false)) : null)),
+    ymax === 1 && !buckets.some((b) => SERIES.some(([k]) => b[k])) ? svg("text", { x: left + plotW / 2, y: top + plotH / 2, "text-anchor": "middle", class: "axis" }, "No runs, events or errors in this time.") : null,
     svg("line", { x1: left, x2: W - right, y1: top + plotH, y2: top + plotH, class: "axis-line" }),
     svg("text", { x: left + plotW / 2, y: H - 6, "text-anchor": "middle", class: "axis" },
       step >= 3600 ? "hour (each bar: one hour)" : "time (each bar: five minutes)"));

@@ -31,6 +31,10 @@ export function runsPanel(kind, id) {
   const more = el("button", { type: "button", hidden: true, onclick: () => loadOlder().catch((e) => say(e.message, true)) }, "Older runs");
   const detail = el("section", { id: "run-detail", "aria-live": "polite" }, el("p", { class: "hint" }, "Select a run to see it in full."));
   const empty = el("p", { class: "hint", id: "no-runs", hidden: true }, "No runs yet.");
+  const table = el("table", { id: "runs-table", class: "stack runs", "aria-label": "Runs" },
+    el("thead", {}, el("tr", {}, ["Ended", "Kind", "Outcome", "Duration", "Emitted", "Error"].map((h) => el("th", {}, h)))),
+    body);
+  const showEmpty = () => { empty.hidden = body.children.length > 0; table.hidden = !empty.hidden; };
   let cursor = null;
   let newest = null;  // id of the newest run listed
   let shown = [];  // the runs of the first page
@@ -67,7 +71,7 @@ export function runsPanel(kind, id) {
   function setCursor(page) {
     cursor = page.page_info && page.page_info.end_cursor;
     more.hidden = !(cursor && page.data.length === PAGE);
-    empty.hidden = body.children.length > 0;
+    showEmpty();
   }
 
   /** The newest page again. A run on record does not change, so only newer ones are added (the
@@ -89,7 +93,7 @@ export function runsPanel(kind, id) {
     }
     if (fresh.length && newest !== null) told();
     if (page.data.length) newest = page.data[0].id;
-    empty.hidden = body.children.length > 0;
+    showEmpty();
   }
 
   async function rerun(run) {
@@ -166,9 +170,6 @@ export function runsPanel(kind, id) {
   const panel = el("section", { id: "runs" },
     el("div", { class: "row" }, el("h3", {}, "Runs"),
       el("button", { type: "button", onclick: () => loadNewest().catch((e) => say(e.message, true)) }, "Refresh")),
-    el("table", { id: "runs-table", class: "stack runs", "aria-label": "Runs" },
-      el("thead", {}, el("tr", {}, ["Ended", "Kind", "Outcome", "Duration", "Emitted", "Error"].map((h) => el("th", {}, h)))),
-      body),
-    empty, el("div", { class: "row" }, more), detail);
+    table, empty, el("div", { class: "row" }, more), detail);
   return { panel, load: loadNewest, awaitNew, awaitRunOf, onNew: (listener) => { told = listener; } };
 }
