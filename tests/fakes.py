@@ -30,6 +30,7 @@ from headwater.domain.models import Component, ComponentDefinition, Org, Source,
 from headwater.domain.oauth import OAuthClient, PendingConnect
 from headwater.domain.pagination import Page, PageRequest, paginate
 from headwater.domain.routing import Delivery, Subscription, Webhook
+from headwater.domain.run_records import RunRecord
 from headwater.domain.runs import RunResult, merge_db
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
@@ -70,6 +71,7 @@ class Data:
     webhooks: dict[str, Webhook] = field(default_factory=dict)
     deliveries: dict[str, Delivery] = field(default_factory=dict)
     workflows: dict[str, Workflow] = field(default_factory=dict)
+    runs: dict[tuple[str, int], RunRecord] = field(default_factory=dict)
     seq: int = 0
     connected_accounts: dict[str, tuple[int, ConnectedAccount]] = field(default_factory=dict)  # id -> (seq, it)
     oauth_clients: dict[tuple[str, str], OAuthClient] = field(default_factory=dict)  # (owner, app) -> it
@@ -264,6 +266,29 @@ class FakeEvents(_Repo):
         return len(doomed)
 
 
+class FakeRunRecords(_Repo):
+    def put(self, owner_id: str, record: RunRecord) -> None:
+        self.write(lambda d: d.runs.setdefault((owner_id, record.seq), copy.deepcopy(record)))
+
+    def trim(self, owner_id: str, below_seq: int) -> None:
+        def change(d: Data) -> None:
+            for key in [k for k in d.runs if k[0] == owner_id and k[1] < below_seq]:
+                del d.runs[key]
+        self.write(change)
+
+    def get(self, owner_id: str, seq: int, floor: int) -> RunRecord | None:
+        return copy.deepcopy(self.data.runs.get((owner_id, seq))) if seq >= floor else None
+
+    def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
+        rows = [(seq, copy.deepcopy(r)) for (owner, seq), r in self.data.runs.items()
+                if owner == owner_id and seq >= floor]
+        return paginate(rows, page)
+
+    def remove_all(self, owner_id: str) -> None:
+        for key in [k for k in self.data.runs if k[0] == owner_id]:
+            del self.data.runs[key]
+
+
 class FakeSubscriptions(_Repo):
     def add(self, subscription: Subscription) -> None:
         self.write(lambda d: d.subscriptions.setdefault(subscription.id, subscription))
@@ -450,6 +475,7 @@ class FakeUnitOfWork:
         self.sources = FakeSources(self)
         self.state = FakeState(self)
         self.events = FakeEvents(self)
+        self.runs = FakeRunRecords(self)
         self.usage = FakeUsageLog(self)
         self.subscriptions = FakeSubscriptions(self)
         self.webhooks = FakeWebhooks(self)

@@ -3,7 +3,11 @@
 `client_for` (tests/conftest.py) hangs `Conformance.check` on each API client as a response hook,
 so a route that answers a status its document does not declare, or a body its response schema
 does not admit, fails the test that made the request. Schemathesis does the matching and the
-schema validation (the same checks as the fuzz run, on the suite's real traffic)."""
+schema validation (the same checks as the fuzz run, on the suite's real traffic).
+
+An answer to a request with `include`/`exclude` is checked against the document as it is (its
+resources are `<Resource>Fields`, no field required); any other answer against `unshaped(document)`,
+where every resource has the fields its schema requires."""
 
 from __future__ import annotations
 
@@ -26,10 +30,12 @@ _WORKSPACES = re.compile(r"^/v1/workspaces/")
 class Conformance:
     document: dict[str, Any]
     checked: int = 0
+    _shaped: Any = field(init=False, repr=False)
     _schema: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._schema = schemathesis.openapi.from_dict(self.document)
+        self._shaped = schemathesis.openapi.from_dict(self.document)
+        self._schema = schemathesis.openapi.from_dict(unshaped(self.document))
 
     def problems(self, response: httpx.Response) -> list[str]:
         """What is wrong with this answer by the document; empty when it conforms (or is not an
@@ -38,8 +44,9 @@ class Conformance:
         path = _WORKSPACES.sub("/v1/orgs/", request.url.path)
         if not path.startswith("/v1/") or path.endswith("/sse"):
             return []
-        operation = (self._schema.find_operation_by_path(request.method, path)
-                     or self._schema.find_operation_by_path(request.method, _other_slash(path)))
+        schema = self._shaped if _chooses_fields(request) else self._schema
+        operation = (schema.find_operation_by_path(request.method, path)
+                     or schema.find_operation_by_path(request.method, _other_slash(path)))
         label = f"{request.method} {request.url.path} -> {response.status_code}"
         if operation is None:
             # A path or method the API does not have is answered 404/405, and only that.
@@ -50,11 +57,9 @@ class Conformance:
             _ = request.content
         except httpx.RequestNotRead:
             return []  # a streamed request body: schemathesis' record of the exchange needs it whole
-        if _chooses_fields(request):
-            return []  # fields chosen by the caller: the schema's `required` does not hold
         self.checked += 1
         try:
-            self._schema.validate_response(operation, Response.from_httpx(response, verify=True))
+            schema.validate_response(operation, Response.from_httpx(response, verify=True))
         except FailureGroup as group:
             return [f"{label}: {failure.title}: {failure.message}"[:2000] for failure in group.exceptions]
         except AssertionError as failure:
@@ -71,14 +76,37 @@ class Conformance:
 
 
 def _chooses_fields(request: httpx.Request) -> bool:
-    """`include`/`exclude` in the query, or in a POST body (SPEC: Common parameters)."""
-    if {"include", "exclude"} & set(request.url.params):
-        return True
     try:
         body = json.loads(request.content or b"null")
     except (ValueError, RecursionError):
-        return False
-    return isinstance(body, dict) and bool({"include", "exclude"} & set(body))
+        body = None
+    return fields_chosen(request.url.params, body)
+
+
+def fields_chosen(query: Any, body: Any) -> bool:
+    """`include`/`exclude` in the query, or in a JSON body (SPEC: Common parameters)."""
+    fields = {"include", "exclude"}
+    return bool(fields & set(query or ())) or (isinstance(body, dict) and bool(fields & set(body)))
+
+
+FIELDS_OF = "x-fields-of"  # headwater.api.app: `SourceFields` is `Source` as include/exclude leave it
+
+
+def unshaped(document: dict[str, Any]) -> dict[str, Any]:
+    """The document as it holds for a request without `include`/`exclude`: each reference to a
+    resource's `...Fields` schema made a reference to the resource itself, required fields and all."""
+    schemas = document.get("components", {}).get("schemas", {})
+    full = {f"#/components/schemas/{name}": f"#/components/schemas/{s[FIELDS_OF]}"
+            for name, s in schemas.items() if FIELDS_OF in s}
+
+    def swap(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: full.get(v, v) if k == "$ref" and isinstance(v, str) else swap(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [swap(v) for v in node]
+        return node
+
+    return swap(document)
 
 
 def _other_slash(path: str) -> str:

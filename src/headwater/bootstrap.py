@@ -60,6 +60,7 @@ from headwater.services.oauth import OAuthConnections, reconnect_errors
 from headwater.services.quota import Quota
 from headwater.services.registry import Registry, RegistrySearch
 from headwater.services.routing import Routing, for_commit
+from headwater.services.run_records import RunRecords
 from headwater.services.runs import Runs
 from headwater.services.sealed_accounts import SealedAccounts
 from headwater.services.sources import Sources
@@ -120,6 +121,7 @@ class Services:
     webhooks: Webhooks
     routing: Routing
     workflows: Workflows
+    run_records: RunRecords
     registry_search: RegistrySearch
     trials: Trials
     connected_accounts: ConnectedAccounts
@@ -386,6 +388,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         components=components,
         registry=Registry(components, a.bundler),
         runs=runs,
+        run_records=RunRecords(a.uow, sources, workflows, settings),
         sources=sources,
         timers=timers,
         events=events,

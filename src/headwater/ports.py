@@ -23,6 +23,7 @@ from headwater.domain.models import Component, ComponentDefinition, Org, Source,
 from headwater.domain.oauth import OAuthClient, PendingConnect, TokenSet
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.routing import Delivery, Subscription, Webhook
+from headwater.domain.run_records import RunRecord
 from headwater.domain.runs import RunResult
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
@@ -148,6 +149,26 @@ class EventRepository(Protocol):
         once and in batches; idempotent. Returns how many it deleted."""
 
 
+class RunRecordRepository(Protocol):
+    """The runs on record of a source or workflow (domain.run_records), by their seq."""
+
+    def put(self, owner_id: str, record: RunRecord) -> None:
+        """Idempotent under (owner, seq): the same record again is the same item."""
+
+    def trim(self, owner_id: str, below_seq: int) -> None:
+        """Retention: records with a seq below `below_seq` may go. A store may keep them (a ring
+        that overwrites them later): callers read with the floor, below which nothing is shown."""
+
+    def get(self, owner_id: str, seq: int, floor: int) -> RunRecord | None:
+        """None as well when `seq` is below `floor` (a record retention has let go)."""
+
+    def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
+        """Newest first, by seq, only those with a seq of `floor` or more (`total_count` too)."""
+
+    def remove_all(self, owner_id: str) -> None:
+        """At once, not with the commit (a purge; idempotent)."""
+
+
 class SubscriptionRepository(Protocol):
     def add(self, subscription: Subscription) -> None:
         """Idempotent: the id is derived from what it routes (domain.routing.subscription_key)."""
@@ -240,6 +261,8 @@ class UnitOfWork(Protocol):
     def state(self) -> StateRepository: ...
     @property
     def events(self) -> EventRepository: ...
+    @property
+    def runs(self) -> RunRecordRepository: ...
     @property
     def usage(self) -> UsageLog: ...
     @property

@@ -4,10 +4,12 @@ tests/e2e/test_api_basics.py keeps each route and error kind once against both d
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
 
-from tests.api.conftest import App
+from tests.api.conftest import BASE, App
 from tests.openapi_conformance import assert_every_route_routed
 from tests.services.test_services import HTTP, component_code
 
@@ -250,5 +252,62 @@ def test_include_and_exclude(api: httpx.Client) -> None:
     assert set(posted) == {"id"}
 
 
+def test_answers_shaped_by_include_or_exclude_are_what_the_document_says(app: App, api: httpx.Client) -> None:
+    """`include`/`exclude` may leave out any field, required ones too: the operations that take them
+    answer `<Resource>Fields` (no field required), and the suite's check (the `api` client's hook)
+    validates such answers against it, every other answer against the resource, all fields required."""
+    saved = save(api, 7)
+    checked = app.conformance.checked
+    assert api.get(f"/components/{saved['id']}", params={"include": "name"}).json()["data"] == {"name": "Simple 7"}
+    assert api.get("/users/me/components", params={"exclude": "id,code"}).json()["data"]
+    assert api.get("/users/me", params={"include": "nothing-such"}).json()["data"] == {}
+    source = api.post("/sources", json={"component_id": saved["id"], "include": "id"}).json()["data"]
+    assert set(source) == {"id"}
+    assert set(api.get(f"/sources/{source['id']}", params={"exclude": "id"}).json()["data"]) >= {"name", "active"}
+    assert api.get(f"/sources/{source['id']}").json()["data"]["id"] == source["id"]
+    assert app.conformance.checked == checked + 6
+
+    url = f"{BASE_V1}/sources/{source['id']}"
+    partial = {"data": {"name": "x"}}
+    assert app.conformance.problems(_answer(200, partial, url + "?include=name")) == []
+    assert any("is a required property" in p for p in app.conformance.problems(_answer(200, partial, url)))
+    extra = {"data": {"name": "x", "not_a_field": 1}}
+    assert any("violates schema" in p for p in app.conformance.problems(_answer(200, extra, url + "?include=name")))
+
+
+def test_every_operation_that_takes_include_documents_its_fields_as_optional(app: App) -> None:
+    document = app.http.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+
+    def resolve(schema: dict) -> dict:
+        return schemas[schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else schema
+
+    shaped = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if "include" not in {p["name"] for p in operation.get("parameters", [])}:
+                continue
+            assert "exclude" in {p["name"] for p in operation["parameters"]}, (method, path)
+            for status, response in operation["responses"].items():
+                if status.startswith("2"):
+                    data = resolve(response["content"]["application/json"]["schema"])["properties"]["data"]
+                    fields = resolve(data.get("items", data))
+                    full = schemas[fields["x-fields-of"]]
+                    assert "required" not in fields and full["required"], (method, path)
+                    assert fields["properties"] == full["properties"], (method, path)
+                    assert fields.get("additionalProperties") is full.get("additionalProperties") is False
+                    shaped.append(f"{method} {path}")
+    assert len(shaped) >= 30 and "get /v1/sources/{source_id}" in shaped
+
+
 def test_openapi_matches_routes(app: App) -> None:
     assert_every_route_routed(app.http.get("/openapi.json").json(), app.http.request)
+
+
+BASE_V1 = BASE + "/v1"
+
+
+def _answer(status: int, body: object, url: str) -> httpx.Response:
+    response = httpx.Response(status, json=body, request=httpx.Request("GET", url))
+    response.elapsed = timedelta(0)
+    return response

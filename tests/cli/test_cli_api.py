@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 import headwater.cli.client as cli_client
+from headwater.domain.runs import RunResult
 from tests.api.conftest import BASE, App, running_app
 from tests.cli.test_cli_offline import UNKNOWN_SOURCE, VERBS, hw_in_process, one_error_line, saved_login, verb_id
 
@@ -34,7 +35,8 @@ UNKNOWN = [(["events", UNKNOWN_SOURCE], "No source"), (["logs", "some-name"], "N
            (["webhooks", "deliveries", "wh_nosuchwebhook000000000"], "No webhook"),
            (["subscriptions", "create", "--emitter", UNKNOWN_SOURCE, "--listener", "wh_nosuchwebhook000000000"], "No "),
            (["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_x"], "No source named"),
-           (["accounts", "show", "apn_nosuchaccount00000000000"], "No account")]
+           (["accounts", "show", "apn_nosuchaccount00000000000"], "No account"),
+           (["runs", UNKNOWN_SOURCE], "No source"), (["rerun", "some-name", "1-1"], "No source named")]
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +149,31 @@ def test_deploy_update_and_describe_a_file(logged_in: dict[str, Any], env: dict[
     assert "CLI source 0.0.2" in hw_in_process(env, "describe", source["id"]).stdout
     assert json.loads(hw_in_process(env, "delete", "described", "--json").stdout) == {"deleted": source["id"]}
     assert json.loads(hw_in_process(env, "list", "--json").stdout)["data"] == []
+
+
+def test_runs_lists_shows_one_and_reruns(app: App, key: str, logged_in: dict[str, Any], env: dict[str, str],
+                                         tmp_path: Path) -> None:
+    (tmp_path / "source.mjs").write_text(GREETER)
+    source = json.loads(hw_in_process(env, "deploy", "source.mjs", "--name", "recorded", "--json",
+                                      cwd=tmp_path).stdout)
+    app.world.runner.script = lambda instance, event: RunResult(
+        logs=[{"level": "log", "message": f"got {event}", "ts": 1}], db_writes={"seen": 1})
+    assert "no runs on record" in hw_in_process(env, "runs", "recorded").stderr
+    for n in (1, 2):
+        r = app.http.post(f"/v1/sources/{source['id']}/run", json={"n": n}, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 202, r.text
+    app.world.queue.drain()
+    lines = hw_in_process(env, "runs", "recorded").stdout.splitlines()
+    assert len(lines) == 2 and all(" manual " in line and " success " in line for line in lines)
+    newest = json.loads(hw_in_process(env, "runs", "recorded", "-n", "1", "--json").stdout)
+    detail = hw_in_process(env, "runs", "recorded", newest["id"]).stdout
+    assert 'trigger:  {"n": 2}' in detail and "this.db:  wrote seen" in detail and "log log   got" in detail
+    assert f"queued a re-run of {newest['id']}" in hw_in_process(env, "rerun", "recorded", newest["id"]).stdout
+    app.world.queue.drain()
+    again = json.loads(hw_in_process(env, "runs", source["id"], "-n", "1", "--json").stdout)
+    assert again["kind"] == "rerun" and again["rerun_of"] == newest["id"]
+    bad = one_error_line(hw_in_process(env, "runs", "recorded", "1-999", check=False))
+    assert "No run 1-999" in bad
 
 
 def test_health_settings_on_deploy_and_update_and_describe_shows_the_health(

@@ -75,7 +75,7 @@ def test_help_lists_every_command() -> None:
     out = subprocess.run([sys.executable, "-m", "headwater.cli", "--help"], capture_output=True, text=True,
                          env={**os.environ}, timeout=60).stdout
     for command in ("login", "logout", "whoami", "deploy", "list", "describe", "events", "logs", "update", "delete",
-                    "webhooks", "subscriptions", "publish", "serve", "users", "workflows"):
+                    "webhooks", "subscriptions", "publish", "serve", "users", "workflows", "runs", "rerun"):
         assert command in out
     assert COMPONENTS.is_dir()
 
@@ -90,7 +90,8 @@ VERBS = [["list"], ["deploy", "headwater-http"], ["events", UNKNOWN_SOURCE], ["l
          ["subscriptions", "list"],
          ["subscriptions", "delete", "--emitter", "some-name", "--listener", "wh_nosuchwebhook000000000"],
          ["accounts", "list"], ["accounts", "show", "apn_nosuchaccount00000000000"],
-         ["accounts", "connect", "slack", "--no-wait"], ["workflows", "list"], ["workflows", "delete", "p_nosuch"]]
+         ["accounts", "connect", "slack", "--no-wait"], ["workflows", "list"], ["workflows", "delete", "p_nosuch"],
+         ["runs", UNKNOWN_SOURCE], ["rerun", UNKNOWN_SOURCE, "1-1"]]
 def verb_id(verb: list[str]) -> str:
     return "-".join(word for word in verb[:2] if not word.startswith(("-", "dc_", "wh_")))
 

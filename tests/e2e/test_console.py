@@ -2,7 +2,8 @@
 source from the registry with the generated form, send it a request, watch the event arrive
 without reloading and inspect it, see a thrown error on the errors pane; a source's configuration
 (secrets masked, never in the page), edit and re-deploy, pause and resume, a timer's schedule,
-subscriptions; webhook pages with their deliveries labelled; the registry browser; every page on
+subscriptions; the runs panel (a run in full, re-run, older pages, a run listed as its event
+arrives); webhook pages with their deliveries labelled; the registry browser; every page on
 a phone. A screenshot of each page is saved under tests/artifacts/console/."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.conftest import Server, User, client_for, new_user
+from tests.e2e.test_run_records import wait_runs
 
 ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "console"
 CHROMIUM = "/usr/bin/chromium"
@@ -46,6 +48,16 @@ KEYED_SOURCE = """export default {
   name: "console-keyed", version: "0.0.1",
   props: { keyed: { type: "app", app: "keyed_app" }, http: "$.interface.http" },
   async run() { this.$emit({ fields: Object.keys(this.keyed.$auth) }) },
+};"""
+RECORDED = """export default {
+  name: "Console recorded", version: "0.0.1",
+  props: { http: "$.interface.http", db: "$.service.db" },
+  async run(event) {
+    console.log(`got ${event.body.n} <img src=x onerror="window.pwned=1">`);
+    this.db.set("last", event.body.n);
+    this.$emit({ n: event.body.n }, { summary: `n ${event.body.n}` });
+    if (event.body.fail) throw new Error("failed on purpose <b>bold</b>");
+  },
 };"""
 NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
 
@@ -173,6 +185,73 @@ def test_a_thrown_error_shows_on_the_errors_pane(page: Page, server: Server, per
     page.get_by_label("Event (JSON)").fill('{"body": {"why": "by hand"}}')
     page.get_by_role("button", name="Run", exact=True).click()
     expect(errors.locator("li")).to_have_count(2)
+
+
+def test_the_runs_panel_lists_a_run_shows_it_in_full_and_reruns_it(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=RECORDED, name="console-runs")
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    runs = page.get_by_role("table", name="Runs").locator("tbody tr")
+    page.get_by_label("Event (JSON)").fill('{"body": {"n": 7}}')
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(runs.filter(has_text="manual")).to_have_count(1)  # the list looked again until the run was on record
+    manual_id = runs.filter(has_text="manual").get_attribute("data-id")
+    manual = page.locator(f'#runs-table tr[data-id="{manual_id}"]')
+    expect(manual).to_contain_text("success")
+    expect(manual).to_contain_text("events 1")
+    manual.click()
+    detail = page.locator("#run-detail")
+    expect(detail.locator("#run-trigger")).to_contain_text("n: 7")
+    expect(detail.locator("#run-logs")).to_contain_text('log: got 7 <img src=x onerror="window.pwned=1">')
+    expect(detail.locator("#run-db-keys")).to_have_text("last")
+    assert detail.locator("img").count() == 0 and not page.evaluate("window.pwned")  # the log line is text
+    shot(page, "19-runs-detail")
+
+    page.get_by_label("Event (JSON)").fill('{"body": {"n": 8, "fail": true}}')
+    page.get_by_role("button", name="Run", exact=True).click()
+    failed = runs.filter(has_text="error")
+    expect(failed).to_contain_text("RUNTIME_ERROR: failed on purpose <b>bold</b>")
+    failed.get_by_role("button").click()
+    expect(detail.locator("#run-error")).to_contain_text("failed on purpose <b>bold</b>")
+    expect(detail.locator("#run-error pre")).to_contain_text("Error: failed on purpose")  # its stack
+    assert detail.locator("b").count() == 0
+
+    manual.click()
+    expect(detail.get_by_role("heading", level=3)).to_contain_text(f"Run {manual_id}")
+    detail.get_by_role("button", name="Re-run").click()
+    rerun = runs.filter(has_text="rerun")
+    expect(rerun).to_have_count(1)
+    expect(rerun).to_contain_text(f"of {manual_id}")
+    rerun.click()
+    expect(detail.locator("#run-trigger")).to_contain_text("n: 7")  # the same input
+    shot(page, "20-runs-rerun")
+
+    assert client.put(f"/sources/{source['id']}", json={"active": False}).status_code == 200
+    detail.get_by_role("button", name="Re-run").click()  # refused: the source is paused (409, said)
+    expect(page.locator("#status .error")).to_be_visible()
+    assert client.get(f"/sources/{source['id']}/runs").json()["data"][0]["kind"] == "rerun"
+
+
+def test_the_runs_panel_pages_back_and_shows_a_request_that_arrives_live(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=RECORDED, name="console-many-runs")
+    path = f"/sources/{source['id']}"
+    for n in range(21):
+        assert client.post(f"{path}/run", json={"body": {"n": n}}).status_code == 202
+    wait_runs(client, path, lambda runs: len(runs) == 21, "21 runs on record")
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    runs = page.get_by_role("table", name="Runs").locator("tbody tr")
+    expect(runs).to_have_count(20)  # a page of them, the newest first
+    page.get_by_role("button", name="Older runs").click()
+    expect(runs).to_have_count(21)
+    expect(page.get_by_role("button", name="Older runs")).to_be_hidden()
+    assert httpx.post(source["configured_props"]["http"]["endpoint_url"], json={"n": 99}).status_code == 200
+    expect(runs.first).to_contain_text("http")  # its run, listed as its event arrived: no reload, no click
+    expect(runs).to_have_count(22)  # added above the older pages, which stay
+    runs.first.click()
+    expect(page.locator("#run-trigger")).to_contain_text("n: 99")
 
 
 def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server: Server, person: User) -> None:
@@ -311,6 +390,11 @@ def test_a_source_gets_and_loses_listeners(page: Page, server: Server, person: U
     expect(listeners).not_to_contain_text("console-listening-hook")
     remaining = [s for s in client.get("/users/me/subscriptions").json()["data"] if s["emitter_id"] == source["id"]]
     assert {s["listener_id"] for s in remaining} == {other["id"], flow["id"]}
+    assert httpx.post(other["configured_props"]["http"]["endpoint_url"], json={"to": "flow"}).status_code == 200
+    wait_runs(client, f"/workflows/{flow['id']}", lambda runs: len(runs) == 1, "the workflow's run")
+    page.goto(f"{server.base_url}/console/#/workflows/{flow['id']}")  # a workflow's page has its runs panel
+    page.get_by_role("table", name="Runs").locator("tbody tr").click()
+    expect(page.locator("#run-trigger")).to_contain_text("to: \"flow\"")
 
 
 def _delivered_once(client: httpx.Client, hook_id: str) -> dict[str, Any]:

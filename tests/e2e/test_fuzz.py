@@ -1,21 +1,29 @@
-"""The API fuzzed from its own /openapi.json: no input may give a 5xx, a dropped connection, or a
-status the document does not declare.
+"""The API fuzzed from its own /openapi.json: no input may give a 5xx, a dropped connection, a
+status the document does not declare, or an answer outside its declared content type and schema
+(error bodies included).
 
-Schemathesis generates the cases (valid ones and schema-violating ones) for every documented
-operation of a private live server; they are driven here with Hypothesis, a bounded number per
-operation, so the run is deterministic and fits in about two minutes on two cores. Path parameters
-are half the time real ids of resources made first (a component, an HTTP and a timer source, a
-webhook with a delivery, an org, a workflow), so routes are reached past their 404s.
+Schemathesis generates the cases (valid ones and schema-violating ones) for every operation the
+live document has, new routes included, of a private live server; they are driven here with
+Hypothesis, a bounded number per operation, so the run is deterministic and is part of `make test`
+(about 30 s of CPU: 45 to 65 s on two cores at load 4 to 7, server start and first bundle
+~20 s of it; HEADWATER_FUZZ_EXAMPLES=40 for a deeper run, about two minutes).
+Path parameters are half the time real ids of resources made first (a component, an HTTP and a
+timer source, a webhook with a delivery, an org, a workflow the HTTP source triggers, their runs),
+so routes are reached past their 404s.
 
-Excluded: the SSE streams (`/sse`), which answer 200 and then never end. Nothing leaves loopback:
-URL inputs are rewritten to the server's own address and the server's outbound HTTP goes through a
-proxy address where nothing listens.
+An answer to a request with `include`/`exclude` is checked against the document as it is (those
+operations answer `<Resource>Fields`: any field may be left out); every other answer also against
+the document with each resource's required fields (tests/openapi_conformance.py `unshaped`).
+The SSE streams (`/sse`) answer 200 and then never end: each is read for STREAM_READ_S and left.
+Nothing leaves loopback: URL inputs are rewritten to the server's own address and the server's
+outbound HTTP goes through a proxy address where nothing listens.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import itertools
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -32,18 +40,25 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
-from schemathesis.specs.openapi.checks import status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.conftest import COMPONENTS, Server, client_for, new_user, running_server
+from tests.openapi_conformance import fields_chosen, unshaped
 
-EXAMPLES = 40  # per operation and generation mode (valid, invalid)
-SLOW_EXAMPLES = 10  # for operations that bundle or run component code
+EXAMPLES = int(os.environ.get("HEADWATER_FUZZ_EXAMPLES", "10"))  # per operation and mode (valid, invalid)
+SLOW_EXAMPLES = max(2, EXAMPLES // 2)  # for operations that bundle or run component code
 SLOW = {"POST /v1/components", "POST /v1/sources/", "PUT /v1/sources/{source_id}",
         "POST /v1/components/{key_or_id}/props/{prop}/options", "POST /v1/components/run", "POST /v1/workflows"}
-EXCLUDED = ("/sse",)  # streams: 200, then open until the client leaves
+STREAMS = ("/sse",)  # 200, then open until the client leaves: read for STREAM_READ_S, then left
+STREAM_EXAMPLES = max(2, EXAMPLES // 3)
+STREAM_READ_S = 1.0
 # Run last, in this order: they change or delete the resources the other operations are given.
 DESTRUCTIVE = ("PUT", "DELETE")
-CHECKS = [not_a_server_error, status_code_conformance]
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # A plain (not customResponse) HTTP source answers only these: the `default` of that operation is
 # for customResponse sources, so it must not hide anything here.
 HTTP_INTERFACE = {200, 404, 413, 429}
@@ -69,7 +84,10 @@ class Target:
 @dataclass
 class Tally:
     examples: int = 0
+    plain: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
+    answers: Counter[str] = field(default_factory=Counter)  # 2xx answers by the schema checked: fields chosen or not
+    seconds: Counter[str] = field(default_factory=Counter)  # by operation
     failures: list[str] = field(default_factory=list)
 
 
@@ -105,13 +123,16 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             account = api.post("/accounts", json={"app": "fuzz_app", "credentials": {"k": "v"}}).json()["data"]
             assert api.post("/subscriptions", params={"emitter_id": http["id"],
                                                       "listener_id": webhook["id"]}).status_code == 200
+            steps = [{"name": "emit", "component_code": (COMPONENTS / "workflow" / "emit.mjs").read_text(),
+                      "props": {"value": 1}}]
+            workflow = api.post("/workflows", json={"name": "fuzz-flow", "trigger": http["id"],
+                                                    "steps": steps}).json()["data"]
             endpoint = http["configured_props"]["http"]["endpoint_url"]
             assert httpx.post(endpoint, json={"n": 1}).status_code == 200
             event = _wait("an event", lambda: api.get(f"/sources/{http['id']}/event_summaries").json()["data"])[0]
             delivery = _wait("a delivery", lambda: api.get(f"/webhooks/{webhook['id']}/deliveries").json()["data"])[0]
-        steps = [{"name": "emit", "component": str(COMPONENTS / "workflow" / "emit.mjs"), "props": {"value": 1}}]
-        (data_dir / "fuzz.yaml").write_text(json.dumps({"name": "fuzz-flow", "steps": steps}))
-        workflow = srv.cli("workflows", "deploy", str(data_dir / "fuzz.yaml"), "--user", user.id)
+            runs = [_wait("a run", lambda path=path: api.get(path).json()["data"])[0]["id"]
+                    for path in (f"/sources/{http['id']}/runs", f"/workflows/{workflow['id']}/runs")]
         yield Target(srv, user.api_key, {
             "source_id": [http["id"], timer["data"]["id"]],
             "key_or_id": [component["id"], "headwater-schedule"],
@@ -125,6 +146,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             "account_id": [account["id"]],
             "channel": ["$errors"],
             "endpoint_id": [endpoint.rsplit("/", 1)[1]],
+            "run_id": runs,
         })
 
 
@@ -176,48 +198,91 @@ def _order(label: str) -> tuple[int, str]:
     return (DESTRUCTIVE.index(method) + 1 if method in DESTRUCTIVE else 0, label)
 
 
-def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally) -> None:
-    label = operation.label
-    examples = SLOW_EXAMPLES if label in SLOW else EXAMPLES
+def _plain_cases(operation: Any, target: Target) -> list[Any]:
+    """A GET asked plainly, for each combination of real ids in its path and nothing else (no query,
+    so no `include`/`exclude`): answers with whole resources, whatever the fuzzing happened to pick.
+    Empty when it needs more (a required query parameter) or has a path parameter no resource was made for."""
+    names = [p.name for p in operation.iter_parameters() if p.location.value == "path"]
+    needs = [p.name for p in operation.iter_parameters() if p.is_required and p.location.value == "query"]
+    if operation.method.upper() != "GET" or needs or any(name not in target.ids for name in names):
+        return []
+    return [operation.Case(path_parameters=dict(zip(names, values, strict=True)), query={})
+            for values in itertools.product(*(target.ids[name] for name in names))]
+
+
+def _check(case: Any, label: str, target: Target, tally: Tally, full: tuple[Any, Any], stream: bool = False) -> int:
+    """Calls the case and checks the answer: against the document, and for a request that chose no
+    fields against `full` (the document without `include`/`exclude`: its schema, this operation)."""
     headers = {"Authorization": f"Bearer {target.api_key}"}
+    try:
+        response = case.call(base_url=target.server.base_url, headers=headers, timeout=STREAM_READ_S if stream else 60)
+    except requests.RequestException as e:
+        tally.failures.append(f"{label}: no answer ({type(e).__name__}: {e})\n{case.as_curl_command()}")
+        return 0
+    tally.statuses[response.status_code] += 1
+    chosen = fields_chosen(case.query, case.body)
+    if 200 <= response.status_code < 300:
+        tally.answers["shaped" if chosen else "whole"] += 1
+    if label.startswith(("GET /http/", "POST /http/", "PUT /http/", "PATCH /http/", "DELETE /http/")) and \
+            response.status_code not in HTTP_INTERFACE:
+        tally.failures.append(f"{label}: {response.status_code} from a plain HTTP source\n{case.as_curl_command()}")
+    try:
+        case.validate_response(response, checks=CHECKS)
+        if not chosen:
+            full_schema, full_operation = full
+            full_schema.validate_response(full_operation, response)
+    except (AssertionError, FailureGroup) as e:
+        detail = "\n".join(str(x) for x in getattr(e, "exceptions", [e]))
+        tally.failures.append(f"{label}: {detail[:1500]}\n{case.as_curl_command()}")
+    return response.status_code
+
+
+def _run(operation: Any, mode: GenerationMode, target: Target, tally: Tally, full: tuple[Any, Any]) -> None:
+    """Fuzzes one operation; `full` is the document without `include`/`exclude` (its schema and
+    this operation in it), against which an answer to a request that chose no fields is checked too."""
+    label = operation.label
+    stream = operation.path.endswith(STREAMS)
+    examples = STREAM_EXAMPLES if stream else SLOW_EXAMPLES if label in SLOW else EXAMPLES
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     @given(case=operation.as_strategy(generation_mode=mode))
     def fuzz(case: Any) -> None:
         tally.examples += 1
-        try:
-            response = case.call(base_url=target.server.base_url, headers=headers, timeout=60)
-        except requests.RequestException as e:
-            tally.failures.append(f"{label} ({mode.value}): no answer ({type(e).__name__}: {e})\n"
-                                  f"{case.as_curl_command()}")
-            return
-        tally.statuses[response.status_code] += 1
-        if label.startswith(("GET /http/", "POST /http/", "PUT /http/", "PATCH /http/", "DELETE /http/")) and \
-                response.status_code not in HTTP_INTERFACE:
-            tally.failures.append(f"{label}: {response.status_code} from a plain HTTP source\n{case.as_curl_command()}")
-        try:
-            case.validate_response(response, checks=CHECKS)
-        except (AssertionError, FailureGroup) as e:
-            detail = "\n".join(str(x) for x in getattr(e, "exceptions", [e]))
-            tally.failures.append(f"{label} ({mode.value}): {detail[:1500]}\n{case.as_curl_command()}")
+        _check(case, f"{label} ({mode.value})", target, tally, full, stream)
 
+    started = time.monotonic()
     with contextlib.suppress(Unsatisfiable):  # nothing in this operation could be made invalid after all
         fuzz()
+    tally.seconds[label] += time.monotonic() - started
 
 
 def test_no_input_gives_a_server_error_or_an_undocumented_status(target: Target) -> None:
     schema = _schema(target)
+    full = schemathesis.openapi.from_dict(unshaped(schema.raw_schema))
+    full_operations = {result.ok().label: result.ok() for result in full.get_all_operations()}
     operations = [result.ok() for result in schema.get_all_operations()]
-    fuzzed = sorted((op for op in operations if not op.path.endswith(EXCLUDED)), key=lambda op: _order(op.label))
-    assert len(fuzzed) >= 40 and len(operations) - len(fuzzed) == 2, [op.label for op in operations]
+    fuzzed = sorted(operations, key=lambda op: _order(op.label))
+    assert len(fuzzed) >= 58, [op.label for op in operations]
     tally = Tally()
+    plain_not_2xx = []
+    for operation in fuzzed:
+        for case in _plain_cases(operation, target):
+            tally.plain += 1
+            status = _check(case, f"{operation.label} (plain)", target, tally,
+                            (full, full_operations[operation.label]), stream=operation.path.endswith(STREAMS))
+            if not 200 <= status < 300:
+                plain_not_2xx.append(f"{case.formatted_path} {status}")
     for operation in fuzzed:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             if mode is GenerationMode.NEGATIVE and not _negatable(operation):
                 continue
-            _run(operation, mode, target, tally)
-    print(f"\nfuzzed {len(fuzzed)} operations with {tally.examples} examples; statuses "
-          + ", ".join(f"{status}: {n}" for status, n in sorted(tally.statuses.items())))
-    assert not tally.failures, "\n\n".join(tally.failures[:20])
+            _run(operation, mode, target, tally, (full, full_operations[operation.label]))
+    print(f"\nfuzzed {len(fuzzed)} operations with {tally.examples} examples, {tally.plain} plain GETs; statuses "
+          + ", ".join(f"{status}: {n}" for status, n in sorted(tally.statuses.items()))
+          + f"; 2xx answers checked with fields chosen (include/exclude): {tally.answers['shaped']}, "
+          f"without: {tally.answers['whole']}; slowest: "
+          + ", ".join(f"{label} {s:.1f} s" for label, s in tally.seconds.most_common(6))
+          + f"; plain GETs not 2xx: {plain_not_2xx}")
+    assert not tally.failures, f"{len(tally.failures)} failures:\n\n" + "\n\n".join(tally.failures[:200])
     assert httpx.get(target.server.base_url + "/healthz").status_code == 200

@@ -200,7 +200,7 @@ class Reader:
 
     @staticmethod
     def reads_only(code: str) -> bool:
-        return not Reader.creates(code) and bool(re.search(r"\bcurl\b|headwater (events|logs)\b", code))
+        return not Reader.creates(code) and bool(re.search(r"\bcurl\b|headwater (events|logs|runs)\b", code))
 
     def shell(self, script: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "-c", script], cwd=self.work, env=self.env, capture_output=True, text=True,

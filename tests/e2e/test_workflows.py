@@ -4,6 +4,7 @@ data forward, an early exit, a failure's `$errors` summary, emits routed to a we
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,6 @@ def summaries(client: httpx.Client, workflow_id: str, errors: bool = False) -> l
 
 
 def wait_for(client: httpx.Client, workflow_id: str, errors: bool = False) -> list[dict[str, Any]]:
-    import time
     end = time.monotonic() + 60
     while time.monotonic() < end:
         items = summaries(client, workflow_id, errors)
@@ -131,6 +131,18 @@ def test_a_failing_step_leaves_an_errors_summary(server: Server, owner: User, cl
     assert "cannot handle 9" in error["message"] and "cannot handle 9" in error["stack"]
     assert isinstance(error["ts"], int)
     assert summaries(client, deployed["id"]) == []
+
+    # the run is on record with the step that failed, and runs again on the same event
+    runs_path = f"/workflows/{deployed['id']}/runs"
+    [run] = client.get(runs_path).json()["data"]
+    assert (run["kind"], run["outcome"], run["error"]["step"]) == ("subscription", "error", "fail")
+    detail = client.get(f"{runs_path}/{run['id']}").json()["data"]
+    assert detail["trigger"] == {"n": 9} and "cannot handle 9" in detail["error"]["message"]
+    assert client.post(f"{runs_path}/{run['id']}/rerun").status_code == 202
+    end = time.monotonic() + 60
+    while len(listed := client.get(runs_path).json()["data"]) < 2 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert (listed[0]["kind"], listed[0]["rerun_of"], listed[0]["error"]["step"]) == ("rerun", run["id"], "fail")
 
 
 def test_a_prop_whose_expression_gives_undefined_is_not_passed_on_as_text(

@@ -111,6 +111,11 @@ def run_result(data: Any) -> RunResult:
     )
 
 
+CpuProbe = Callable[[], "int | None"]
+"""Nanoseconds of CPU the runner process a call went to has used so far, read from outside it (its
+cgroup); None where that is not measured."""
+
+
 class Clock:
     """A call's time as the caller sees it: from the request sent to each answer received."""
 
@@ -132,12 +137,26 @@ class BatchResults:
     way, the runs it reported keep their results and only the rest fail. A partial for an index
     out of range, or a second result for one, is a ProtocolViolation."""
 
-    def __init__(self, count: int, on_respond: Callable[[int, dict[str, Any]], None] | None) -> None:
+    def __init__(self, count: int, on_respond: Callable[[int, dict[str, Any]], None] | None,
+                 cpu: CpuProbe | None = None) -> None:
         self.count = count
         self.on_respond = on_respond
         self.results: dict[int, RunResult] = {}
         self.responded: set[int] = set()
         self.clock = Clock()
+        self.cpu = cpu
+        self.cpu_mark = cpu() if cpu is not None else None
+
+    def cpu_lap_ms(self) -> float | None:
+        """CPU the runner process used since the previous run's result (all of the account's runs in
+        it meanwhile: the process is the account's alone)."""
+        if self.cpu is None or self.cpu_mark is None:
+            return None
+        now = self.cpu()
+        if now is None:
+            return None
+        used, self.cpu_mark = now - self.cpu_mark, now
+        return round(used / 1e6, 3)
 
     def __call__(self, message: dict[str, Any]) -> None:
         index = message.get("index", 0)
@@ -150,6 +169,7 @@ class BatchResults:
                 error = check_error(message.get("error"))
                 result = RunResult.failed(error["code"], error.get("message", ""), error.get("stack"))
             result.duration_ms = self.clock.lap_ms()
+            result.cpu_ms = self.cpu_lap_ms()
             self.results[index] = result
         elif message.get("partial") == "respond":
             _need(index not in self.responded and index not in self.results, "a second response for one run")
@@ -306,6 +326,10 @@ class AsyncRunnerRequests(ABC):
     def meta_fields(self) -> dict[str, Any]:
         return {}
 
+    def cpu_probe(self, account: str) -> CpuProbe | None:
+        """How the CPU of the account's process is read from outside it, where it can be."""
+        return None
+
     async def describe(self, bundle: Bundle, timeout_ms: int, account: str = DESCRIBE,
                        bill_to: str = "") -> Timed[ComponentDefinition]:
         request = {"timeout_ms": timeout_ms, **self.meta_fields()}
@@ -323,7 +347,8 @@ class AsyncRunnerRequests(ABC):
             else:
                 loop.call_soon_threadsafe(inbox.put_nowait, message)
 
-        collect = BatchResults(len(events), lambda index, response: put(Responded(index, response)))
+        collect = BatchResults(len(events), lambda index, response: put(Responded(index, response)),
+                               self.cpu_probe(account_of(instance)))
         call = loop.create_task(self.call("run", run_request(instance, events, timeout_ms), bundle, collect,
                                           account=account_of(instance), timeout_s=batch_timeout_s(events, timeout_ms),
                                           bill_to=instance.bill_to))

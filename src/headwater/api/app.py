@@ -23,6 +23,7 @@ from headwater.api import (
     props,
     registry,
     replay,
+    runs,
     sources,
     sse,
     subscriptions,
@@ -42,7 +43,7 @@ from headwater.metrics import MetricsMiddleware
 V1_ROUTERS = [
     users.router, registry.router, props.router, components.router, sources.router, events.router, replay.router,
     sse.router, subscriptions.router, webhooks.router, workflows.router, trials.router,
-    workflow_deploys.router, connected_accounts.router,
+    workflow_deploys.router, connected_accounts.router, runs.router,
 ]
 V1_ROUTERS.append(oauth.router)  # issue 22, part B
 
@@ -105,6 +106,7 @@ def _finish_openapi(app: FastAPI) -> None:
             schema = default_openapi()
             _document_http_interface(schema)
             _document_errors(schema)
+            _document_shaping(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -178,6 +180,67 @@ _FREE_TEXT = {"include", "exclude"}  # parameters no value of which is malformed
 
 def _error_responses(*statuses: int) -> dict[str, Any]:
     return {str(status): response for status, response in errors.error_responses(*statuses).items()}
+
+
+SHAPED_SUFFIX = "Fields"
+FIELDS_OF = "x-fields-of"
+
+
+def _document_shaping(schema: dict[str, Any]) -> None:
+    """`include`/`exclude` (SPEC: Common parameters) keep or drop any top-level field of each resource
+    in `data`, so an operation that takes them cannot promise the resource's required fields: its
+    answer is documented with `<Resource>Fields`, the resource's schema with none required (and no
+    other field allowed). `x-fields-of` names the resource, whose required fields are all there in an
+    answer to a request without `include`/`exclude` (tests/openapi_conformance.py checks both)."""
+    schemas = schema.get("components", {}).get("schemas", {})
+    replaced: set[str | None] = set()
+    for operations in schema["paths"].values():
+        for op in operations.values():
+            if not _FREE_TEXT & {p["name"] for p in op.get("parameters", [])}:
+                continue
+            for status, response in op.get("responses", {}).items():
+                media = response.get("content", {}).get("application/json", {})
+                if status.startswith("2") and "schema" in media:
+                    replaced.add(_ref_name(media["schema"]))
+                    media["schema"] = _shaped_answer(schemas, media["schema"])
+    referenced = json.dumps([schema["paths"], schemas])
+    for name in replaced:  # wrappers no answer has any more (`Data_Source_`: now `Data_SourceFields_`)
+        if name and f'"#/components/schemas/{name}"' not in referenced:
+            schemas.pop(name, None)
+
+
+def _shaped_answer(schemas: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """`{"data": R}` or `{"data": [R], ...}` (api/deps.py Shape) as the same with `RFields` for `R`."""
+    name = _ref_name(answer)
+    wrapper = schemas.get(name or "")
+    data = (wrapper or {}).get("properties", {}).get("data", {})
+    items = data.get("items", data) if data.get("type") == "array" else data
+    resource = _ref_name(items)
+    if name is None or wrapper is None or resource is None or resource not in schemas:
+        return answer
+    fields = resource + SHAPED_SUFFIX
+    if fields not in schemas:
+        full = schemas[resource]
+        schemas[fields] = {
+            **{k: v for k, v in full.items() if k != "required"},
+            "title": fields,
+            "description": (full.get("description", "") + "\n\n" if full.get("description") else "")
+            + f"The fields of `{resource}` that `include`/`exclude` keep: any of them may be left out. "
+            "Without `include`/`exclude`, every field it requires is there.",
+            FIELDS_OF: resource,
+        }
+    shaped_name = name.replace(f"_{resource}_", f"_{fields}_", 1)
+    if shaped_name not in schemas:
+        ref = {"$ref": f"#/components/schemas/{fields}"}
+        shaped_data = {**data, "items": ref} if data is not items else ref
+        schemas[shaped_name] = {**wrapper, "title": wrapper.get("title", name).replace(resource, fields, 1),
+                                "properties": {**wrapper["properties"], "data": shaped_data}}
+    return {"$ref": f"#/components/schemas/{shaped_name}"}
+
+
+def _ref_name(schema: dict[str, Any]) -> str | None:
+    ref = schema.get("$ref", "")
+    return ref.rsplit("/", 1)[1] if ref.startswith("#/components/schemas/") else None
 
 
 def _drop_null(param: dict[str, Any]) -> None:

@@ -65,8 +65,11 @@ class Shape:
 
     def __init__(
         self,
-        include: Annotated[str | None, Query()] = None,
-        exclude: Annotated[str | None, Query()] = None,
+        include: Annotated[str | None, Query(description=(
+            "Top-level fields of each resource in `data` to keep, comma-separated: the others are left out, "
+            "required ones too (the answer's `...Fields` schema requires none)."))] = None,
+        exclude: Annotated[str | None, Query(description=(
+            "Top-level fields of each resource in `data` to leave out, comma-separated."))] = None,
     ) -> None:
         self.include = _fields(include)
         self.exclude = _fields(exclude)

@@ -1,6 +1,6 @@
 """The `headwater` command: run the service, manage its accounts, registry and workflows, and
 drive a running service like Pipedream's `pd` (login, whoami, deploy, list, describe, events, logs,
-update, delete, webhooks, subscriptions, logout; init, run and dev to write and try components)."""
+update, delete, runs, rerun, webhooks, subscriptions, logout; init, run and dev to write and try components)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import accounts, admin, client, dev, hooks, oauth, scaffold, trial
+from headwater.cli import accounts, admin, client, dev, hooks, oauth, runs, scaffold, trial
 from headwater.cli.output import handles_errors, json_option, one_line
 from headwater.settings import SettingError
 
@@ -22,7 +22,7 @@ def cli() -> None:
 
 
 for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS, *scaffold.COMMANDS, *trial.COMMANDS,
-                *dev.COMMANDS):
+                *dev.COMMANDS, *runs.COMMANDS):
     cli.add_command(command)
 for command in accounts.COMMANDS:
     cli.add_command(command)

@@ -7,6 +7,7 @@ import { deployPage } from "./deploy.js";
 import { eventDetail, eventPanes } from "./events.js";
 import { KEY, api, el, leave, main, say, signOut, when } from "./lib.js";
 import { registryComponentPage, registryPage } from "./registry.js";
+import { runsPanel } from "./runs.js";
 import { sourcePage } from "./source.js";
 import { webhookPage, webhooksPage } from "./webhooks.js";
 
@@ -62,8 +63,10 @@ async function workflowsPage() {
 
 async function workflowPage(id) {
   const detail = eventDetail();
-  const panes = await eventPanes("workflows", id, detail);
-  main.replaceChildren(el("h2", {}, `Workflow ${id}`), el("div", { class: "panes" }, panes.map((p) => p.pane)), detail);
+  const runs = runsPanel("workflows", id);
+  const panes = await eventPanes("workflows", id, detail, (item, channel) => runs.awaitRunOf(item, channel));
+  await runs.load();
+  main.replaceChildren(el("h2", {}, `Workflow ${id}`), el("div", { class: "panes" }, panes.map((p) => p.pane)), detail, runs.panel);
 }
 
 async function usagePage() {

@@ -18,7 +18,7 @@ const timeOf = (item) => item.indexed_at_ms || Number(item.id.split("-")[0]);
 
 /** A collapsible tree of a JSON value: open on its first three levels, but for an HTTP
  * request's headers (folded: they would push its body out of view). */
-function tree(value, depth = 0) {
+export function tree(value, depth = 0) {
   if (value === null || typeof value !== "object" || !Object.keys(value).length) {
     return el("span", { class: `json-${value === null ? "null" : typeof value}` }, JSON.stringify(value));
   }
@@ -49,8 +49,9 @@ function addEvent(list, item, detail, channel) {
   list.insertBefore(li, after || null);
 }
 
-/** The three panes of an emitter (`kind` is sources or workflows), filled and following. */
-export async function eventPanes(kind, id, detail) {
+/** The three panes of an emitter (`kind` is sources or workflows), filled and following;
+ * `onLive(item, channel)` is told of each event that arrives live. */
+export async function eventPanes(kind, id, detail, onLive = () => {}) {
   const panes = [["Events", "", "events"], ["Logs", "$logs", "logs"], ["Errors", "$errors", "errors"]].map(([title, channel, key]) => {
     const list = el("ul", { class: "events", id: `${key}-list`, "aria-label": title });
     return { pane: el("section", { class: "pane" }, el("h3", {}, title), list), list, channel };
@@ -58,7 +59,7 @@ export async function eventPanes(kind, id, detail) {
   await Promise.all(panes.map(async (p) => {
     const page = await api(`/${kind}/${id}/event_summaries`, { query: { expand: "event", event_name: p.channel } });
     page.data.forEach((item) => addEvent(p.list, item, detail, p.channel));
-    const stream = follow(`/${kind}/${id}/sse`, p.channel, (item) => addEvent(p.list, item, detail, p.channel));
+    const stream = follow(`/${kind}/${id}/sse`, p.channel, (item) => { addEvent(p.list, item, detail, p.channel); onLive(item, p.channel); });
     if (page.data.length) stream.setLast(page.data[0].id);
   }));
   return panes;

@@ -1,9 +1,11 @@
 // A source's page: what it is and how it is configured, edit and re-deploy, pause and resume,
-// its schedule, its events, logs and errors, running it by hand, and who listens to it.
+// its schedule, its runs on record, its events, logs and errors, running it by hand, and who
+// listens to it.
 
 import { eventDetail, eventPanes } from "./events.js";
 import { api, el, refresh, render, say, when } from "./lib.js";
 import { labelOf, propInput, timerInWords, valueInWords } from "./props.js";
+import { runsPanel } from "./runs.js";
 import { subscriptionsSection } from "./subscriptions.js";
 
 async function componentOf(source) {
@@ -58,7 +60,7 @@ function editForm(source, component, timezone) {
     el("button", { type: "button", onclick: (e) => { e.target.closest("form").hidden = true; } }, "Cancel")));
 }
 
-function runByHand(id) {
+function runByHand(id, runs) {
   const body = el("textarea", { id: "run-body", "aria-describedby": "run-hint" }, "{}");
   return el("section", {}, el("h3", {}, "Run it by hand"),
     el("label", { for: "run-body" }, "Event (JSON) ", el("span", { class: "hint", id: "run-hint" }, "becomes the run's event; a timer source gets its timer event when this is empty")),
@@ -66,7 +68,7 @@ function runByHand(id) {
     el("div", { class: "row" }, el("button", { class: "primary", onclick: async () => {
       let event;
       try { event = body.value.trim() ? JSON.parse(body.value) : undefined; } catch { say("The event is not valid JSON.", true); return; }
-      try { await api(`/sources/${id}/run`, { method: "POST", body: event }); say("Run queued."); } catch (e) { say(e.message, true); }
+      try { await api(`/sources/${id}/run`, { method: "POST", body: event }); say("Run queued."); runs.awaitNew(); } catch (e) { say(e.message, true); }
     } }, "Run")));
 }
 
@@ -75,7 +77,9 @@ export async function sourcePage(id) {
   const component = await componentOf(source);
   const [schedule, timezone] = await scheduleLine(source, component);
   const detail = eventDetail();
-  const panes = await eventPanes("sources", id, detail);
+  const runs = runsPanel("sources", id);
+  const panes = await eventPanes("sources", id, detail, (item, channel) => runs.awaitRunOf(item, channel));
+  await runs.load();
   const endpoint = Object.values(source.configured_props).find((v) => v && v.endpoint_url);
   const edit = component ? editForm(source, component, timezone) : null;
   const setActive = async (active) => {
@@ -103,7 +107,8 @@ export async function sourcePage(id) {
     edit,
     el("div", { class: "panes" }, panes.map((p) => p.pane)),
     detail,
-    await subscriptionsSection(source),
-    runByHand(id));
+    runs.panel,
+    runByHand(id, runs),
+    await subscriptionsSection(source));
 }
 

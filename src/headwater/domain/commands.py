@@ -40,7 +40,7 @@ class RunSource(Command):
     source_id: str
     event: Any
     timeout_ms: int
-    trigger: str  # http | timer | manual
+    trigger: str  # http | timer | manual | subscription
     reserved_by: str | None = None  # the user whose free-tier cap admitted it at ingest ...
     reserved_day: str | None = None  # ... on this UTC day (a dropped run gives its place back there)
     # remembered instead of the task id, so it runs once: an event routed here, or a request whose
@@ -48,6 +48,7 @@ class RunSource(Command):
     route_key: str | None = None
     hops: int = 0  # how many subscriptions the event went through to get here
     namespace: str | None = None
+    rerun_of: str | None = None  # a run on record whose input this is (POST .../runs/{id}/rerun)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class RunWorkflow(Command):
     route_key: str | None = None
     hops: int = 0
     namespace: str | None = None
+    rerun_of: str | None = None  # a run on record whose input this is
 
 
 @dataclass(frozen=True)

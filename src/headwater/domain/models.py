@@ -186,6 +186,7 @@ class SourceState:
     timer_run_since: float | None = None
     last_tick: float = 0.0
     channels: list[str] = field(default_factory=list)  # its custom channels, against the limit
+    runs: int = 0  # runs on record so far: the next one's seq is one more (domain.run_records)
     activity: dict[str, Any] = field(default_factory=dict)
     last_run_ms: int = 0
     last_event_ms: int = 0
@@ -212,7 +213,7 @@ class SourceState:
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
                 "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
-                "channels": self.channels, **self._health_json()}
+                "channels": self.channels, "runs": self.runs, **self._health_json()}
 
     def _health_json(self) -> dict[str, Any]:
         """Only what is set: a source nothing counted yet keeps its old, smaller item."""
@@ -228,4 +229,5 @@ class SourceState:
                    channels=list(data.get("channels") or []), activity=dict(data.get("activity") or {}),
                    last_run_ms=int(data.get("last_run_ms") or 0), last_event_ms=int(data.get("last_event_ms") or 0),
                    ran_tick=float(data.get("ran_tick") or 0), skipped_ticks=int(data.get("skipped_ticks") or 0),
-                   stalled=data.get("stalled") or None, version=version)
+                   stalled=data.get("stalled") or None, runs=int(data.get("runs") or 0),
+                   version=version)

@@ -30,6 +30,7 @@ class RunResult:
     response: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     duration_ms: float = 0.0
+    cpu_ms: float | None = None  # of the account's runner process while it ran, where measured from outside
     # actions only: what `run({$})` returned, its `$.export`s, `$.send`s and `$.flow.exit`
     return_value: Any = None
     exports: dict[str, Any] = field(default_factory=dict)

@@ -17,7 +17,8 @@ from headwater.domain.events import RETAINED_PER_CHANNEL
 from headwater.domain.health import RECOVERED
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.routing import Delivery, Routed
-from headwater.domain.runs import ERRORS, RunContext, RunResult, record
+from headwater.domain.run_records import NOT_RUN, RUNS_KEPT, RunInfo, RunRecord, make_record
+from headwater.domain.runs import ERRORS, LOGS, RunContext, RunResult, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.contention import retry_on_conflict
 
@@ -31,12 +32,14 @@ class StateConflict(Exception):
 
 @dataclass
 class Outcome:
-    """One run or hook to record: its result, what triggered it, the task it finishes."""
+    """One run or hook to record: its result, what triggered it, the task it finishes, and how it
+    started when it is a run to keep on record (`run`)."""
 
     ctx: RunContext
     result: RunResult
     trigger: Any = None
     task_id: str | None = None
+    run: RunInfo | None = None
 
 
 def commit_outcomes(
@@ -61,19 +64,23 @@ def commit_outcomes(
         # (SQLite's one writer) for its writes alone; the conditional save catches what changed since.
         with uow_factory(readonly=True) as reading:
             current = replace(known) if known is not None and n == 0 else reading.state.get(source_id)
-            state, events = current, []
+            state, events, runs = current, [], []
             for outcome in outcomes:
                 if outcome.task_id is not None and state.took(outcome.task_id):
                     continue  # delivered again after its results were committed
-                recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, now_ms(), outcome.task_id)
+                ms = now_ms()
+                recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, ms, outcome.task_id)
                 state = recorded.state
                 events += recorded.events
+                if outcome.run is not None:
+                    state.runs += 1
+                    runs.append(_run_record(state.runs, outcome, recorded.events, ms))
             routed = route(reading, events) if route and events else Routed()
         with uow_factory() as uow:
             if extra is not None:
                 extra(uow, state)
             rest = _write(uow, source_id, current.version, state, events, [*commands, *routed.commands],
-                          routed.deliveries)
+                          routed.deliveries, runs)
         state.version = current.version + 1
         return state, events, rest
 
@@ -88,6 +95,14 @@ def commit_outcomes(
     return state, channels
 
 
+def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int) -> RunRecord:
+    assert outcome.run is not None
+    result = outcome.result
+    return make_record(seq, outcome.run, result.error, result.error_code in NOT_RUN, result.duration_ms,
+                       result.cpu_ms, outcome.trigger, (e for e in events if e.channel != LOGS), result.db_writes,
+                       result.logs, result.response, ms)
+
+
 # Told of each stall that ended (domain.health), after its commit: the composition root counts them.
 on_recovered: list[Callable[[str], None]] = []
 
@@ -97,15 +112,20 @@ def _tell_notices(source_id: str, events: list[StoredEvent]) -> None:
         for tell in on_recovered:
             tell(source_id)
 
+
 def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, events: list[StoredEvent],
-           commands: list[Command], deliveries: list[Delivery]) -> list[StoredEvent]:
-    """The state and as many events as one commit takes; returns the events left over, which go in
-    further commits (idempotent puts under the ids the committed state reserved for them). The
-    deliveries carry their events, so they all go in the first commit."""
+           commands: list[Command], deliveries: list[Delivery], runs: list[RunRecord]) -> list[StoredEvent]:
+    """The state, its runs on record and as many events as one commit takes; returns the events left
+    over, which go in further commits (idempotent puts under the ids the committed state reserved
+    for them). The deliveries carry their events, so they all go in the first commit."""
     room = (None if uow.max_writes is None
-            else max(1, uow.max_writes - _OTHER_WRITES - len(commands) - len(deliveries)))
+            else max(1, uow.max_writes - _OTHER_WRITES - len(commands) - len(deliveries) - len(runs)))
     first, rest = (events, []) if room is None else (events[:room], events[room:])
     uow.state.save(source_id, state, version)
+    for run in runs:
+        uow.runs.put(source_id, run)
+    if runs:
+        uow.runs.trim(source_id, state.runs - RUNS_KEPT + 1)
     for event in first:
         uow.events.put(source_id, event)
     for delivery in deliveries:

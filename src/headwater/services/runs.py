@@ -21,6 +21,7 @@ from headwater.domain.errors import HeadwaterError, Invalid, QuotaExceeded
 from headwater.domain.models import Component, Source, SourceState, StoredEvent
 from headwater.domain.oauth import REFRESH_WAIT_S
 from headwater.domain.routing import Routed
+from headwater.domain.run_records import NOT_RUN, RunInfo, secret_values
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.ports import (
     Bundle,
@@ -61,8 +62,6 @@ from headwater.settings import Settings
 
 _COMPONENT_CACHE = 10_000
 _HOT_SOURCES = 1024  # sources whose state is kept in memory (the most recently run)
-_NOT_RUN = {"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
-            "ACCOUNT_REFRESH_FAILED"}  # refused before any code ran
 _RETRY_FIRST_S, _RETRY_MOST_S = 0.25, 5.0  # a run waiting on its account's refresh looks again after
 
 
@@ -274,7 +273,8 @@ class Runs:
         reported = await self._run(hot, props, [tasks[i] for i in runnable], on_respond) if runnable else []
         results = dict(refused)
         results.update(zip(runnable, reported, strict=True))
-        return await self.writes.call(functools.partial(self._record, hot, tasks, results))
+        secrets = self.secrets_of(hot.source, props if isinstance(props, dict) else hot.props)
+        return await self.writes.call(functools.partial(self._record, hot, tasks, results, secrets))
 
     # the state of sources that run, kept while they do
 
@@ -317,15 +317,21 @@ class Runs:
                 refused[i] = RunResult.failed("QUOTA_EXCEEDED", admission.refusal.message if admission.refusal else "")
         return refused, runnable
 
-    def _record(self, hot: _Hot, tasks: list[Task], results: dict[int, RunResult]) -> list[RunResult | None]:
-        """The runs' outcomes, usage and fan-out in one commit (retried on a lost race); the state
-        committed is the one the source's next runs start from."""
+    def _record(self, hot: _Hot, tasks: list[Task], results: dict[int, RunResult],
+                secrets: frozenset[str]) -> list[RunResult | None]:
+        """The runs' outcomes, their records, usage and fan-out in one commit (retried on a lost
+        race); the state committed is the one the source's next runs start from."""
         source, component = hot.source, hot.component
         ctx = self.context(source, component)
-        outcomes = [Outcome(ctx, results[i], task.command.event, task.command.route_key or task.id)  # type: ignore[attr-defined]
-                    for i, task in enumerate(tasks) if i in results]
+        outcomes = []
+        for i, task in enumerate(tasks):
+            if i in results:
+                command: RunSource = task.command  # type: ignore[assignment]
+                info = RunInfo("rerun" if command.rerun_of else command.trigger, hook=None, rerun_of=command.rerun_of,
+                               component_id=component.id, secrets=secrets)
+                outcomes.append(Outcome(ctx, results[i], command.event, command.route_key or task.id, info))
 
-        counted = [o.result for o in outcomes if o.result.error_code not in _NOT_RUN]
+        counted = [o.result for o in outcomes if o.result.error_code not in NOT_RUN]
 
         def also(uow: UnitOfWork, new: SourceState) -> None:
             """Usage counts with the results; a timer run that ends lets the next tick run."""
@@ -341,6 +347,11 @@ class Runs:
         self._hot.put(source.id, replace(hot, state=state))
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
+
+    def secrets_of(self, source: Source, props: dict[str, Any]) -> frozenset[str]:
+        """What a run's record masks: the values of its secret props and its accounts' credentials."""
+        names = [p["name"] for p in source.prop_defs if p.get("secret") or p.get("type") == "app"]
+        return secret_values(props.get(name) for name in names) if names else frozenset()
 
     def _props(self, hot: _Hot, tasks: list[Task]) -> dict[str, Any] | AccountUnusable:
         """The source's props with each connected account's current `$auth`, or why an account

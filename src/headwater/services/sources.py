@@ -29,6 +29,7 @@ from headwater.domain.errors import BadRequest, Conflict, Forbidden, Invalid, No
 from headwater.domain.models import Component, Principal, Source
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
+from headwater.domain.run_records import RunInfo
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.slugs import candidate_slugs, slugify
 from headwater.domain.timers import Timer
@@ -198,9 +199,9 @@ class Sources:
         return validated, prop_list, grants
 
     async def _hooks(self, source: Source, component: Component, names: builtins.list[str],
-                     db: dict[str, Any]) -> builtins.list[RunResult]:
+                     db: dict[str, Any]) -> builtins.list[tuple[str, RunResult]]:
         """Runs the hooks the component has, in order; each sees the `this.db` the previous left."""
-        results = []
+        results: builtins.list[tuple[str, RunResult]] = []
         for hook in names:
             if hook not in component.definition.hooks:
                 continue
@@ -208,7 +209,7 @@ class Sources:
             if result.error:
                 raise Invalid(f"The {hook} hook failed: {result.error.get('message') or result.error.get('code')}",
                               {"hooks": [f"{hook}: {result.error.get('message')}"]})
-            results.append(result)
+            results.append((hook, result))
             db = self._db_after(db, result)
         return results
 
@@ -222,9 +223,14 @@ class Sources:
             return uow.state.get(source_id).db
 
     def _outcomes(self, source: Source, component: Component,
-                  results: builtins.list[RunResult]) -> builtins.list[Outcome]:
+                  results: builtins.list[tuple[str, RunResult]]) -> builtins.list[Outcome]:
+        """The hooks' outcomes, each kept on record as a run of kind `hook`."""
+        if not results:
+            return []
         ctx = self.runs.context(source, component)
-        return [Outcome(ctx, result) for result in results]
+        secrets = self.runs.secrets_of(source, prop_forms.for_runner(source.configured_props, self.secrets))
+        return [Outcome(ctx, result, run=RunInfo("hook", hook=hook, component_id=component.id, secrets=secrets))
+                for hook, result in results]
 
     async def create(self, principal: Principal, req: SourceRequest, org_id: str | None) -> Source:
         namespace = await self.offload.call(lambda: self.accounts.namespace(principal, org_id))
@@ -296,7 +302,7 @@ class Sources:
                    **settings},
             )
             if active:
-                for result in results:
+                for _, result in results:
                     db = self._db_after(db, result)
                 outcomes += self._outcomes(source, component, await self._hooks(source, component, ["activate"], db))
             renamed = bool(req.name and req.name != old.name)

@@ -27,6 +27,7 @@ from headwater.domain.errors import Invalid, NotFound
 from headwater.domain.events import Emit
 from headwater.domain.models import Component, Principal
 from headwater.domain.props import step_problems
+from headwater.domain.run_records import RunInfo, secret_values
 from headwater.domain.runs import Limits, RunContext, RunResult
 from headwater.domain.workflows import (
     Step,
@@ -221,36 +222,40 @@ class Workflows:
         if not admission.admitted:
             refusal = admission.refusal.message if admission.refusal else "quota"
             return self._commit(workflow, command, key, [], [], {"code": "QUOTA_EXCEEDED", "message": refusal},
-                                None, [], 0.0, "failed")
+                                None, [], 0.0, "failed", frozenset())
         steps: dict[str, Any] = {"trigger": {"event": command.event}}
         emits: list[Emit] = []
         logs: list[dict[str, Any]] = []
         sends: list[Command] = []
         duration = 0.0
+        secrets: set[str] = set()
         for step in workflow.steps:
-            result = self._step(workflow, step, steps)
+            result = self._step(workflow, step, steps, secrets)
             duration += result.duration_ms
             logs += result.logs
             if result.error:
                 return self._commit(workflow, command, key, emits, logs, result.error, step.name, sends, duration,
-                                    "failed")
+                                    "failed", frozenset(secrets))
             steps[step.name] = {"$return_value": result.return_value, **result.exports}
             problem = self._sends(workflow, step, result, emits, sends)
             if problem:
                 return self._commit(workflow, command, key, emits, logs, problem, step.name, sends, duration,
-                                    "failed")
+                                    "failed", frozenset(secrets))
             if result.flow_exit is not None:
-                return self._commit(workflow, command, key, emits, logs, None, None, sends, duration, "exited")
-        return self._commit(workflow, command, key, emits, logs, None, None, sends, duration, "done")
+                return self._commit(workflow, command, key, emits, logs, None, None, sends, duration, "exited",
+                                    frozenset(secrets))
+        return self._commit(workflow, command, key, emits, logs, None, None, sends, duration, "done",
+                            frozenset(secrets))
 
     def _instance(self, workflow: Workflow, step: Step, props: dict[str, Any]) -> Instance:
         return Instance(id=f"{workflow.id}:{step.name}", props=props, account=workflow.namespace,
                         bill_to=workflow.user_id, env={"PIPEDREAM_WORKFLOW_ID": workflow.id},
                         memory_mb=self.settings.run_memory_mb)
 
-    def _step(self, workflow: Workflow, step: Step, steps: dict[str, Any]) -> RunResult:
+    def _step(self, workflow: Workflow, step: Step, steps: dict[str, Any], secrets: set[str]) -> RunResult:
         """Evaluates the step's `{{ }}` props, then runs it; a failure of either is the step's error,
-        and the time of both is the step's (the workflow's user's compute)."""
+        and the time of both is the step's (the workflow's user's compute). `secrets` gains the
+        values its run record masks (its accounts' credentials, its secret props)."""
         timeout = self.settings.http_timeout_ms
         evaluated = RunResult()
         try:
@@ -271,6 +276,8 @@ class Workflows:
                 return _after(evaluated, RunResult.failed("CONFIGURATION_ERROR", props_message(step, problems)))
             props = self.runs.connected.resolve(props, app_prop_names(component.definition.configurable_props),
                                                 step_uses(workflow, step))
+            secrets |= secret_values(props.get(p["name"]) for p in component.definition.configurable_props
+                                     if p.get("secret") or p.get("type") == "app")
             bundle = self.bundler.bundle(component.code, component.packages)
             return _after(evaluated, self.runner.run_step(bundle, self._instance(workflow, step, props), steps,
                                                           timeout))
@@ -305,7 +312,7 @@ class Workflows:
 
     def _commit(self, workflow: Workflow, command: RunWorkflow, key: str, emits: list[Emit],
                 logs: list[dict[str, Any]], error: dict[str, Any] | None, cell: str | None,
-                sends: list[Command], duration_ms: float, ending: str) -> str:
+                sends: list[Command], duration_ms: float, ending: str, secrets: frozenset[str]) -> str:
         ms = now_ms()
         if error is not None:
             emits = [*emits, Emit(error_event(workflow, command.event, error, cell, ms, __version__),
@@ -313,7 +320,10 @@ class Workflows:
         s = self.settings
         ctx = RunContext(workflow.id, workflow.user_id, __version__, None,
                          Limits(s.max_event_bytes, s.max_log_bytes, s.max_channels))
-        outcome = Outcome(ctx, RunResult(emits=emits, logs=logs, duration_ms=duration_ms), command.event, key)
+        info = RunInfo("rerun" if command.rerun_of else "subscription", rerun_of=command.rerun_of,
+                       secrets=secrets, error=None if error is None else {**error, "step": cell},
+                       not_run=error is not None and error.get("code") == "QUOTA_EXCEEDED")
+        outcome = Outcome(ctx, RunResult(emits=emits, logs=logs, duration_ms=duration_ms), command.event, key, info)
         counted = error is None or error.get("code") != "QUOTA_EXCEEDED"
 
         def usage(uow: UnitOfWork, _: object) -> None:

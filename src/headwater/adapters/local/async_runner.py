@@ -6,11 +6,12 @@ done on a worker thread first."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from concurrent.futures import Future
 from typing import Any
 
 from headwater.adapters.local.node_runner import NodeRunnerPool, NotRunning
-from headwater.adapters.runner_protocol import DESCRIBE, AsyncRunnerRequests, PartialHandler
+from headwater.adapters.runner_protocol import DESCRIBE, AsyncRunnerRequests, CpuProbe, PartialHandler
 from headwater.ports import Bundle
 
 
@@ -20,6 +21,9 @@ class AsyncNodeRunner(AsyncRunnerRequests):
 
     def meta_fields(self) -> dict[str, Any]:
         return self.pool.meta_fields()
+
+    def cpu_probe(self, account: str) -> CpuProbe | None:
+        return functools.partial(self.pool.cpu_ns, account)
 
     async def call(self, op: str, request: dict[str, Any], bundle: Bundle | None = None,
                    on_partial: PartialHandler | None = None, account: str = DESCRIBE,

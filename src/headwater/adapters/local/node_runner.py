@@ -107,6 +107,12 @@ class NodeRunnerPool(RunnerRequests):
     def meta_fields(self) -> dict[str, Any]:
         return {"memory_mb": self.settings.describe_memory_mb}
 
+    def cpu_ns(self, account: str) -> int | None:
+        """CPU the account's runner process (its cgroup) has used, or None: not running, not measured."""
+        process = self._processes.get(account)
+        live = process.live if process is not None else None
+        return live.cgroup.cpu_ns() if live is not None and live.cgroup is not None else None
+
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The server's event loop: processes started from now on are read there."""
         self.loop = loop

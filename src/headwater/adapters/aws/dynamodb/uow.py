@@ -36,6 +36,7 @@ from headwater.adapters.aws.dynamodb.repositories import (
     DynamoWebhooks,
     DynamoWorkflows,
 )
+from headwater.adapters.aws.dynamodb.runs import DynamoRunRecords
 from headwater.adapters.aws.dynamodb.tables import Tables, error_code
 from headwater.adapters.aws.dynamodb.tasks import DynamoOutbox
 from headwater.adapters.aws.dynamodb.usage import DynamoUsageLog
@@ -72,6 +73,7 @@ class DynamoUnitOfWork:
         self.sources = DynamoSources(self)
         self.state = DynamoState(self)
         self.events = DynamoEvents(self)
+        self.runs = DynamoRunRecords(self)
         self.usage = DynamoUsageLog(self)
         self.subscriptions = DynamoSubscriptions(self)
         self.webhooks = DynamoWebhooks(self)

@@ -222,6 +222,15 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX timers_due ON timers(next_at);
     """,
+    # runs on record, the newest 100 per source or workflow (issue 33)
+    """
+    CREATE TABLE runs (
+        owner_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (owner_id, seq)
+    ) WITHOUT ROWID;
+    """,
     # issue 33: a source's health settings, and the sources watched for stalls by when to look next
     """
     ALTER TABLE sources ADD COLUMN health TEXT NOT NULL DEFAULT '{}';

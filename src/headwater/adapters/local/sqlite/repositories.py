@@ -23,8 +23,9 @@ from headwater.domain.models import (
     StoredEvent,
     User,
 )
-from headwater.domain.pagination import Page, PageRequest
+from headwater.domain.pagination import MAX_SEQ, Page, PageRequest
 from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
+from headwater.domain.run_records import RunRecord
 from headwater.domain.workflows import Step, Workflow
 from headwater.ports import Task
 
@@ -480,6 +481,32 @@ class SqliteEvents:
             sql += " AND (ms, seq) <= (?, ?)"
             params += [end.ms, end.seq]
         return self.conn.execute(sql, params).rowcount
+
+
+class SqliteRunRecords:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def put(self, owner_id: str, record: RunRecord) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO runs (owner_id, seq, body) VALUES (?, ?, ?)",
+                          (owner_id, record.seq, json.dumps(record.to_json(), separators=(",", ":"))))
+
+    def trim(self, owner_id: str, below_seq: int) -> None:
+        self.conn.execute("DELETE FROM runs WHERE owner_id = ? AND seq < ?", (owner_id, below_seq))
+
+    def get(self, owner_id: str, seq: int, floor: int) -> RunRecord | None:
+        if seq < floor or seq > MAX_SEQ:
+            return None
+        row = self.conn.execute("SELECT body FROM runs WHERE owner_id = ? AND seq = ?", (owner_id, seq)).fetchone()
+        return RunRecord.from_json(json.loads(row["body"])) if row else None
+
+    def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
+        rows, total = page_query(self.conn, "runs", "owner_id = ? AND seq >= ?", (owner_id, floor), page)
+        return Page(items=[RunRecord.from_json(json.loads(r["body"])) for r in rows], seqs=[r["seq"] for r in rows],
+                    total_count=total)
+
+    def remove_all(self, owner_id: str) -> None:
+        self.conn.execute("DELETE FROM runs WHERE owner_id = ?", (owner_id,))
 
 
 class SqliteSubscriptions:

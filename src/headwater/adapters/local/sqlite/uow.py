@@ -14,6 +14,7 @@ from headwater.adapters.local.sqlite.repositories import (
     SqliteEvents,
     SqliteOrgs,
     SqliteOutbox,
+    SqliteRunRecords,
     SqliteSources,
     SqliteState,
     SqliteSubscriptions,
@@ -55,6 +56,7 @@ class SqliteUnitOfWork:
         self.sources = SqliteSources(self.conn)
         self.state = SqliteState(self.conn)
         self.events = SqliteEvents(self.conn)
+        self.runs = SqliteRunRecords(self.conn)
         self.usage = SqliteUsageLog(self.conn)
         self.subscriptions = SqliteSubscriptions(self.conn)
         self.webhooks = SqliteWebhooks(self.conn)

@@ -1,0 +1,189 @@
+"""Runs on record (DECISIONS, Extensions): what one run of a source or workflow was and did.
+
+A record is made from what the run's commit already has (its result, its trigger, the events it
+stored), so it costs no runner call and no read. It is bounded on its own, whatever the run did:
+the trigger is kept whole when it fits (so the run can be run again), logs and the ids of emitted
+events up to a budget, the stack cut. Values of the source's secrets are masked wherever the code
+may have printed them (logs, the error).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from headwater.domain.models import StoredEvent
+
+RUNS_KEPT = 100  # per source or workflow: the newest ones, as events are kept per channel
+MAX_TRIGGER_BYTES = 256 * 1024  # a trigger larger than this is not kept (nor can the run be re-run)
+MAX_LOG_BYTES = 64 * 1024  # of log lines in one record; later lines are counted, not kept
+MAX_STACK_BYTES = 16 * 1024
+MAX_IDS_PER_CHANNEL = 20
+MAX_DB_KEYS = 100
+MASK = "[secret]"
+_MIN_SECRET_CHARS = 4  # shorter values ("", "1", "yes") would mask ordinary words, and tell nothing
+
+NOT_RUN = frozenset({"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
+                     "ACCOUNT_REFRESH_FAILED"})  # refused before any code ran
+KINDS = ("http", "timer", "manual", "subscription", "rerun", "hook", "workflow")
+HOOKS = ("deploy", "activate", "deactivate")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the run path knows of a run beyond its result: how it started."""
+
+    kind: str  # one of KINDS
+    started_ms: int | None = None
+    hook: str | None = None  # for kind "hook"
+    rerun_of: str | None = None  # for kind "rerun": the run whose input it took
+    component_id: str | None = None  # the code that ran
+    secrets: frozenset[str] = frozenset()  # values masked in logs and errors
+    # a workflow's run emits its error itself: its record takes it from here (with the failing step)
+    error: dict[str, Any] | None = None
+    not_run: bool = False
+
+
+@dataclass
+class RunRecord:
+    seq: int  # per source or workflow, from its state: the list's order and the id's second half
+    ended_ms: int
+    kind: str
+    outcome: str  # "success" | "error" | "not_run" (refused before any code ran: quota, an account)
+    duration_ms: float
+    trigger: Any = None
+    trigger_kept: bool = True  # False: it was over MAX_TRIGGER_BYTES (trigger_bytes says how large)
+    trigger_bytes: int = 0
+    started_ms: int | None = None
+    cpu_ms: float | None = None
+    hook: str | None = None
+    rerun_of: str | None = None
+    component_id: str | None = None
+    error: dict[str, Any] | None = None
+    response_status: int | None = None
+    emitted: dict[str, dict[str, Any]] = field(default_factory=dict)  # channel -> {count, ids}
+    db_keys_written: list[str] = field(default_factory=list)
+    db_keys_count: int = 0
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    logs_dropped: int = 0
+
+    @property
+    def id(self) -> str:
+        return run_id(self.ended_ms, self.seq)
+
+    @property
+    def rerunnable(self) -> bool:
+        return self.trigger_kept and self.kind != "hook"
+
+    def to_json(self) -> dict[str, Any]:
+        """Fields at their default are left out: a record is stored for every run."""
+        return {name: value for name in _FIELDS
+                if (value := getattr(self, name)) != _DEFAULTS.get(name) or name in _ALWAYS}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        return cls(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+_FIELDS = tuple(RunRecord.__dataclass_fields__)
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
+_DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
+                  if f.default_factory is not MISSING})
+_ALWAYS = {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"}
+
+
+def run_id(ended_ms: int, seq: int) -> str:
+    """`<ms>-<seq>`, like an event id: when it ended, and its place among the owner's runs."""
+    return f"{ended_ms}-{seq}"
+
+
+def seq_of(run: str) -> int | None:
+    """The seq a run id names, or None when it is not a run id."""
+    ms, sep, seq = run.partition("-")
+    if not sep or not ms.isdigit() or not seq.isdigit() or len(seq) > 18 or len(ms) > 16:
+        return None
+    return int(seq)
+
+
+def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: bool, duration_ms: float,
+                cpu_ms: float | None, trigger: Any, events: Iterable[StoredEvent], db_writes: dict[str, Any],
+                logs: Iterable[dict[str, Any]], response: dict[str, Any] | None, ended_ms: int) -> RunRecord:
+    """The record of one run: its own error (not the `$errors` events of refusals, which are among
+    its emitted events), the events it stored by channel, the keys it wrote."""
+    masked = _Masker(info.secrets)
+    error = info.error or error
+    not_run = not_run or info.not_run
+    encoded = json.dumps(trigger, separators=(",", ":"), ensure_ascii=False, default=str)
+    size = len(encoded.encode())
+    kept = size <= MAX_TRIGGER_BYTES
+    emitted: dict[str, dict[str, Any]] = {}
+    for event in events:
+        entry = emitted.setdefault(event.channel, {"count": 0, "ids": []})
+        entry["count"] += 1
+        if len(entry["ids"]) < MAX_IDS_PER_CHANNEL:
+            entry["ids"].append(event.id)
+    kept_logs, dropped, budget = [], 0, MAX_LOG_BYTES
+    for line in logs:
+        message = masked(str(line.get("message", "")))
+        budget -= len(message.encode())
+        if budget < 0:
+            dropped += 1
+            continue
+        kept_logs.append({"level": str(line.get("level", "log")), "message": message, "ts": line.get("ts")})
+    status = response.get("status") if isinstance(response, dict) else None
+    return RunRecord(
+        seq=seq, ended_ms=ended_ms, kind=info.kind,
+        outcome="not_run" if not_run else ("error" if error else "success"),
+        duration_ms=round(duration_ms, 3), trigger=trigger if kept else None, trigger_kept=kept,
+        trigger_bytes=size, started_ms=info.started_ms, cpu_ms=cpu_ms, hook=info.hook,
+        rerun_of=info.rerun_of, component_id=info.component_id,
+        error=None if error is None else {
+            "code": str(error.get("code") or "RUNTIME_ERROR"),
+            "message": masked(str(error.get("message") or "")),
+            "stack": _cut(masked(str(error.get("stack") or "")), MAX_STACK_BYTES),
+            **({"step": str(error["step"])} if error.get("step") else {}),
+        },
+        response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        emitted=emitted, db_keys_written=sorted(db_writes)[:MAX_DB_KEYS], db_keys_count=len(db_writes),
+        logs=kept_logs, logs_dropped=dropped,
+    )
+
+
+def secret_values(values: Iterable[Any]) -> frozenset[str]:
+    """The strings to mask: every string long enough to mean something in `values`, nested ones too."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if len(value) >= _MIN_SECRET_CHARS:
+                found.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    for value in values:
+        walk(value)
+    return frozenset(found)
+
+
+class _Masker:
+    def __init__(self, secrets: Collection[str]) -> None:
+        self.secrets = sorted(secrets, key=len, reverse=True)  # a secret containing another goes first
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+
+def _cut(text: str, max_bytes: int) -> str:
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode(errors="ignore") + f" …[cut: {len(data) - max_bytes} more bytes]"

@@ -1,0 +1,77 @@
+"""domain.run_records: a run's record is bounded whatever the run did, and masks its secrets."""
+
+from __future__ import annotations
+
+from headwater.domain.models import StoredEvent
+from headwater.domain.run_records import (
+    MAX_IDS_PER_CHANNEL,
+    MAX_LOG_BYTES,
+    MAX_TRIGGER_BYTES,
+    RunInfo,
+    RunRecord,
+    make_record,
+    secret_values,
+    seq_of,
+)
+
+
+def made(info: RunInfo | None = None, **fields: object) -> RunRecord:
+    args: dict[str, object] = {"error": None, "not_run": False, "duration_ms": 1.0, "cpu_ms": None, "trigger": {"n": 1},
+                               "events": [], "db_writes": {}, "logs": [], "response": None, "ended_ms": 10}
+    return make_record(3, info or RunInfo("http"), **{**args, **fields})  # type: ignore[arg-type]
+
+
+def test_the_id_names_the_seq_and_only_run_ids_parse() -> None:
+    record = made()
+    assert record.id == "10-3" and seq_of(record.id) == 3
+    for bad in ("", "3", "a-3", "3-", "-3", "1-2-3", "1-" + "9" * 19):
+        assert seq_of(bad) is None, bad
+
+
+def test_outcomes() -> None:
+    assert made().outcome == "success"
+    assert made(error={"code": "X", "message": "m"}).outcome == "error"
+    assert made(error={"code": "QUOTA_EXCEEDED", "message": "m"}, not_run=True).outcome == "not_run"
+    workflow = RunInfo("subscription", error={"code": "E", "message": "m", "step": "two"})
+    assert made(workflow).error == {"code": "E", "message": "m", "stack": "", "step": "two"}
+
+
+def test_a_trigger_too_large_is_not_kept_nor_rerun() -> None:
+    big = {"body": "x" * MAX_TRIGGER_BYTES}
+    record = made(trigger=big)
+    assert record.trigger is None and not record.trigger_kept and record.trigger_bytes > MAX_TRIGGER_BYTES
+    assert not record.rerunnable and made().rerunnable and not made(RunInfo("hook", hook="deploy")).rerunnable
+
+
+def test_logs_past_the_budget_are_counted_not_kept() -> None:
+    line = "y" * 1000
+    record = made(logs=[{"level": "log", "message": line, "ts": i} for i in range(100)])
+    assert len(record.logs) == MAX_LOG_BYTES // 1000 and record.logs_dropped == 100 - MAX_LOG_BYTES // 1000
+
+
+def test_emitted_by_channel_with_the_first_ids() -> None:
+    events = [StoredEvent(f"1-{i}", 1, {}, {}, "" if i % 2 else "c") for i in range(60)]
+    record = made(events=events)
+    assert record.emitted[""]["count"] == 30 and len(record.emitted[""]["ids"]) == MAX_IDS_PER_CHANNEL
+    assert record.emitted["c"]["ids"][:2] == ["1-0", "1-2"]
+
+
+def test_db_keys_are_sorted_and_bounded() -> None:
+    record = made(db_writes={f"k{i:03}": i for i in range(150)})
+    assert record.db_keys_count == 150 and len(record.db_keys_written) == 100
+    assert record.db_keys_written[0] == "k000"
+
+
+def test_secrets_are_masked_in_logs_and_the_error_longest_first() -> None:
+    secrets = secret_values([{"$auth": {"oauth_access_token": "abcdef123", "nested": ["abc"]}}, "abcdef", 42, None])
+    assert secrets == {"abcdef123", "abcdef"}  # "abc" is too short to mask without masking words
+    record = made(RunInfo("http", secrets=secrets), logs=[{"message": "token abcdef123 and abcdef"}],
+                  error={"code": "E", "message": "bad abcdef123", "stack": "at abcdef"})
+    assert record.logs[0]["message"] == "token [secret] and [secret]"
+    assert record.error == {"code": "E", "message": "bad [secret]", "stack": "at [secret]"}
+
+
+def test_a_record_reads_back_from_its_json() -> None:
+    record = made(error={"code": "E", "message": "m"}, logs=[{"message": "hi"}], db_writes={"k": 1})
+    assert RunRecord.from_json(record.to_json()) == record
+    assert "rerun_of" not in record.to_json()  # defaults are left out: a record is stored per run
