@@ -17,6 +17,8 @@ from headwater.domain.events import Emit
 from headwater.domain.runs import RunResult
 from headwater.metrics import REGISTRY
 from headwater.ports import Task
+from headwater.services.stalls import verdict as health_verdict
+from headwater.services.stalls import watch_of
 from tests.api.conftest import App, running_app
 
 TIMED = repr({"name": "Timed", "version": "0.0.1", "type": "source", "key": "health-timed",
@@ -194,3 +196,21 @@ def test_a_tick_while_the_previous_run_is_pending_is_counted_skipped(app: App, a
     seen = health(api, source_id)
     assert seen["skipped_ticks"] == 1 and seen["last_tick_at"] == int(start + 120)
     assert seen["next_tick_at"] is not None and seen["next_tick_at"] > seen["last_tick_at"]
+
+
+def test_two_lookers_that_saw_the_same_state_start_the_stall_once(app: App, api: httpx.Client) -> None:
+    """Two serving processes (or sweeps) looking at once: the conditional save of the state's mark
+    lets one commit its event; the other finds the mark and emits nothing."""
+    source = create(api, PLAIN, expect_events_within=30)
+    stalls = app.world.services.stalls
+    assert stalls is not None
+    with app.world.services.sources.uow(readonly=True) as uow:
+        record, seen = uow.sources.get(source["id"]), uow.state.get(source["id"])
+    assert record is not None
+    watch = watch_of(app.world.services.sources, record)
+    now = float(source["updated_at"]) + 31
+    verdict = health_verdict(seen, watch, now)
+    assert verdict.why == "events" and verdict.since is not None
+    assert stalls._start(record, seen, watch, verdict.why, verdict.since, now)
+    assert not stalls._start(record, seen, watch, verdict.why, verdict.since, now)  # the same view, later
+    assert errors(app, source["id"]) == ["SOURCE_STALLED"]
