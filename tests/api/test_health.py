@@ -214,3 +214,16 @@ def test_two_lookers_that_saw_the_same_state_start_the_stall_once(app: App, api:
     assert stalls._start(record, seen, watch, verdict.why, verdict.since, now)
     assert not stalls._start(record, seen, watch, verdict.why, verdict.since, now)  # the same view, later
     assert errors(app, source["id"]) == ["SOURCE_STALLED"]
+
+
+def test_a_stall_of_an_expectation_cleared_ends_with_the_change(app: App, api: httpx.Client) -> None:
+    source = create(api, PLAIN, expect_events_within=30)
+    stalls = app.world.services.stalls
+    assert stalls is not None
+    app.world.queue.drain(SyncSchedule)
+    assert stalls.check(float(source["updated_at"]) + 31).started == 1
+    assert api.put(f"/sources/{source['id']}", json={"expect_events_within": None}).status_code == 200
+    app.world.queue.drain(SyncSchedule)
+    assert errors(app, source["id"]) == ["SOURCE_STALLED", "SOURCE_RECOVERED"]
+    assert "no longer watched" in notices(app, source["id"])[-1]["message"]
+    assert health(api, source["id"])["stalled"] is False

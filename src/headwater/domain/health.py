@@ -183,7 +183,7 @@ def verdict(last_run_tick: float, last_event_s: float, watch: Watch, now: float)
 
 
 def stall_message(why: str, since: float, watch: Watch) -> str:
-    when = _iso(since)
+    when = iso(since)
     if why == "timer" and watch.timer is not None:
         every = (f"cron {watch.timer.cron!r}" if watch.timer.cron
                  else f"every {watch.timer.interval_seconds} s")
@@ -193,8 +193,8 @@ def stall_message(why: str, since: float, watch: Watch) -> str:
 
 def recovery_message(stalled: dict[str, Any], now_s: float) -> str:
     what = "its timer ran a tick" if stalled.get("why") == "timer" else "it emitted an event"
-    return (f"The source recovered at {_iso(now_s)}: {what} again (stalled since "
-            f"{_iso(float(stalled.get('since') or 0))}).")
+    return (f"The source recovered at {iso(now_s)}: {what} again (stalled since "
+            f"{iso(float(stalled.get('since') or 0))}).")
 
 
 def recovers(stalled: dict[str, Any] | None, ran_tick: float, emitted: bool) -> bool:
@@ -207,7 +207,7 @@ def recovers(stalled: dict[str, Any] | None, ran_tick: float, emitted: bool) -> 
     return emitted
 
 
-def _iso(ts: float) -> str:
+def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
