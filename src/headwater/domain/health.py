@@ -162,10 +162,14 @@ class Verdict:
     next_check: float | None = None
 
 
+TICK_GRACE_S = 10.0  # a tick this late is the service being busy, not a stall (a 1 s timer would flap)
+
+
 def tick_deadline(timer: Timer, ran_tick: float, saved_at: float) -> float:
-    """When a timer that last ran the tick due at `ran_tick` is stalled: two of its ticks later."""
+    """When a timer that last ran the tick due at `ran_tick` is stalled: two of its ticks later, and
+    TICK_GRACE_S more."""
     base = max(ran_tick, saved_at)
-    return timer.next_fire(timer.next_fire(base))
+    return timer.next_fire(timer.next_fire(base)) + TICK_GRACE_S
 
 
 def verdict(last_run_tick: float, last_event_s: float, watch: Watch, now: float) -> Verdict:
