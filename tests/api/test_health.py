@@ -14,9 +14,12 @@ import pytest
 
 from headwater.domain.commands import SyncSchedule, TimerTick
 from headwater.domain.events import Emit
+from headwater.domain.health import TICK_GRACE_S
 from headwater.domain.runs import RunResult
 from headwater.metrics import REGISTRY
 from headwater.ports import Task
+from headwater.services.stalls import verdict as health_verdict
+from headwater.services.stalls import watch_of
 from tests.api.conftest import App, running_app
 
 TIMED = repr({"name": "Timed", "version": "0.0.1", "type": "source", "key": "health-timed",
@@ -126,11 +129,13 @@ def test_a_stalled_timer_is_said_once_and_its_recovery_once(app: App, api: httpx
     app.world.queue.drain()
     # no tick for two intervals: the check finds it, once, however often it looks
     assert stalls.check(start + 150).started == 0
+    assert stalls.check(start + 180 + TICK_GRACE_S - 1).started == 0  # late by less than the grace: busy, not stalled
     assert stalls.check(start + 200).started == 1
     assert stalls.check(start + 500).started == 0
     assert errors(app, source_id) == ["SOURCE_STALLED"]
     seen = health(api, source_id)
-    assert seen["stalled"] and seen["stalled_since"] == int(start + 180) and seen["stalled_why"] == "timer"
+    assert seen["stalled"] and seen["stalled_why"] == "timer"
+    assert seen["stalled_since"] == int(start + 180 + TICK_GRACE_S)
     assert seen["last_hour"]["errors"] == 0  # notices are not the source's errors
     # a tick runs again: its run's commit ends the stall
     assert tick(app, source_id, start + 540)
@@ -194,3 +199,34 @@ def test_a_tick_while_the_previous_run_is_pending_is_counted_skipped(app: App, a
     seen = health(api, source_id)
     assert seen["skipped_ticks"] == 1 and seen["last_tick_at"] == int(start + 120)
     assert seen["next_tick_at"] is not None and seen["next_tick_at"] > seen["last_tick_at"]
+
+
+def test_two_lookers_that_saw_the_same_state_start_the_stall_once(app: App, api: httpx.Client) -> None:
+    """Two serving processes (or sweeps) looking at once: the conditional save of the state's mark
+    lets one commit its event; the other finds the mark and emits nothing."""
+    source = create(api, PLAIN, expect_events_within=30)
+    stalls = app.world.services.stalls
+    assert stalls is not None
+    with app.world.services.sources.uow(readonly=True) as uow:
+        record, seen = uow.sources.get(source["id"]), uow.state.get(source["id"])
+    assert record is not None
+    watch = watch_of(app.world.services.sources, record)
+    now = float(source["updated_at"]) + 31
+    verdict = health_verdict(seen, watch, now)
+    assert verdict.why == "events" and verdict.since is not None
+    assert stalls._start(record, seen, watch, verdict.why, verdict.since, now)
+    assert not stalls._start(record, seen, watch, verdict.why, verdict.since, now)  # the same view, later
+    assert errors(app, source["id"]) == ["SOURCE_STALLED"]
+
+
+def test_a_stall_of_an_expectation_cleared_ends_with_the_change(app: App, api: httpx.Client) -> None:
+    source = create(api, PLAIN, expect_events_within=30)
+    stalls = app.world.services.stalls
+    assert stalls is not None
+    app.world.queue.drain(SyncSchedule)
+    assert stalls.check(float(source["updated_at"]) + 31).started == 1
+    assert api.put(f"/sources/{source['id']}", json={"expect_events_within": None}).status_code == 200
+    app.world.queue.drain(SyncSchedule)
+    assert errors(app, source["id"]) == ["SOURCE_STALLED", "SOURCE_RECOVERED"]
+    assert "no longer watched" in notices(app, source["id"])[-1]["message"]
+    assert health(api, source["id"])["stalled"] is False

@@ -34,3 +34,19 @@ def test_due_timers_fire_once_each_over_several_transactions(tmp_path: Path) -> 
 
     scheduler.tick(later)  # the same due times again: moved already
     assert sum(len(group) for group in committed) == count
+
+
+def test_a_late_firing_fires_the_newest_tick_due_and_moves_past_now(tmp_path: Path) -> None:
+    """After downtime the tick fired is the newest one due, so its handler sees the ticks missed
+    between the last tick taken and it (the catch-up policy runs or counts them: docs/health.md)."""
+    store = SqliteStore(tmp_path / "headwater.db")
+    committed: list[list[Task]] = []
+    store.on_commit(committed.append)
+    scheduler = LocalScheduler(store.db, store.uow)
+    scheduler.set("dc_late", Timer.from_interval(10))
+    (first,) = store.db.connection().execute("SELECT next_at FROM timers").fetchone()
+    scheduler.tick(first + 35.5)  # three more ticks came due while nothing fired
+    (tick,) = [task.command for group in committed for task in group]
+    assert isinstance(tick, TimerTick) and tick.due_at == first + 30
+    (following,) = store.db.connection().execute("SELECT next_at FROM timers").fetchone()
+    assert following == first + 40

@@ -13,6 +13,7 @@ import pytest
 from headwater.adapters.aws.dynamodb import create_tables
 from headwater.bootstrap import aws_adapters, bootstrap
 from headwater.domain.commands import TimerTick
+from headwater.domain.health import TICK_GRACE_S
 from headwater.domain.models import SourceState
 from headwater.domain.runs import RunResult
 from headwater.ports import StallWatch, Task
@@ -122,8 +123,8 @@ def test_a_stall_and_the_catch_up_over_the_aws_adapters(aws_clients: Callable[[s
         return ran
 
     assert tick(start + 300)
-    assert stalls.check(start + 601).started == 0  # two intervals after the tick that ran, not after the save
-    assert stalls.check(start + 901).started == 1
+    assert stalls.check(start + 601 + TICK_GRACE_S).started == 0  # two intervals after the tick that ran
+    assert stalls.check(start + 901 + TICK_GRACE_S).started == 1
     assert stalls.check(start + 2000).started == 0
     assert tick(start + 1500)  # three ticks missed (catch-up `all`: each runs, in order), then this one
     assert stamps == [int(start + k * 300) for k in range(1, 6)]

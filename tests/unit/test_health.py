@@ -73,10 +73,12 @@ def test_a_timer_stall_ends_when_a_newer_tick_ran() -> None:
 def test_verdicts_of_a_timer_and_of_an_expected_cadence() -> None:
     timer = Timer.from_interval(60)
     watch = health.Watch(timer, None, saved_at=T0)
-    assert health.verdict(0, 0, watch, T0 + 100) == health.Verdict(next_check=T0 + 120)
+    grace = health.TICK_GRACE_S
+    assert health.verdict(0, 0, watch, T0 + 100) == health.Verdict(next_check=T0 + 120 + grace)
     assert health.verdict(T0 + 60, 0, watch, T0 + 150).why is None  # ran a tick: two intervals from it
-    stalled = health.verdict(T0 + 60, 0, watch, T0 + 181)
-    assert stalled.why == "timer" and stalled.since == T0 + 180
+    assert health.verdict(T0 + 60, 0, watch, T0 + 180 + grace - 1).why is None  # late, not stalled
+    stalled = health.verdict(T0 + 60, 0, watch, T0 + 181 + grace)
+    assert stalled.why == "timer" and stalled.since == T0 + 180 + grace
     both = health.Watch(timer, 30, saved_at=T0)
     assert health.verdict(T0 + 60, T0 + 100, both, T0 + 131) == health.Verdict("events", T0 + 130)
     assert "within 30 s" in health.stall_message("events", T0 + 130, both)

@@ -75,3 +75,12 @@ def test_a_record_reads_back_from_its_json() -> None:
     record = made(error={"code": "E", "message": "m"}, logs=[{"message": "hi"}], db_writes={"k": 1})
     assert RunRecord.from_json(record.to_json()) == record
     assert "rerun_of" not in record.to_json()  # defaults are left out: a record is stored per run
+
+
+def test_an_http_body_that_is_its_raw_text_parsed_is_kept_once() -> None:
+    request = {"method": "POST", "bodyRaw": '{"a": [1, 2.5]}', "body": {"a": [1, 2.5]}, "headers": {}}
+    stored = made(trigger=request).to_json()
+    assert "body" not in stored["trigger"] and RunRecord.from_json(stored).trigger == request
+    for kept in ({"bodyRaw": "a=1", "body": {"a": "1"}}, {"bodyRaw": "{}", "body": {"x": 1}}, {"body": 1}):
+        assert made(trigger=kept).to_json()["trigger"] == kept
+        assert RunRecord.from_json(made(trigger=kept).to_json()).trigger == kept

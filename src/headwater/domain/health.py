@@ -162,10 +162,14 @@ class Verdict:
     next_check: float | None = None
 
 
+TICK_GRACE_S = 10.0  # a tick this late is the service being busy, not a stall (a 1 s timer would flap)
+
+
 def tick_deadline(timer: Timer, ran_tick: float, saved_at: float) -> float:
-    """When a timer that last ran the tick due at `ran_tick` is stalled: two of its ticks later."""
+    """When a timer that last ran the tick due at `ran_tick` is stalled: two of its ticks later, and
+    TICK_GRACE_S more."""
     base = max(ran_tick, saved_at)
-    return timer.next_fire(timer.next_fire(base))
+    return timer.next_fire(timer.next_fire(base)) + TICK_GRACE_S
 
 
 def verdict(last_run_tick: float, last_event_s: float, watch: Watch, now: float) -> Verdict:
@@ -183,7 +187,7 @@ def verdict(last_run_tick: float, last_event_s: float, watch: Watch, now: float)
 
 
 def stall_message(why: str, since: float, watch: Watch) -> str:
-    when = _iso(since)
+    when = iso(since)
     if why == "timer" and watch.timer is not None:
         every = (f"cron {watch.timer.cron!r}" if watch.timer.cron
                  else f"every {watch.timer.interval_seconds} s")
@@ -193,8 +197,8 @@ def stall_message(why: str, since: float, watch: Watch) -> str:
 
 def recovery_message(stalled: dict[str, Any], now_s: float) -> str:
     what = "its timer ran a tick" if stalled.get("why") == "timer" else "it emitted an event"
-    return (f"The source recovered at {_iso(now_s)}: {what} again (stalled since "
-            f"{_iso(float(stalled.get('since') or 0))}).")
+    return (f"The source recovered at {iso(now_s)}: {what} again (stalled since "
+            f"{iso(float(stalled.get('since') or 0))}).")
 
 
 def recovers(stalled: dict[str, Any] | None, ran_tick: float, emitted: bool) -> bool:
@@ -207,7 +211,7 @@ def recovers(stalled: dict[str, Any] | None, ran_tick: float, emitted: bool) -> 
     return emitted
 
 
-def _iso(ts: float) -> str:
+def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

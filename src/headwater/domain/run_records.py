@@ -78,13 +78,21 @@ class RunRecord:
         return self.trigger_kept and self.kind != "hook"
 
     def to_json(self) -> dict[str, Any]:
-        """Fields at their default are left out: a record is stored for every run."""
-        return {name: value for name in _FIELDS
+        """Fields at their default are left out, and an HTTP request's `body` when it is its
+        `bodyRaw` parsed: a record is stored for every run (on DynamoDB billed per KB)."""
+        data = {name: value for name in _FIELDS
                 if (value := getattr(self, name)) != _DEFAULTS.get(name) or name in _ALWAYS}
+        if _body_is_parsed_raw(self.trigger):
+            data["trigger"] = {k: v for k, v in self.trigger.items() if k != "body"}
+            data["body_parsed"] = True
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        return cls(**{k: v for k, v in data.items() if k in _FIELDS})
+        record = cls(**{k: v for k, v in data.items() if k in _FIELDS})
+        if data.get("body_parsed") and isinstance(record.trigger, dict):
+            record.trigger["body"] = json.loads(record.trigger["bodyRaw"])
+        return record
 
 
 _FIELDS = tuple(RunRecord.__dataclass_fields__)
@@ -92,6 +100,15 @@ _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.d
 _DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
                   if f.default_factory is not MISSING})
 _ALWAYS = {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"}
+
+
+def _body_is_parsed_raw(trigger: Any) -> bool:
+    if not isinstance(trigger, dict) or not isinstance(trigger.get("bodyRaw"), str) or "body" not in trigger:
+        return False
+    try:
+        return bool(json.loads(trigger["bodyRaw"]) == trigger["body"])
+    except ValueError:
+        return False
 
 
 def run_id(ended_ms: int, seq: int) -> str:

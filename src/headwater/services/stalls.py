@@ -63,14 +63,43 @@ class Stalls:
         self.on_stalled = on_stalled
 
     def sync(self, source: Source | None, source_id: str, now: float) -> None:
-        """The source as committed is watched (from its next deadline) or not (SyncSchedule)."""
+        """The source as committed is watched (from its next deadline) or not (SyncSchedule). A
+        stall of what it is no longer watched for (its expectation cleared, its timer removed)
+        ends here, as no run would end it."""
         watch = watch_of(self.sources, source) if source else None
+        with self.uow(readonly=True) as uow:
+            state = uow.state.get(source_id)
+        if source is not None and watch is not None and state.stalled and source.active and not (
+                watch.timer if state.stalled.get("why") == "timer" else watch.expect_s):
+            self._end(source, now)
         if watch is None or not watch.any:
             self.watch.disarm(source_id)
             return
-        with self.uow(readonly=True) as uow:
-            state = uow.state.get(source_id)
         self.watch.arm(source_id, verdict(state, watch, now).next_check or now)
+
+    def _end(self, source: Source, now: float) -> None:
+        runs = self.sources.runs
+        component = runs.component(source.component_id)
+        if component is None:
+            return
+
+        def clear(_: UnitOfWork, new: SourceState) -> None:
+            if not new.stalled:
+                raise _Settled
+            new.stalled = None
+
+        with self.uow(readonly=True) as uow:
+            stalled = uow.state.get(source.id).stalled or {}
+        message = (f"The source is no longer watched for what stalled it (stalled since "
+                   f"{health.iso(float(stalled.get('since') or now))}): its settings changed.")
+        outcome = Outcome(runs.context(source, component), RunResult.failed(health.RECOVERED, message))
+        try:
+            _, channels = commit_outcomes(
+                self.uow, source.id, [outcome], now_ms, extra=clear,
+                route=lambda uow, events: runs.routes(uow, source.id, source.namespace, source.created_at, events, 0))
+        except (_Settled, StateConflict):
+            return
+        runs.announce(source.id, channels)
 
     def check(self, now: float, limit: int = PASS_LIMIT) -> Counts:
         """One pass: each due source is looked at once; how many stalls started."""

@@ -239,6 +239,7 @@ MIGRATIONS: list[str] = [
         check_at REAL NOT NULL
     );
     CREATE INDEX stall_watch_due ON stall_watch(check_at);
+    INSERT INTO stall_watch (source_id, check_at) SELECT source_id, 0 FROM timers;
     """,
 ]
 
