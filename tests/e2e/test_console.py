@@ -321,6 +321,13 @@ def test_health_at_a_glance_numbers_chart_badges_and_the_expectation_set_in_the_
     page.goto(f"{server.base_url}/console/#/sources/{silent['id']}")
     expect(page.locator("#health-status")).to_have_text("stalled")
     expect(page.locator("#stall")).to_contain_text("emitted no event within the time expected")
+    page.locator("h2").evaluate("(h) => { h.dataset.drawn = 'once'; }")  # gone if the page were drawn again
+    assert client.put(f"/sources/{silent['id']}", json={"expect_events_within": None}).status_code == 200
+    # the expectation cleared ends the stall: its SOURCE_RECOVERED arrives live and the health is drawn again
+    expect(page.locator("#errors-list")).to_contain_text("SOURCE_RECOVERED")
+    expect(page.locator("#health-status")).to_have_text("ok")
+    expect(page.locator("#stall")).to_have_count(0)
+    expect(page.locator("h2")).to_have_attribute("data-drawn", "once")
 
 
 def test_webhooks_page_creates_one_and_shows_its_secret_once(page: Page, server: Server, person: User) -> None:

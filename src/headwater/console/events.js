@@ -59,8 +59,9 @@ export async function eventPanes(kind, id, detail, onLive = () => {}) {
   await Promise.all(panes.map(async (p) => {
     const page = await api(`/${kind}/${id}/event_summaries`, { query: { expand: "event", event_name: p.channel } });
     page.data.forEach((item) => addEvent(p.list, item, detail, p.channel));
-    const stream = follow(`/${kind}/${id}/sse`, p.channel, (item) => { addEvent(p.list, item, detail, p.channel); onLive(item, p.channel); });
-    if (page.data.length) stream.setLast(page.data[0].id);
+    // from the newest retained one: a live event is one not listed yet (what onLive is told of)
+    follow(`/${kind}/${id}/sse`, p.channel, (item) => { addEvent(p.list, item, detail, p.channel); onLive(item, p.channel); },
+      page.data.length ? page.data[0].id : undefined);
   }));
   return panes;
 }

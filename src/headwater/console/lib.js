@@ -79,10 +79,11 @@ export async function all(path, query = {}, pageSize = 100) {
 }
 
 // Server-sent events over fetch (EventSource cannot send the Authorization header); reconnects
-// with Last-Event-ID, so nothing retained is missed across a dropped connection.
-export function follow(path, channel, onItem) {
+// with Last-Event-ID, so nothing retained is missed across a dropped connection. `after`: the
+// newest event already shown (its first request asks for newer ones only).
+export function follow(path, channel, onItem, after = "0-0") {
   const controller = new AbortController();
-  let last = "0-0";
+  let last = after;  // the newest id already shown: only newer ones are sent
   let stopped = false;
   (async () => {
     while (!stopped) {

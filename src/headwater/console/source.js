@@ -91,9 +91,13 @@ export async function sourcePage(id) {
   const [schedule, timezone] = await scheduleLine(source, component);
   const detail = eventDetail();
   const runs = runsPanel("sources", id);
-  let health = healthSection(await healthOf(id));
-  const redrawHealth = async () => {
-    try { const next = healthSection(await healthOf(id)); health.replaceWith(next); health = next; } catch (e) { say(e.message, true); }
+  // a box of its own, drawn again in place (whether or not the page is on screen yet)
+  const health = el("div", { id: "health-box" }, healthSection(await healthOf(id)));
+  let drawing = Promise.resolve();  // one at a time, in order: the last drawn is the newest read
+  const redrawHealth = () => {
+    drawing = drawing.then(async () => {
+      try { health.replaceChildren(healthSection(await healthOf(id))); } catch (e) { say(e.message, true); }
+    });
   };
   // a live event: its run is listed; a stall's start or end (no run) and new runs draw the health again
   const panes = await eventPanes("sources", id, detail, (item, channel) => {
