@@ -59,6 +59,11 @@ RECORDED = """export default {
     if (event.body.fail) throw new Error("failed on purpose <b>bold</b>");
   },
 };"""
+RESPONDER = """export default {
+  name: "Console responder", version: "0.0.1",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run(event) { await this.http.respond({ status: 201, body: "made" }); },
+};"""
 NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
 
 
@@ -229,7 +234,7 @@ def test_the_runs_panel_lists_a_run_shows_it_in_full_and_reruns_it(
 
     assert client.put(f"/sources/{source['id']}", json={"active": False}).status_code == 200
     detail.get_by_role("button", name="Re-run").click()  # refused: the source is paused (409, said)
-    expect(page.locator("#status .error")).to_be_visible()
+    expect(page.locator("#status .error")).to_contain_text(f"Source {source['id']} is inactive; activate it to run it.")
     assert client.get(f"/sources/{source['id']}/runs").json()["data"][0]["kind"] == "rerun"
 
 
@@ -252,6 +257,16 @@ def test_the_runs_panel_pages_back_and_shows_a_request_that_arrives_live(
     expect(runs).to_have_count(22)  # added above the older pages, which stay
     runs.first.click()
     expect(page.locator("#run-trigger")).to_contain_text("n: 99")
+
+    responder = deploy(client, component_code=RESPONDER, name="console-responder")
+    page.goto(f"{server.base_url}/console/#/sources/{responder['id']}")
+    expect(page.locator("#no-runs")).to_be_visible()
+    assert httpx.post(responder["configured_props"]["http"]["endpoint_url"], json={}).status_code == 201
+    # answered before its run is committed, and it emitted nothing (no live event to list it by)
+    wait_runs(client, f"/sources/{responder['id']}", lambda runs: len(runs) == 1, "the responder's run")
+    page.get_by_role("button", name="Refresh").click()
+    runs.first.click()
+    expect(page.locator("#run-detail").get_by_role("row", name="Response status")).to_contain_text("201")
 
 
 def wait_health(client: httpx.Client, source_id: str, done: Any, what: str) -> dict[str, Any]:
