@@ -264,6 +264,7 @@ SLOWEST_MODULES = [
     "tests/aws/test_artifacts.py", "tests/e2e/test_fuzz.py", "tests/security/test_compute_billing.py",
     "tests/e2e/test_durability.py", "tests/aws/test_template.py", "tests/e2e/test_routing.py",
     "tests/e2e/aws/test_aws_cost.py", "tests/e2e/test_bench_smoke.py", "tests/e2e/test_console.py",
+    "tests/e2e/test_health.py", "tests/e2e/test_run_records.py",
     "tests/e2e/test_runs.py", "tests/e2e/test_processes.py", "tests/e2e/test_shutdown.py",
     "tests/security/test_tenant_output.py", "tests/e2e/test_http_requests.py",
     "tests/e2e/security/test_boundary.py", "tests/e2e/test_timers.py", "tests/e2e/test_api_basics.py",

@@ -147,16 +147,18 @@ class BatchResults:
         self.cpu = cpu
         self.cpu_mark = cpu() if cpu is not None else None
 
-    def cpu_lap_ms(self) -> float | None:
-        """CPU the runner process used since the previous run's result (all of the account's runs in
-        it meanwhile: the process is the account's alone)."""
-        if self.cpu is None or self.cpu_mark is None:
-            return None
+    def _share_cpu(self) -> None:
+        """The CPU the runner process used over the call, read twice (not once per run: a read is a
+        file read on the loop), shared among the reported runs by their time."""
+        if self.cpu is None or self.cpu_mark is None or not self.results:
+            return
         now = self.cpu()
-        if now is None:
-            return None
-        used, self.cpu_mark = now - self.cpu_mark, now
-        return round(used / 1e6, 3)
+        total_ms = sum(r.duration_ms for r in self.results.values())
+        if now is None or total_ms <= 0:
+            return
+        used_ms = (now - self.cpu_mark) / 1e6
+        for result in self.results.values():
+            result.cpu_ms = round(used_ms * result.duration_ms / total_ms, 3)
 
     def __call__(self, message: dict[str, Any]) -> None:
         index = message.get("index", 0)
@@ -169,7 +171,6 @@ class BatchResults:
                 error = check_error(message.get("error"))
                 result = RunResult.failed(error["code"], error.get("message", ""), error.get("stack"))
             result.duration_ms = self.clock.lap_ms()
-            result.cpu_ms = self.cpu_lap_ms()
             self.results[index] = result
         elif message.get("partial") == "respond":
             _need(index not in self.responded and index not in self.results, "a second response for one run")
@@ -181,6 +182,7 @@ class BatchResults:
             raise ProtocolViolation(f"an unknown partial {str(message.get('partial'))[:40]!r}")
 
     def outcomes(self, failure: RunnerError | None) -> list[RunResult]:
+        self._share_cpu()
         if failure is not None and not self.results:
             failure.duration_ms = self.clock.lap_ms()  # the first run's, until the call failed
             raise failure

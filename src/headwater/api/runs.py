@@ -45,9 +45,10 @@ class RunSummary(Shape):
         description="`not_run`: refused before any code ran (the free quota spent, a connected account unusable).")
     ended_at_ms: int
     duration_ms: float = Field(description="Measured by the service, from outside the runner.")
-    cpu_ms: float | None = Field(None, description="CPU the account's runner process used while the run went on, "
-                                 "read from its cgroup (so it includes the account's other runs at the same time); "
-                                 "null where it is not measured (no cgroup, hooks, AWS).")
+    cpu_ms: float | None = Field(None, description="CPU the account's runner process used over the run's runner "
+                                 "call, read from its cgroup and shared among the call's runs by their time (so it "
+                                 "includes the account's other work at the same time); null where it is not "
+                                 "measured (no cgroup, hooks, AWS).")
     error: RunError | None = None
     emitted: dict[str, Emitted] = Field(description="By channel, \"\" the default one (its `$logs` lines are under "
                                         "`logs`).")

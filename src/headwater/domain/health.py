@@ -57,25 +57,30 @@ def catch_up(value: Any) -> CatchUp:
 
 def count(activity: dict[str, Any], now_s: float, counts: tuple[int, int, int, int]) -> dict[str, Any]:
     """`activity` with `counts` ([runs, events, errors, skipped]) added to the buckets of `now_s`
-    (a new dict; the old one unchanged). Buckets older than those kept are dropped."""
+    (a new dict; the old one unchanged). Buckets older than those kept are dropped. Called for every
+    run: only the bucket counted in is rebuilt (the others are shared with the old dict, never
+    changed in place)."""
     if not any(counts):
         return activity
     out = dict(activity)
     for key, (width, kept) in SERIES.items():
-        start, rows = _series(activity.get(key))
+        value = activity.get(key)
         at = int(now_s // width) * width
-        if not rows:
-            start, rows = at, []
-        elif at < start:  # a clock behind the newest bucket: count it in the oldest kept
-            at = start
-        rows = [list(r) for r in rows]
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], list) and value[1]):
+            out[key] = [at, [_compact(list(counts))]]
+            continue
+        start, rows = int(value[0]), list(value[1])
+        at = max(at, start)  # a clock behind the newest bucket: count it in the oldest kept
         index = (at - start) // width
-        rows += [[0, 0, 0, 0] for _ in range(index + 1 - len(rows))]
-        rows[index] = [a + b for a, b in zip(_row(rows[index]), counts, strict=True)]
+        if index < len(rows):
+            rows[index] = _compact([a + b for a, b in zip(_row(rows[index]), counts, strict=True)])
+        else:
+            rows += [[] for _ in range(index - len(rows))]
+            rows.append(_compact(list(counts)))
         if len(rows) > kept:
             start += (len(rows) - kept) * width
             rows = rows[-kept:]
-        out[key] = [start, [_compact(r) for r in rows]]
+        out[key] = [start, rows]
     return out
 
 

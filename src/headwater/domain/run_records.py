@@ -77,36 +77,61 @@ class RunRecord:
     def rerunnable(self) -> bool:
         return self.trigger_kept and self.kind != "hook"
 
-    def to_json(self) -> dict[str, Any]:
-        """Fields at their default are left out, and an HTTP request's `body` when it is its
-        `bodyRaw` parsed: a record is stored for every run (on DynamoDB billed per KB)."""
-        data = {name: value for name in _FIELDS
-                if (value := getattr(self, name)) != _DEFAULTS.get(name) or name in _ALWAYS}
-        if _body_is_parsed_raw(self.trigger):
-            data["trigger"] = {k: v for k, v in self.trigger.items() if k != "body"}
+    # The trigger as stored (JSON text, an HTTP request's `body` left out when it is its `bodyRaw`
+    # parsed), made once by make_record: a record is written for every run.
+    stored_trigger: tuple[str, bool] | None = field(default=None, compare=False, repr=False)
+
+    def to_text(self) -> str:
+        """The stored form: JSON text, fields at their default left out."""
+        if self.stored_trigger is None:
+            self.stored_trigger = _store_trigger(self.trigger if self.trigger_kept else None)
+        encoded, body_parsed = self.stored_trigger
+        data: dict[str, Any] = {"seq": self.seq, "ended_ms": self.ended_ms, "kind": self.kind,
+                                "outcome": self.outcome, "duration_ms": self.duration_ms}
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            if value is not None and value != _DEFAULTS[name]:
+                data[name] = value
+        if not self.trigger_kept:
+            data["trigger_kept"] = False
+        if body_parsed:
             data["body_parsed"] = True
-        return data
+        head = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        return f'{head[:-1]},"trigger":{encoded}}}'
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+    def from_text(cls, text: str) -> RunRecord:
+        data = json.loads(text)
         record = cls(**{k: v for k, v in data.items() if k in _FIELDS})
         if data.get("body_parsed") and isinstance(record.trigger, dict):
             record.trigger["body"] = json.loads(record.trigger["bodyRaw"])
         return record
 
 
-_FIELDS = tuple(RunRecord.__dataclass_fields__)
+_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name != "stored_trigger")
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
 _DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
                   if f.default_factory is not MISSING})
-_ALWAYS = {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"}
+_OPTIONAL = tuple(name for name in _FIELDS
+                  if name not in {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"})
+_PARSED_BODY_FROM = 256  # a raw body shorter than this is not worth the parse to store it once
+
+
+def _store_trigger(trigger: Any) -> tuple[str, bool]:
+    """The trigger as JSON text, without an HTTP request's `body` when that is its `bodyRaw` parsed."""
+    parsed = _body_is_parsed_raw(trigger)
+    stored = {k: v for k, v in trigger.items() if k != "body"} if parsed else trigger
+    return json.dumps(stored, separators=(",", ":"), ensure_ascii=False, default=str), parsed
 
 
 def _body_is_parsed_raw(trigger: Any) -> bool:
-    if not isinstance(trigger, dict) or not isinstance(trigger.get("bodyRaw"), str) or "body" not in trigger:
+    if not isinstance(trigger, dict) or "body" not in trigger:
+        return False
+    raw = trigger.get("bodyRaw")
+    if not isinstance(raw, str) or len(raw) < _PARSED_BODY_FROM:
         return False
     try:
-        return bool(json.loads(trigger["bodyRaw"]) == trigger["body"])
+        return bool(json.loads(raw) == trigger["body"])
     except ValueError:
         return False
 
@@ -132,7 +157,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
     masked = _Masker(info.secrets)
     error = info.error or error
     not_run = not_run or info.not_run
-    encoded = json.dumps(trigger, separators=(",", ":"), ensure_ascii=False, default=str)
+    encoded, body_parsed = _store_trigger(trigger)
     size = len(encoded.encode())
     kept = size <= MAX_TRIGGER_BYTES
     emitted: dict[str, dict[str, Any]] = {}
@@ -164,7 +189,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         },
         response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         emitted=emitted, db_keys_written=sorted(db_writes)[:MAX_DB_KEYS], db_keys_count=len(db_writes),
-        logs=kept_logs, logs_dropped=dropped,
+        logs=kept_logs, logs_dropped=dropped, stored_trigger=(encoded, body_parsed) if kept else ("null", False),
     )
 
 

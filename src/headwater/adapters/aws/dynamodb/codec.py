@@ -57,7 +57,12 @@ def key(pk: str, sk: str) -> Item:
 def body(value: Any, what: str = "item") -> Item:
     """`value` as JSON: plain text while small, zlib-compressed binary when large. Raises
     PayloadTooLarge when even compressed it cannot fit in one item."""
-    raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return text_body(json.dumps(value, separators=(",", ":"), ensure_ascii=False), what)
+
+
+def text_body(text: str, what: str = "item") -> Item:
+    """`body` of JSON already encoded."""
+    raw = text.encode()
     if len(raw) <= COMPRESS_ABOVE:
         return {"body": {"S": raw.decode()}}
     packed = zlib.compress(raw, 6)
@@ -77,9 +82,14 @@ def _too_large(what: str, raw: bytes, packed: bytes) -> NoReturn:
 
 
 def load(item: Item) -> Any:
+    return json.loads(load_text(item))
+
+
+def load_text(item: Item) -> str:
+    """The body's JSON text."""
     if "body_z" in item:
-        return json.loads(zlib.decompress(item["body_z"]["B"]))
-    return json.loads(item["body"]["S"])
+        return zlib.decompress(item["body_z"]["B"]).decode()
+    return str(item["body"]["S"])
 
 
 def size(item: Item) -> int:

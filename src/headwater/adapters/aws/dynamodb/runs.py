@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from headwater.adapters.aws.dynamodb.codec import Item, body, load, n, number, s
+from headwater.adapters.aws.dynamodb.codec import Item, load_text, n, number, s, text_body
 from headwater.adapters.aws.dynamodb.tables import Query
 from headwater.domain.pagination import Page, PageRequest, paginate
 from headwater.domain.run_records import RUNS_KEPT, RunRecord
@@ -41,7 +41,7 @@ class DynamoRunRecords:
     def put(self, owner_id: str, record: RunRecord) -> None:
         self.uow.writable()
         item: Item = {"pk": s(runs_pk(owner_id)), "sk": s(slot(record.seq)), "seq": n(record.seq),
-                      **body(record.to_json(), "run record")}
+                      **text_body(record.to_text(), "run record")}
         self._puts[(owner_id, slot(record.seq))] = {"PutRequest": {"Item": item}}  # a later run wins its slot
         self.uow.after_commit(self._write_puts)
 
@@ -57,14 +57,14 @@ class DynamoRunRecords:
         if seq < floor:
             return None
         item = self.tables.get(self.table, runs_pk(owner_id), slot(seq))
-        return RunRecord.from_json(load(item)) if item is not None and number(item, "seq") == seq else None
+        return RunRecord.from_text(load_text(item)) if item is not None and number(item, "seq") == seq else None
 
     def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
         """The whole ring in one Query (at most 100 records), paged here."""
         items = self.tables.query(Query(self.table, "pk = :pk", {":pk": s(runs_pk(owner_id))}))
         rows = [(number(item, "seq"), item) for item in items]
         shown = paginate([(seq, item) for seq, item in rows if seq >= floor], page)
-        return Page([RunRecord.from_json(load(item)) for item in shown.items], shown.seqs, shown.total_count)
+        return Page([RunRecord.from_text(load_text(item)) for item in shown.items], shown.seqs, shown.total_count)
 
     def remove_all(self, owner_id: str) -> None:
         self.uow.writable()

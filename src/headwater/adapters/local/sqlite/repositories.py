@@ -489,7 +489,7 @@ class SqliteRunRecords:
 
     def put(self, owner_id: str, record: RunRecord) -> None:
         self.conn.execute("INSERT OR IGNORE INTO runs (owner_id, seq, body) VALUES (?, ?, ?)",
-                          (owner_id, record.seq, json.dumps(record.to_json(), separators=(",", ":"))))
+                          (owner_id, record.seq, record.to_text()))
 
     def trim(self, owner_id: str, below_seq: int) -> None:
         self.conn.execute("DELETE FROM runs WHERE owner_id = ? AND seq < ?", (owner_id, below_seq))
@@ -498,11 +498,11 @@ class SqliteRunRecords:
         if seq < floor or seq > MAX_SEQ:
             return None
         row = self.conn.execute("SELECT body FROM runs WHERE owner_id = ? AND seq = ?", (owner_id, seq)).fetchone()
-        return RunRecord.from_json(json.loads(row["body"])) if row else None
+        return RunRecord.from_text(row["body"]) if row else None
 
     def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
         rows, total = page_query(self.conn, "runs", "owner_id = ? AND seq >= ?", (owner_id, floor), page)
-        return Page(items=[RunRecord.from_json(json.loads(r["body"])) for r in rows], seqs=[r["seq"] for r in rows],
+        return Page(items=[RunRecord.from_text(r["body"]) for r in rows], seqs=[r["seq"] for r in rows],
                     total_count=total)
 
     def remove_all(self, owner_id: str) -> None:
