@@ -205,6 +205,9 @@ def test_the_runs_panel_lists_a_run_shows_it_in_full_and_reruns_it(
     manual = page.locator(f'#runs-table tr[data-id="{manual_id}"]')
     expect(manual).to_contain_text("success")
     expect(manual).to_contain_text("events 1")
+    # the health, drawn again with the new run: 1 run, 1 event, no error, no skipped tick
+    last_hour = page.locator("#health-counts").get_by_role("row", name="Last hour")
+    expect(last_hour.locator("td")).to_have_text(["1", "1", "0", "0"])
     manual.click()
     detail = page.locator("#run-detail")
     expect(detail.locator("#run-trigger")).to_contain_text("n: 7")

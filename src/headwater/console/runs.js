@@ -41,6 +41,7 @@ export function runsPanel(kind, id) {
   let waiting = null;  // the timer of the next look
   let pending = [];  // what the next look waits for: { listed(), until }
   let told = () => {};  // onNew's listener
+  let loaded = false;  // the first page is in
   onLeave(() => { clearTimeout(waiting); pending = []; });
 
   function select(row) {
@@ -91,7 +92,8 @@ export function runsPanel(kind, id) {
     } else {
       body.prepend(...fresh.map(rowOf));
     }
-    if (fresh.length && newest !== null) told();
+    if (fresh.length && loaded) told();  // not for the first page: nothing was listed before it
+    loaded = true;
     if (page.data.length) newest = page.data[0].id;
     showEmpty();
   }
