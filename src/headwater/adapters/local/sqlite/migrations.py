@@ -222,14 +222,15 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX timers_due ON timers(next_at);
     """,
-    # runs on record, the newest 100 per source or workflow (issue 33)
+    # runs on record, the newest 100 per source or workflow (issue 33); a rowid table: a record is
+    # a KB or more, and a WITHOUT ROWID table keeps whole rows in its key's b-tree (slow to insert)
     """
     CREATE TABLE runs (
         owner_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (owner_id, seq)
-    ) WITHOUT ROWID;
+    );
     """,
     # issue 33: a source's health settings, and the sources watched for stalls by when to look next
     """

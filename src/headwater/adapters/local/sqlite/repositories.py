@@ -484,28 +484,39 @@ class SqliteEvents:
 
 
 class SqliteRunRecords:
+    """Puts are held and written together (`insert_rows`) before anything else touches the table."""
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._held: list[tuple[str, int, str]] = []
 
     def put(self, owner_id: str, record: RunRecord) -> None:
-        self.conn.execute("INSERT OR IGNORE INTO runs (owner_id, seq, body) VALUES (?, ?, ?)",
-                          (owner_id, record.seq, record.to_text()))
+        self._held.append((owner_id, record.seq, record.to_text()))
+
+    def flush(self) -> None:
+        held, self._held = self._held, []
+        for rows in chunks(held):
+            insert_rows(self.conn, "INSERT OR IGNORE INTO runs (owner_id, seq, body)", rows)
 
     def trim(self, owner_id: str, below_seq: int) -> None:
+        self.flush()
         self.conn.execute("DELETE FROM runs WHERE owner_id = ? AND seq < ?", (owner_id, below_seq))
 
     def get(self, owner_id: str, seq: int, floor: int) -> RunRecord | None:
+        self.flush()
         if seq < floor or seq > MAX_SEQ:
             return None
         row = self.conn.execute("SELECT body FROM runs WHERE owner_id = ? AND seq = ?", (owner_id, seq)).fetchone()
         return RunRecord.from_text(row["body"]) if row else None
 
     def list(self, owner_id: str, page: PageRequest, floor: int) -> Page[RunRecord]:
+        self.flush()
         rows, total = page_query(self.conn, "runs", "owner_id = ? AND seq >= ?", (owner_id, floor), page)
         return Page(items=[RunRecord.from_text(r["body"]) for r in rows], seqs=[r["seq"] for r in rows],
                     total_count=total)
 
     def remove_all(self, owner_id: str) -> None:
+        self.flush()
         self.conn.execute("DELETE FROM runs WHERE owner_id = ?", (owner_id,))
 
 

@@ -71,6 +71,7 @@ class SqliteUnitOfWork:
 
     def commit(self) -> None:
         self.events.flush()
+        self.runs.flush()
         self.conn.execute("COMMIT")
         self._done = True
 
