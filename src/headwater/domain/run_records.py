@@ -77,15 +77,20 @@ class RunRecord:
     def rerunnable(self) -> bool:
         return self.trigger_kept and self.kind != "hook"
 
-    # The trigger as stored (JSON text, an HTTP request's `body` left out when it is its `bodyRaw`
-    # parsed), made once by make_record: a record is written for every run.
-    stored_trigger: tuple[str, bool] | None = field(default=None, compare=False, repr=False)
+    # The trigger's JSON text, made once by make_record (which measures it): a record is written
+    # for every run.
+    trigger_text: str | None = field(default=None, compare=False, repr=False)
 
-    def to_text(self) -> str:
-        """The stored form: JSON text, fields at their default left out."""
-        if self.stored_trigger is None:
-            self.stored_trigger = _store_trigger(self.trigger if self.trigger_kept else None)
-        encoded, body_parsed = self.stored_trigger
+    def to_text(self, compact: bool = False) -> str:
+        """The stored form: JSON text, fields at their default left out. `compact`: an HTTP
+        request's `body` left out when it is its `bodyRaw` parsed (a store that bills per KB)."""
+        trigger: Any = self.trigger if self.trigger_kept else None
+        if compact and _body_is_parsed_raw(trigger):
+            encoded, body_parsed = _encoded({k: v for k, v in trigger.items() if k != "body"}), True
+        else:
+            if self.trigger_text is None:
+                self.trigger_text = _encoded(trigger)
+            encoded, body_parsed = self.trigger_text, False
         data: dict[str, Any] = {"seq": self.seq, "ended_ms": self.ended_ms, "kind": self.kind,
                                 "outcome": self.outcome, "duration_ms": self.duration_ms}
         for name in _OPTIONAL:
@@ -108,7 +113,7 @@ class RunRecord:
         return record
 
 
-_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name != "stored_trigger")
+_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name != "trigger_text")
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
 _DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
                   if f.default_factory is not MISSING})
@@ -117,11 +122,8 @@ _OPTIONAL = tuple(name for name in _FIELDS
 _PARSED_BODY_FROM = 256  # a raw body shorter than this is not worth the parse to store it once
 
 
-def _store_trigger(trigger: Any) -> tuple[str, bool]:
-    """The trigger as JSON text, without an HTTP request's `body` when that is its `bodyRaw` parsed."""
-    parsed = _body_is_parsed_raw(trigger)
-    stored = {k: v for k, v in trigger.items() if k != "body"} if parsed else trigger
-    return json.dumps(stored, separators=(",", ":"), ensure_ascii=False, default=str), parsed
+def _encoded(trigger: Any) -> str:
+    return json.dumps(trigger, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _body_is_parsed_raw(trigger: Any) -> bool:
@@ -157,7 +159,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
     masked = _Masker(info.secrets)
     error = info.error or error
     not_run = not_run or info.not_run
-    encoded, body_parsed = _store_trigger(trigger)
+    encoded = _encoded(trigger)
     size = len(encoded.encode())
     kept = size <= MAX_TRIGGER_BYTES
     emitted: dict[str, dict[str, Any]] = {}
@@ -189,7 +191,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         },
         response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         emitted=emitted, db_keys_written=sorted(db_writes)[:MAX_DB_KEYS], db_keys_count=len(db_writes),
-        logs=kept_logs, logs_dropped=dropped, stored_trigger=(encoded, body_parsed) if kept else ("null", False),
+        logs=kept_logs, logs_dropped=dropped, trigger_text=encoded if kept else "null",
     )
 
 

@@ -41,7 +41,7 @@ class DynamoRunRecords:
     def put(self, owner_id: str, record: RunRecord) -> None:
         self.uow.writable()
         item: Item = {"pk": s(runs_pk(owner_id)), "sk": s(slot(record.seq)), "seq": n(record.seq),
-                      **text_body(record.to_text(), "run record")}
+                      **text_body(record.to_text(compact=True), "run record")}
         self._puts[(owner_id, slot(record.seq))] = {"PutRequest": {"Item": item}}  # a later run wins its slot
         self.uow.after_commit(self._write_puts)
 
