@@ -124,3 +124,20 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "fakes":
         return backend("fakes", _Fake())
     return backend("dynamodb", request.getfixturevalue("dynamo"))
+
+
+def aws_environment(aws_clients: Callable[[str], Any],
+                    monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tables, queues and schedule group of an AWS deployment under moto, and the settings that
+    name them: (the clients `aws_adapters` takes, the queue URLs by name)."""
+    dynamodb, sqs, scheduler = aws_clients("dynamodb"), aws_clients("sqs"), aws_clients("scheduler")
+    create_tables(dynamodb, RESOURCES, EVENTS)
+    queues = {name: sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("runs", "webhooks", "deletions")}
+    attributes = sqs.get_queue_attributes(QueueUrl=queues["runs"], AttributeNames=["QueueArn"])["Attributes"]
+    scheduler.create_schedule_group(Name="timers")
+    for name, value in {"RESOURCES_TABLE": RESOURCES, "EVENTS_TABLE": EVENTS, "RUN_QUEUE_URL": queues["runs"],
+                        "RUN_QUEUE_ARN": attributes["QueueArn"], "WEBHOOK_QUEUE_URL": queues["webhooks"],
+                        "EVENT_DELETION_QUEUE_URL": queues["deletions"], "SCHEDULE_GROUP": "timers",
+                        "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler"}.items():
+        monkeypatch.setenv(f"HEADWATER_{name}", value)
+    return {"dynamodb": dynamodb, "sqs": sqs, "scheduler": scheduler}, queues

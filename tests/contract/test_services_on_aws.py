@@ -11,36 +11,25 @@ from typing import Any
 
 import pytest
 
-from headwater.adapters.aws.dynamodb import create_tables
 from headwater.bootstrap import aws_adapters, bootstrap
 from headwater.domain.events import Emit
 from headwater.domain.models import Principal
 from headwater.domain.runs import RunResult
 from headwater.services.sources import SourceRequest
 from headwater.settings import Settings
-from tests.contract.conftest import EVENTS, RESOURCES
+from tests.contract.conftest import aws_environment
 from tests.fakes import FakeBundler, FakeRunner, to_end
 from tests.services.test_services import HTTP, TIMER, component_code
 
 
 def test_deploy_ingest_run_read_timers_and_delete_on_aws(aws_clients: Callable[[str], Any],
                                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    dynamodb, sqs, scheduler = aws_clients("dynamodb"), aws_clients("sqs"), aws_clients("scheduler")
-    create_tables(dynamodb, RESOURCES, EVENTS)
-    queues = {name: sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("runs", "webhooks", "deletions")}
-    attributes = sqs.get_queue_attributes(QueueUrl=queues["runs"], AttributeNames=["QueueArn"])["Attributes"]
-    run_arn = attributes["QueueArn"]
-    scheduler.create_schedule_group(Name="timers")
-    for name, value in {"RESOURCES_TABLE": RESOURCES, "EVENTS_TABLE": EVENTS, "RUN_QUEUE_URL": queues["runs"],
-                        "RUN_QUEUE_ARN": run_arn, "WEBHOOK_QUEUE_URL": queues["webhooks"],
-                        "EVENT_DELETION_QUEUE_URL": queues["deletions"], "SCHEDULE_GROUP": "timers",
-                        "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler"}.items():
-        monkeypatch.setenv(f"HEADWATER_{name}", value)
+    clients, queues = aws_environment(aws_clients, monkeypatch)
     runner = FakeRunner()
     runner.script = lambda instance, event: RunResult(emits=[Emit(event, {"id": event["n"]})],
                                                       db_writes={"n": event["n"]})
     settings = Settings(data_dir=tmp_path, backend="aws")
-    adapters = aws_adapters(settings, {"dynamodb": dynamodb, "sqs": sqs, "scheduler": scheduler}, runner,
+    adapters = aws_adapters(settings, clients, runner,
                             FakeBundler())
     services = bootstrap(settings, adapters)
     queue: Any = adapters.queue
@@ -64,7 +53,7 @@ def test_deploy_ingest_run_read_timers_and_delete_on_aws(aws_clients: Callable[[
                                                        configured_props={"timer": {"intervalSeconds": 300}}), None))
     while queue.poll_once():
         pass
-    schedule = scheduler.get_schedule(Name=timed.id, GroupName="timers")
+    schedule = clients["scheduler"].get_schedule(Name=timed.id, GroupName="timers")
     assert schedule["ScheduleExpression"] == "rate(5 minutes)"
 
     to_end(services.sources.delete(ada, source.id))

@@ -20,7 +20,7 @@ from headwater.ports import StallWatch, Task
 from headwater.services.sources import SourceRequest
 from headwater.settings import Settings
 from tests.contract import builders
-from tests.contract.conftest import EVENTS, RESOURCES, Backend
+from tests.contract.conftest import EVENTS, RESOURCES, Backend, aws_environment
 from tests.fakes import FakeBundler, FakeRunner, FakeStallWatch, to_end
 from tests.services.test_services import TIMER, component_code
 
@@ -86,21 +86,12 @@ def test_health_settings_and_counters_are_kept_by_the_store(store: Backend) -> N
 
 def test_a_stall_and_the_catch_up_over_the_aws_adapters(aws_clients: Callable[[str], Any],
                                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    dynamodb, sqs, scheduler = aws_clients("dynamodb"), aws_clients("sqs"), aws_clients("scheduler")
-    create_tables(dynamodb, RESOURCES, EVENTS)
-    queues = {name: sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("runs", "webhooks", "deletions")}
-    run_arn = sqs.get_queue_attributes(QueueUrl=queues["runs"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    scheduler.create_schedule_group(Name="timers")
-    for name, value in {"RESOURCES_TABLE": RESOURCES, "EVENTS_TABLE": EVENTS, "RUN_QUEUE_URL": queues["runs"],
-                        "RUN_QUEUE_ARN": run_arn, "WEBHOOK_QUEUE_URL": queues["webhooks"],
-                        "EVENT_DELETION_QUEUE_URL": queues["deletions"], "SCHEDULE_GROUP": "timers",
-                        "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler"}.items():
-        monkeypatch.setenv(f"HEADWATER_{name}", value)
+    clients, queues = aws_environment(aws_clients, monkeypatch)
     runner = FakeRunner()
     stamps: list[int] = []
     runner.script = lambda instance, event: (stamps.append(event["timestamp"]), RunResult())[1]
     settings = Settings(data_dir=tmp_path, backend="aws")
-    adapters = aws_adapters(settings, {"dynamodb": dynamodb, "sqs": sqs, "scheduler": scheduler}, runner,
+    adapters = aws_adapters(settings, clients, runner,
                             FakeBundler())
     services = bootstrap(settings, adapters)
     queue: Any = adapters.queue
