@@ -63,20 +63,22 @@ def count(activity: dict[str, Any], now_s: float, counts: tuple[int, int, int, i
     if not any(counts):
         return activity
     out = dict(activity)
+    c0, c1, c2, c3 = counts
     for key, (width, kept) in SERIES.items():
         value = activity.get(key)
         at = int(now_s // width) * width
-        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], list) and value[1]):
-            out[key] = [at, [_compact(list(counts))]]
+        if not (type(value) is list and len(value) == 2 and type(value[1]) is list and value[1]):
+            out[key] = [at, [_compact([c0, c1, c2, c3])]]
             continue
-        start, rows = int(value[0]), list(value[1])
+        start, rows = int(value[0]), value[1]
         at = max(at, start)  # a clock behind the newest bucket: count it in the oldest kept
         index = (at - start) // width
         if index < len(rows):
-            rows[index] = _compact([a + b for a, b in zip(_row(rows[index]), counts, strict=True)])
+            rows = rows.copy()
+            r0, r1, r2, r3 = _row(rows[index])
+            rows[index] = _compact([r0 + c0, r1 + c1, r2 + c2, r3 + c3])
         else:
-            rows += [[] for _ in range(index - len(rows))]
-            rows.append(_compact(list(counts)))
+            rows = [*rows, *([] for _ in range(index - len(rows))), _compact([c0, c1, c2, c3])]
         if len(rows) > kept:
             start += (len(rows) - kept) * width
             rows = rows[-kept:]
@@ -97,9 +99,10 @@ def _row(row: Any) -> list[int]:
 
 def _compact(row: list[int]) -> list[int]:
     """Trailing zeros dropped: most buckets count runs and events only, many nothing."""
-    while row and row[-1] == 0:
-        row = row[:-1]
-    return row
+    n = len(row)
+    while n and not row[n - 1]:
+        n -= 1
+    return row[:n]
 
 
 @dataclass(frozen=True)
