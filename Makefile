@@ -95,7 +95,7 @@ test-lint: $(VENV)/.installed
 
 test: setup $(CHROMIUM) $(SAM_VENV)/.installed test-lint
 	$(PY) -m compileall -q src tests
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The fast layer alone: no server, no Node (tests/e2e/ is the end-to-end layer).
 test-fast: setup
