@@ -83,6 +83,20 @@ def test_deploy_list_events_logs_update_delete(logged_in: User, env: dict[str, s
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  log    hello 1\n",
                         hw_in_process(env, "logs", "cli-one").stdout)
 
+    runs = subprocess.Popen([*HEADWATER, "runs", "cli-one", "-f", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:  # the runs on record first (the request above), then each new one as it is recorded
+        assert runs.stderr is not None and runs.stdout is not None
+        first = json.loads(runs.stdout.readline())
+        assert (first["kind"], first["outcome"]) == ("http", "success")
+        assert "following" in runs.stderr.readline()
+        assert httpx.post(url, json={"n": 3}).status_code == 200
+        newer = json.loads(runs.stdout.readline())
+        assert newer["kind"] == "http" and newer["id"] != first["id"]
+    finally:
+        runs.terminate()
+        runs.wait(timeout=10)
+
     updated = json.loads(hw_in_process(env, "update", "cli-one", "--prop", "greeting=hey", "--json").stdout)
     assert updated["configured_props"]["greeting"] == "hey"
     httpx.post(url, json={"n": 2})
