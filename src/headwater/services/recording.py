@@ -23,6 +23,9 @@ from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.contention import retry_on_conflict
 
 MAX_ATTEMPTS = 20
+# Records past the newest 100 are let go every this many runs, not at each commit: a delete in every
+# commit dirtied a second part of the table's pages each time (reads never show them meanwhile).
+RUNS_TRIMMED_EVERY = 32
 _OTHER_WRITES = 8  # the state, usage, and what `extra` writes (a source record and its claims)
 
 
@@ -124,7 +127,7 @@ def _write(uow: UnitOfWork, source_id: str, version: int, state: SourceState, ev
     uow.state.save(source_id, state, version)
     for run in runs:
         uow.runs.put(source_id, run)
-    if runs:
+    if runs and state.runs // RUNS_TRIMMED_EVERY != (state.runs - len(runs)) // RUNS_TRIMMED_EVERY:
         uow.runs.trim(source_id, state.runs - RUNS_KEPT + 1)
     for event in first:
         uow.events.put(source_id, event)
