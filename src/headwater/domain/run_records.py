@@ -27,16 +27,13 @@ _MIN_SECRET_CHARS = 4  # shorter values ("", "1", "yes") would mask ordinary wor
 
 NOT_RUN = frozenset({"QUOTA_EXCEEDED", "ACCOUNT_NOT_FOUND", "ACCOUNT_NEEDS_RECONNECT",
                      "ACCOUNT_REFRESH_FAILED"})  # refused before any code ran
-KINDS = ("http", "timer", "manual", "subscription", "rerun", "hook", "workflow")
-HOOKS = ("deploy", "activate", "deactivate")
 
 
 @dataclass(frozen=True)
 class RunInfo:
     """What the run path knows of a run beyond its result: how it started."""
 
-    kind: str  # one of KINDS
-    started_ms: int | None = None
+    kind: str  # http | timer | manual | subscription | rerun | hook
     hook: str | None = None  # for kind "hook"
     rerun_of: str | None = None  # for kind "rerun": the run whose input it took
     component_id: str | None = None  # the code that ran
@@ -56,7 +53,6 @@ class RunRecord:
     trigger: Any = None
     trigger_kept: bool = True  # False: it was over MAX_TRIGGER_BYTES (trigger_bytes says how large)
     trigger_bytes: int = 0
-    started_ms: int | None = None
     cpu_ms: float | None = None
     hook: str | None = None
     rerun_of: str | None = None
@@ -181,7 +177,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         seq=seq, ended_ms=ended_ms, kind=info.kind,
         outcome="not_run" if not_run else ("error" if error else "success"),
         duration_ms=round(duration_ms, 3), trigger=trigger if kept else None, trigger_kept=kept,
-        trigger_bytes=size, started_ms=info.started_ms, cpu_ms=cpu_ms, hook=info.hook,
+        trigger_bytes=size, cpu_ms=cpu_ms, hook=info.hook,
         rerun_of=info.rerun_of, component_id=info.component_id,
         error=None if error is None else {
             "code": str(error.get("code") or "RUNTIME_ERROR"),
