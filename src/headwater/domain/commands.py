@@ -12,9 +12,12 @@ its workers; None in a command queued by an older version (its lane is then a te
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
+
+from headwater.domain.http_interface import body_left_out, with_body
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,19 @@ class RunSource(Command):
     hops: int = 0  # how many subscriptions the event went through to get here
     namespace: str | None = None
     rerun_of: str | None = None  # a run on record whose input this is (POST .../runs/{id}/rerun)
+    # `event` as stored, once something encoded it: the queue's task row and the run's record both
+    # keep that text, and a hot source's commit should not make it twice. Not in the message.
+    _event_json: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def event_json(self) -> str:
+        """`event` as compact JSON, made on the first call only; a request's without its `body`,
+        which `with_body` makes again from `bodyRaw` (so its bytes are not stored twice)."""
+        text = self._event_json
+        if text is None:
+            stored = body_left_out(self.event) if self.trigger == "http" else None
+            text = compact_json(self.event if stored is None else stored)
+            object.__setattr__(self, "_event_json", text)  # a cache of a value that never changes
+        return text
 
 
 @dataclass(frozen=True)
@@ -174,8 +190,27 @@ def to_message(command: Command) -> dict[str, Any]:
     """Fields are JSON values, tuples or primitives: no deep copy (`asdict` would copy each event)."""
     names = _FIELDS.get(command.name)
     if names is None:
-        names = _FIELDS[command.name] = tuple(f.name for f in dataclasses.fields(command))
+        names = _FIELDS[command.name] = tuple(f.name for f in dataclasses.fields(command) if f.init)
     return {"type": command.name, **{name: getattr(command, name) for name in names}}
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def compact_json(value: Any) -> str:
+    """JSON without spaces, non-ASCII kept as is; what JSON cannot hold becomes its `str`."""
+    return _COMPACT.encode(value)
+
+
+def message_text(command: Command) -> str:
+    """`to_message` as JSON text. A run's event goes in as `RunSource.event_json` (made once, and
+    there for its record to take)."""
+    if not isinstance(command, RunSource):
+        return json.dumps(to_message(command))
+    message = to_message(command)
+    del message["event"]
+    head = json.dumps(message)
+    return f'{head[:-1]}, "event": {command.event_json()}}}'
 
 
 _FIELDS: dict[str, tuple[str, ...]] = {}
@@ -189,6 +224,8 @@ def from_message(message: dict[str, Any]) -> Command:
     for name in ("event_ids", "events", "delivery_ids"):
         if isinstance(fields.get(name), list):
             fields[name] = tuple(fields[name])
+    if fields.get("trigger") == "http":
+        fields["event"] = with_body(fields.get("event"))
     if isinstance(fields.get("due_at"), str):
         # EventBridge Scheduler fills `<aws.scheduler.scheduled-time>` in as an ISO 8601 time.
         fields["due_at"] = datetime.fromisoformat(fields["due_at"].replace("Z", "+00:00")).timestamp()

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
-from headwater.domain.commands import Command, from_message, to_message
+from headwater.domain.commands import Command, from_message, message_text
 from headwater.domain.errors import Conflict
 from headwater.domain.events import EventId
 from headwater.domain.models import (
@@ -667,7 +667,7 @@ class SqliteOutbox:
         not_before = time.time() + delay_s if delay_s > 0 else 0.0
         cur = self.conn.execute(
             "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (command.name, command.lane, json.dumps(to_message(command)), not_before, self.origin, time.time()),
+            (command.name, command.lane, message_text(command), not_before, self.origin, time.time()),
         )
         self.added.append(Task(str(cur.lastrowid), command, 0, not_before))
 
