@@ -153,6 +153,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.process_share import ProcessShare
     from headwater.adapters.local.scheduler import LocalScheduler
     from headwater.adapters.local.secrets import FernetSecrets
+    from headwater.adapters.local.sqlite.checkpoints import WalCheckpointer
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
     from headwater.adapters.loops import Portal
@@ -172,6 +173,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.stall_watch import SqliteStallWatch
     _local_gauges(queue)
     runner = NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms))
+    checkpoints = WalCheckpointer(store.db)
     return Adapters(
         uow=store.uow,
         usage=store.usage,
@@ -187,8 +189,8 @@ def local_adapters(settings: Settings) -> Adapters:
         **_outside(settings),
         bus=LocalEventBus(peers),
         secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
-        starters=[queue.start, scheduler.start],
-        stoppers=[scheduler.stop, queue.stop],
+        starters=[checkpoints.start, queue.start, scheduler.start],  # before the writers' connections
+        stoppers=[scheduler.stop, queue.stop, checkpoints.stop],
         loop_users=[runner.attach, portal.attach],
         watch=SqliteStallWatch(store.db, share),
         stall_check_s=settings.stall_check_s,
