@@ -63,6 +63,7 @@ from headwater.services.routing import Routing, for_commit
 from headwater.services.run_records import RunRecords
 from headwater.services.runs import Runs
 from headwater.services.sealed_accounts import SealedAccounts
+from headwater.services.source_trials import SourceTrials
 from headwater.services.sources import Sources
 from headwater.services.stalls import Stalls
 from headwater.services.subscriptions import Subscriptions
@@ -124,6 +125,7 @@ class Services:
     run_records: RunRecords
     registry_search: RegistrySearch
     trials: Trials
+    source_trials: SourceTrials
     connected_accounts: ConnectedAccounts
     oauth: OAuthConnections
     stalls: Stalls | None = None
@@ -383,6 +385,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
                    now=metered_deliveries(webhooks.deliver_first_now))
     a.queue.handle(RunWorkflow, workflows.run)
     a.queue.handle(Send, destinations.send)
+    trials = Trials(components, quota, a.runner, a.offload, limits, settings)
     return Services(
         settings=settings,
         adapters=a,
@@ -400,7 +403,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
-        trials=Trials(components, quota, a.runner, a.offload, limits, settings),
+        trials=trials,
+        source_trials=SourceTrials(a.uow, sources, components, trials, a.secrets, a.offload, settings),
         connected_accounts=connected_accounts,
         oauth=oauth,
         stalls=stalls,

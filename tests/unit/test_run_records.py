@@ -11,6 +11,7 @@ from headwater.domain.run_records import (
     MAX_IDS_PER_CHANNEL,
     MAX_LOG_BYTES,
     MAX_TRIGGER_BYTES,
+    MAX_UNDO_BYTES,
     RunInfo,
     RunRecord,
     make_record,
@@ -112,3 +113,20 @@ def test_a_requests_body_is_not_stored_twice_and_reads_back_as_it_was_parsed() -
         assert from_message(json.loads(message_text(command))) == command
         assert "body" not in json.loads(message_text(command))["event"]
     assert "body" in json.loads(message_text(RunSource("dc_x", each, 1000, "manual")))["event"]
+
+
+def test_the_undo_log_keeps_the_written_keys_values_before_the_run() -> None:
+    record = made(db_writes={"a": 2, "b": None, "new": 1}, db={"a": 1, "b": [1], "other": "x"})
+    assert record.db_before == {"values": {"a": 1, "b": [1]}, "absent": ["new"]}
+    assert RunRecord.from_text(record.to_text()).db_before == record.db_before
+
+
+def test_a_run_that_writes_nothing_pays_nothing_for_the_undo_log() -> None:
+    record = made(db={"a": 1})
+    assert record.db_before is None and "db_before" not in record.to_text()
+
+
+def test_an_undo_log_over_its_bound_says_so_instead() -> None:
+    big = "x" * MAX_UNDO_BYTES
+    record = made(db_writes={"a": 1}, db={"a": big})
+    assert record.db_before == {"incomplete": len(json.dumps({"values": {"a": big}}, separators=(",", ":")))}

@@ -10,7 +10,7 @@ may have printed them (logs, the error).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -24,6 +24,7 @@ MAX_LOG_BYTES = 64 * 1024  # of log lines in one record; later lines are counted
 MAX_STACK_BYTES = 16 * 1024
 MAX_IDS_PER_CHANNEL = 20
 MAX_DB_KEYS = 100
+MAX_UNDO_BYTES = 64 * 1024  # of `this.db` values before a run, in its record (past it: `incomplete`)
 MASK = "[secret]"
 _MIN_SECRET_CHARS = 4  # shorter values ("", "1", "yes") would mask ordinary words, and tell nothing
 
@@ -64,6 +65,10 @@ class RunRecord:
     emitted: dict[str, dict[str, Any]] = field(default_factory=dict)  # channel -> {count, ids}
     db_keys_written: list[str] = field(default_factory=list)
     db_keys_count: int = 0
+    # The undo log (a trial's `this.db` as it was before a run): for the keys the run wrote, their
+    # values before it, `{"values": {...}, "absent": [...]}`, or `{"incomplete": <bytes>}` past
+    # MAX_UNDO_BYTES. None when the run wrote no key (or its record predates the undo log).
+    db_before: dict[str, Any] | None = None
     logs: list[dict[str, Any]] = field(default_factory=list)
     logs_dropped: int = 0
 
@@ -160,10 +165,11 @@ def seq_of(run: str) -> int | None:
 def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: bool, duration_ms: float,
                 cpu_ms: float | None, trigger: Any, events: Iterable[StoredEvent], db_writes: dict[str, Any],
                 logs: Iterable[dict[str, Any]], response: dict[str, Any] | None, ended_ms: int,
-                trigger_text: str | None = None) -> RunRecord:
+                trigger_text: str | None = None, db: Mapping[str, Any] | None = None) -> RunRecord:
     """The record of one run: its own error (not the `$errors` events of refusals, which are among
-    its emitted events), the events it stored by channel, the keys it wrote. `trigger_text`: the
-    trigger as stored (`RunSource.event_json`), when it was made already (for the task row)."""
+    its emitted events), the events it stored by channel, the keys it wrote and, given `db` (the
+    state the run started from), their values before it (`undo_log`). `trigger_text`: the trigger
+    as stored (`RunSource.event_json`), when it was made already (for the task row)."""
     masked = _Masker(info.secrets)
     error = info.error or error
     not_run = not_run or info.not_run
@@ -202,9 +208,24 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         },
         response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         emitted=emitted, db_keys_written=sorted(db_writes)[:MAX_DB_KEYS], db_keys_count=len(db_writes),
+        db_before=undo_log(db, db_writes) if db is not None and db_writes else None,
         logs=kept_logs, logs_dropped=dropped, trigger_text=encoded if kept else "null",
         trigger_text_has_body=has_body or not kept,
     )
+
+
+def undo_log(db: Mapping[str, Any], writes: Mapping[str, Any]) -> dict[str, Any]:
+    """What the keys `writes` touches held in `db` before: their values, and those that were absent;
+    `{"incomplete": <bytes>}` when that is over MAX_UNDO_BYTES of JSON."""
+    undo: dict[str, Any] = {}
+    values = {key: db[key] for key in writes if key in db}
+    absent = sorted(key for key in writes if key not in db)
+    if values:
+        undo["values"] = values
+    if absent:
+        undo["absent"] = absent
+    size = len(_encoded(undo).encode())
+    return undo if size <= MAX_UNDO_BYTES else {"incomplete": size}
 
 
 def secret_values(values: Iterable[Any]) -> frozenset[str]:
