@@ -26,6 +26,7 @@ from headwater.api import (
     runs,
     sources,
     sse,
+    state,
     subscriptions,
     trials,
     users,
@@ -46,6 +47,7 @@ V1_ROUTERS = [
     workflow_deploys.router, connected_accounts.router, runs.router,
 ]
 V1_ROUTERS.append(oauth.router)  # issue 22, part B
+V1_ROUTERS.append(state.router)  # issue 34, item 2
 
 
 def create_app(services: Services) -> ASGIApp:
