@@ -6,12 +6,17 @@ Runs are asynchronous: each check polls the state until it is there (deadline, n
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.cli.test_cli_offline import hw_in_process
+from tests.conftest import Server, new_user
 
 pytestmark = pytest.mark.both_modes
 
@@ -109,3 +114,28 @@ def test_the_owner_patches_keys_within_the_bound(api: httpx.Client) -> None:
     assert state(api, source_id)["db"] == {"count": 11, "note": {"a": "<b>x</b>"}}
     r = api.post(f"/sources/{source_id}/state/restore", json={"snapshot_id": "ss_nonesuch"})
     assert r.status_code == 404, r.text
+
+
+def test_headwater_state_gets_sets_lists_and_restores(server: Server, tmp_path: Path) -> None:
+    env = {**server.env, "HEADWATER_CONFIG": str(tmp_path / "cli" / "config.json")}
+    user = new_user(server)
+    hw_in_process(env, "login", "--url", server.base_url, "--key", user.api_key)
+    code = tmp_path / "counter.mjs"
+    code.write_text(GOOD)
+    hw_in_process(env, "deploy", str(code), "--name", "state-cli")
+    assert hw_in_process(env, "state", "state-cli").stdout.splitlines()[0] == "activated = 1"
+    assert hw_in_process(env, "state", "state-cli", "set", "count", "41").stdout.strip() == "set count"
+    assert hw_in_process(env, "state", "state-cli", "set", "label", "plain text").stdout.strip() == "set label"
+    assert json.loads(hw_in_process(env, "state", "state-cli", "get", "--json").stdout) == {
+        "activated": 1, "count": 41, "label": "plain text"}
+    hw_in_process(env, "update", "state-cli", "--inactive")  # an update: a snapshot of the state above
+    [newest, deploy] = json.loads(hw_in_process(env, "state", "state-cli", "snapshots", "--json").stdout)
+    assert (newest["reason"], deploy["reason"]) == ("update", "deploy")
+    printed = hw_in_process(env, "state", "state-cli", "snapshots").stdout
+    assert printed.splitlines()[0].startswith(f"{newest['id']}  ") and " update " in printed
+    hw_in_process(env, "state", "state-cli", "set", "count", "null")
+    out = hw_in_process(env, "state", "state-cli", "restore", newest["id"]).stdout
+    assert out.startswith(f"restored {newest['id']}") and "to undo it: headwater state state-cli restore ss_" in out
+    assert json.loads(hw_in_process(env, "state", "state-cli", "--json").stdout)["count"] == 41
+    proc = hw_in_process(env, "state", "state-cli", "set", "only-a-key", check=False)
+    assert proc.returncode != 0 and "Usage: headwater state SOURCE set KEY VALUE" in proc.stderr
