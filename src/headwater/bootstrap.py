@@ -63,6 +63,7 @@ from headwater.services.routing import Routing, for_commit
 from headwater.services.run_records import RunRecords
 from headwater.services.runs import Runs
 from headwater.services.sealed_accounts import SealedAccounts
+from headwater.services.source_state import SourceStates
 from headwater.services.source_trials import SourceTrials
 from headwater.services.sources import Sources
 from headwater.services.stalls import Stalls
@@ -128,6 +129,7 @@ class Services:
     source_trials: SourceTrials
     connected_accounts: ConnectedAccounts
     oauth: OAuthConnections
+    states: SourceStates  # issue 34: a source's this.db, its snapshots and restores
     stalls: Stalls | None = None
 
     def start(self) -> None:
@@ -408,6 +410,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         connected_accounts=connected_accounts,
         oauth=oauth,
         stalls=stalls,
+        states=SourceStates(a.uow, sources, runs, settings, a.offload),
     )
 
 

@@ -25,6 +25,7 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.run_records import RunRecord
 from headwater.domain.runs import RunResult
+from headwater.domain.snapshots import StateSnapshot
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
 
@@ -169,6 +170,22 @@ class RunRecordRepository(Protocol):
         """At once, not with the commit (a purge; idempotent)."""
 
 
+class SnapshotRepository(Protocol):
+    """Snapshots of sources' `this.db` (domain.snapshots), by their seq: the newest SNAPSHOTS_KEPT
+    of a source are kept. A put of seq `n` is written with the unit of work and lets go of seq
+    `n - SNAPSHOTS_KEPT` (a store may overwrite its slot: a ring, no delete)."""
+
+    def put(self, source_id: str, snapshot: StateSnapshot) -> None: ...
+    def list(self, source_id: str) -> list[StateSnapshot]:
+        """The kept ones, newest first."""
+
+    def get(self, source_id: str, snapshot_id: str) -> StateSnapshot | None:
+        """None when the source has no kept snapshot of that id."""
+
+    def remove_all(self, source_id: str) -> None:
+        """At once, not with the commit (a purge; idempotent)."""
+
+
 class SubscriptionRepository(Protocol):
     def add(self, subscription: Subscription) -> None:
         """Idempotent: the id is derived from what it routes (domain.routing.subscription_key)."""
@@ -263,6 +280,8 @@ class UnitOfWork(Protocol):
     def events(self) -> EventRepository: ...
     @property
     def runs(self) -> RunRecordRepository: ...
+    @property
+    def snapshots(self) -> SnapshotRepository: ...
     @property
     def usage(self) -> UsageLog: ...
     @property

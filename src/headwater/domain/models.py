@@ -193,6 +193,7 @@ class SourceState:
     ran_tick: float = 0.0
     skipped_ticks: int = 0
     stalled: dict[str, Any] | None = None
+    snapshots: int = 0  # snapshots of `db` taken so far: the next one's seq is one more (domain.snapshots)
     version: int = 0
 
     def took(self, task_id: str) -> bool:
@@ -213,7 +214,8 @@ class SourceState:
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
                 "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
-                "channels": self.channels, "runs": self.runs, **self._health_json()}
+                "channels": self.channels, "runs": self.runs, **self._health_json(),
+                **({"snapshots": self.snapshots} if self.snapshots else {})}
 
     def _health_json(self) -> dict[str, Any]:
         """Only what is set: a source nothing counted yet keeps its old, smaller item."""
@@ -230,4 +232,4 @@ class SourceState:
                    last_run_ms=int(data.get("last_run_ms") or 0), last_event_ms=int(data.get("last_event_ms") or 0),
                    ran_tick=float(data.get("ran_tick") or 0), skipped_ticks=int(data.get("skipped_ticks") or 0),
                    stalled=data.get("stalled") or None, runs=int(data.get("runs") or 0),
-                   version=version)
+                   snapshots=int(data.get("snapshots") or 0), version=version)

@@ -26,6 +26,7 @@ from headwater.domain.models import (
 from headwater.domain.pagination import MAX_SEQ, Page, PageRequest
 from headwater.domain.routing import Attempt, Delivery, Subscription, Webhook
 from headwater.domain.run_records import RunRecord
+from headwater.domain.snapshots import SNAPSHOTS_KEPT, StateSnapshot, newest
 from headwater.domain.workflows import Step, Workflow
 from headwater.ports import Task
 
@@ -518,6 +519,27 @@ class SqliteRunRecords:
     def remove_all(self, owner_id: str) -> None:
         self.flush()
         self.conn.execute("DELETE FROM runs WHERE owner_id = ?", (owner_id,))
+
+
+class SqliteSnapshots:
+    """A ring of SNAPSHOTS_KEPT slots per source: snapshot `n` replaces snapshot `n - kept`."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def put(self, source_id: str, snapshot: StateSnapshot) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO state_snapshots (source_id, slot, seq, body) VALUES (?, ?, ?, ?)",
+                          (source_id, snapshot.seq % SNAPSHOTS_KEPT, snapshot.seq, json.dumps(snapshot.to_json())))
+
+    def list(self, source_id: str) -> list[StateSnapshot]:
+        rows = self.conn.execute("SELECT body FROM state_snapshots WHERE source_id = ?", (source_id,)).fetchall()
+        return newest([StateSnapshot.from_json(json.loads(row[0])) for row in rows])
+
+    def get(self, source_id: str, snapshot_id: str) -> StateSnapshot | None:
+        return next((s for s in self.list(source_id) if s.id == snapshot_id), None)
+
+    def remove_all(self, source_id: str) -> None:
+        self.conn.execute("DELETE FROM state_snapshots WHERE source_id = ?", (source_id,))
 
 
 class SqliteSubscriptions:
