@@ -242,6 +242,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX stall_watch_due ON stall_watch(check_at);
     INSERT INTO stall_watch (source_id, check_at) SELECT source_id, 0 FROM timers;
     """,
+    # issue 34: a subscription made with replay=retained whose backfill is not over
+    """
+    ALTER TABLE subscriptions ADD COLUMN backfilling INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
