@@ -13,7 +13,7 @@ import pytest
 from headwater.domain.commands import Backfill, BackfillWebhook, FanOut, RunSource, SyncSchedule
 from headwater.domain.errors import Invalid, NotFound
 from headwater.domain.events import Emit
-from headwater.domain.models import Principal
+from headwater.domain.models import Principal, StoredEvent
 from headwater.domain.runs import RunResult
 from headwater.ports import Task, TryLater
 from headwater.services.backfills import BUDGET_S, HOLD_S, Backfills
@@ -103,6 +103,27 @@ def test_a_backfill_that_crashed_midway_goes_on_without_sending_twice() -> None:
     w.queue.redeliver(backfill)  # the queue's retry
     assert sent(w) == [1, 2, 3]
     assert {d.status for d in w.store.data.deliveries.values()} == {"succeeded"}
+
+
+def test_an_event_committed_by_a_run_that_missed_the_subscription_is_not_lost() -> None:
+    """A run that read the subscriptions before the new one committed routes its events nowhere;
+    committed after the backfill read the channel, they are taken once the backfill is over."""
+    w = world()
+    ada, source = emitting(w)
+    emit(w, source, 1)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None, "retained")
+    backfill = take(w, BackfillWebhook)
+
+    def racing(tasks: list[Task], on: Any) -> Any:
+        if not w.sender.sent:
+            with w.store.uow() as uow:  # as that run's commit would: its event, no route here
+                uow.events.put(source.id, StoredEvent("9999999999999-1", 0, {"n": 2}, {}, ""))
+                uow.commit()
+        return w.services.webhooks.deliver(tasks, on)
+
+    Backfills(w.store.uow, w.services.routing, racing).backfill([backfill])
+    assert sent(w) == [1, 2]
 
 
 def test_a_failed_attempt_is_retried_on_the_schedule_while_the_next_go() -> None:

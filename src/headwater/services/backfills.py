@@ -68,11 +68,17 @@ class Backfills:
             return 0  # done already: this is a repeat
         with self.uow(readonly=True) as uow:
             retained = uow.events.newest(command.emitter_id, command.channel, RETAINED_PER_CHANNEL)
-        routed = self._route(command, sorted(retained, key=lambda e: EventId.parse(e.id)))
+        retained.sort(key=lambda e: EventId.parse(e.id))
+        routed = self._route(command, retained)
         with self.uow() as uow:
             uow.subscriptions.finish_backfill(sub.id)
             uow.commit()
-        return routed
+        # A run that read the subscriptions before this one's commit and committed its events after
+        # the read above (DynamoDB reads outside the transaction) routed none here: taken now.
+        last = EventId.parse(retained[-1].id) if retained else EventId(0, 0)
+        with self.uow(readonly=True) as uow:
+            late = uow.events.after(command.emitter_id, command.channel, last, RETAINED_PER_CHANNEL)
+        return routed + self._route(command, late)
 
     def _subscription(self, command: Backfill) -> Subscription | None:
         with self.uow(readonly=True) as uow:
