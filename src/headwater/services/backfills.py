@@ -21,12 +21,14 @@ has the retained events first, in order, then the new ones.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from headwater.domain.commands import Backfill, DeliverWebhook
+from headwater.domain.errors import Conflict
 from headwater.domain.events import RETAINED_PER_CHANNEL, EventId
 from headwater.domain.models import StoredEvent
 from headwater.domain.routing import Subscription, delivery_key
@@ -70,7 +72,7 @@ class Backfills:
             retained = uow.events.newest(command.emitter_id, command.channel, RETAINED_PER_CHANNEL)
         retained.sort(key=lambda e: EventId.parse(e.id))
         routed = self._route(command, retained)
-        with self.uow() as uow:
+        with self.uow() as uow, contextlib.suppress(Conflict):  # unsubscribed meanwhile: nothing to finish
             uow.subscriptions.finish_backfill(sub.id)
             uow.commit()
         # A run that read the subscriptions before this one's commit and committed its events after
