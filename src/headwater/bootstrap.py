@@ -12,6 +12,8 @@ from headwater.adapters.oauth_client import HttpOAuthClient
 from headwater.adapters.threads import RequestThreads
 from headwater.deployments import deployment
 from headwater.domain.commands import (
+    Backfill,
+    BackfillWebhook,
     DeleteEvents,
     DeliverFirstAttempts,
     DeliverWebhook,
@@ -48,6 +50,7 @@ from headwater.ports import (
     Writes,
 )
 from headwater.services.accounts import Accounts
+from headwater.services.backfills import Backfills
 from headwater.services.clock import utc_day
 from headwater.services.components import Components
 from headwater.services.connected_accounts import ConnectedAccounts
@@ -387,6 +390,9 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
                    now=metered_deliveries(webhooks.deliver_first_now))
     a.queue.handle(RunWorkflow, workflows.run)
     a.queue.handle(Send, destinations.send)
+    backfills = Backfills(a.uow, routing, metered_deliveries(webhooks.deliver))
+    a.queue.handle(Backfill, backfills.backfill)
+    a.queue.handle(BackfillWebhook, backfills.backfill)
     trials = Trials(components, quota, a.runner, a.offload, limits, settings)
     return Services(
         settings=settings,

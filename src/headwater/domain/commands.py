@@ -151,6 +151,42 @@ class DeliverFirstAttempts(Command):
 
 
 @dataclass(frozen=True)
+class Backfill(Command):
+    """A late listener's backfill (POST /subscriptions?replay=retained): the emitter's retained
+    events of the channel, oldest first, delivered to the listener before any new one. With
+    `events` (carried as a FanOut carries them), it is instead new events that fan-out held for the
+    listener while its backfill was not over: delivered once it is. A subscription's backfill and
+    the events held behind it share one lane, so they run one at a time, in commit order.
+    `namespace`: the subscription's, which its deliveries count against as fan-out's do."""
+
+    name: ClassVar[str] = "backfill"
+    subscription_id: str
+    namespace: str
+    emitter_id: str
+    listener_id: str
+    channel: str
+    events: tuple[dict[str, Any], ...] = ()
+    hops: int = 0
+    nonce: str | None = None
+
+    @property
+    def lane(self) -> str | None:
+        return f"backfill:{self.subscription_id}"
+
+
+@dataclass(frozen=True)
+class BackfillWebhook(Backfill):
+    """A Backfill whose listener is a webhook: its own type, so that on AWS it goes to the webhook
+    queue, whose function may send and sign (a source's or workflow's goes with fan-outs)."""
+
+    name: ClassVar[str] = "backfill_webhook"
+
+
+def backfill_for(listener_id: str) -> type[Backfill]:
+    return BackfillWebhook if listener_id.startswith("wh_") else Backfill
+
+
+@dataclass(frozen=True)
 class RunWorkflow(Command):
     """Run a workflow's steps once with `event` as `steps.trigger.event`."""
 
@@ -182,7 +218,7 @@ class Send(Command):
 
 COMMANDS: dict[str, type[Command]] = {
     c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource, FanOut, DeliverWebhook,
-                        DeliverFirstAttempts, RunWorkflow, Send)
+                        DeliverFirstAttempts, RunWorkflow, Send, Backfill, BackfillWebhook)
 }
 
 

@@ -549,8 +549,9 @@ class SqliteSubscriptions:
     def add(self, sub: Subscription) -> None:
         self.conn.execute(
             "INSERT OR IGNORE INTO subscriptions (id, namespace, emitter_id, listener_id, event_name, auto, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (sub.id, sub.namespace, sub.emitter_id, sub.listener_id, sub.event_name, int(sub.auto), sub.created_at),
+            "created_at, backfilling) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (sub.id, sub.namespace, sub.emitter_id, sub.listener_id, sub.event_name, int(sub.auto), sub.created_at,
+             int(sub.backfilling)),
         )
 
     def remove(self, subscription_id: str) -> bool:
@@ -561,10 +562,13 @@ class SqliteSubscriptions:
             "SELECT * FROM subscriptions WHERE namespace = ? ORDER BY created_at, id", (namespace,)
         ).fetchall()
         return [Subscription(r["id"], r["namespace"], r["emitter_id"], r["listener_id"], r["event_name"],
-                             r["created_at"], bool(r["auto"])) for r in rows]
+                             r["created_at"], bool(r["auto"]), bool(r["backfilling"])) for r in rows]
 
     def remove_naming(self, resource_id: str) -> None:
         self.conn.execute("DELETE FROM subscriptions WHERE emitter_id = ?1 OR listener_id = ?1", (resource_id,))
+
+    def finish_backfill(self, subscription_id: str) -> None:
+        self.conn.execute("UPDATE subscriptions SET backfilling = 0 WHERE id = ?", (subscription_id,))
 
 
 def _webhook(row: sqlite3.Row) -> Webhook:
