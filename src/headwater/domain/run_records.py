@@ -98,11 +98,12 @@ class RunRecord:
             if self.trigger_text is None:
                 self.trigger_text = _encoded(trigger)
             encoded, body_parsed = self.trigger_text, False
+        values = self.__dict__
         data: dict[str, Any] = {"seq": self.seq, "ended_ms": self.ended_ms, "kind": self.kind,
                                 "outcome": self.outcome, "duration_ms": self.duration_ms}
-        for name in _OPTIONAL:
-            value = getattr(self, name)
-            if value is not None and value != _DEFAULTS[name]:
+        for name, default in _OPTIONAL_DEFAULTS:
+            value = values[name]
+            if value is not None and value != default:
                 data[name] = value
         if not self.trigger_kept:
             data["trigger_kept"] = False
@@ -130,6 +131,7 @@ _DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
                   if f.default_factory is not MISSING})
 _OPTIONAL = tuple(name for name in _FIELDS
                   if name not in {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"})
+_OPTIONAL_DEFAULTS = tuple((name, _DEFAULTS.get(name)) for name in _OPTIONAL)
 _PARSED_BODY_FROM = 256  # a raw body shorter than this is not worth the parse to store it once
 
 
@@ -170,7 +172,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
     its emitted events), the events it stored by channel, the keys it wrote and, given `db` (the
     state the run started from), their values before it (`undo_log`). `trigger_text`: the trigger
     as stored (`RunSource.event_json`), when it was made already (for the task row)."""
-    masked = _Masker(info.secrets)
+    masked = _Masker(info.secrets) if info.secrets else _unmasked
     error = info.error or error
     not_run = not_run or info.not_run
     has_body = info.kind != "http" or not body_derivable(trigger)
@@ -246,6 +248,10 @@ def secret_values(values: Iterable[Any]) -> frozenset[str]:
     for value in values:
         walk(value)
     return frozenset(found)
+
+
+def _unmasked(text: str) -> str:
+    return text
 
 
 class _Masker:
