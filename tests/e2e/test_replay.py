@@ -7,6 +7,7 @@ receiver got, never on a fixed sleep.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,6 +77,47 @@ def test_a_webhook_subscribed_late_gets_the_retained_events_in_order_once_then_n
     assert len(deliveries) == 5 and len({h["webhook-id"] for h, _ in got}) == 5
     emitted(url, 6)  # had the second subscribe replayed, its copies would have come before this
     assert numbers(receiver.wait(6), hook["signing_secret"]) == [1, 2, 3, 4, 5, 6]
+
+
+class GatedReceiver(Receiver):
+    """A receiver whose first request is held, unanswered, until `gate` is set (a backfill caught
+    in progress: its next sends wait for this answer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.arrived = threading.Event()
+        handler = self.server.RequestHandlerClass
+        receiver = self
+
+        class Held(handler):  # type: ignore[valid-type,misc]
+            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                if not receiver.arrived.is_set():
+                    receiver.arrived.set()
+                    receiver.gate.wait(timeout=60)
+                super().do_POST()
+
+        self.server.RequestHandlerClass = Held
+
+
+def test_an_event_emitted_while_the_backfill_is_sending_comes_after_the_retained_ones(api: httpx.Client) -> None:
+    receiver = GatedReceiver()
+    try:
+        source_id, url = deploy(api, EMITTER)
+        emitted(url, 1, 2, 3)
+        wait_events(api, source_id, 3)
+        hook = webhook(api, receiver.url)
+        assert subscribe(api, source_id, hook["id"], replay="retained").status_code == 200
+        assert receiver.arrived.wait(timeout=60)  # the backfill is sending the first retained event
+        emitted(url, 4)
+        wait_events(api, source_id, 4)  # committed while the backfill waits for its answer
+        receiver.gate.set()
+        assert numbers(receiver.wait(4), hook["signing_secret"]) == [1, 2, 3, 4]
+        emitted(url, 5)
+        assert numbers(receiver.wait(5), hook["signing_secret"]) == [1, 2, 3, 4, 5]
+    finally:
+        receiver.gate.set()
+        receiver.close()
 
 
 def test_a_source_subscribed_late_runs_on_the_retained_events_first(api: httpx.Client) -> None:
