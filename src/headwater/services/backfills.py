@@ -84,7 +84,7 @@ class Backfills:
         last = EventId.parse(retained[-1].id) if retained else EventId(0, 0)
         with self.uow(readonly=True) as uow:
             late = uow.events.after(command.emitter_id, command.channel, last, RETAINED_PER_CHANNEL)
-        return routed + self._route(command, late)
+        return routed + self._route(command, late, made_here_only=True)
 
     def _subscription(self, command: Backfill) -> Subscription | None:
         with self.uow(readonly=True) as uow:
@@ -97,17 +97,20 @@ class Backfills:
         log.warning("events held for a backfill waited %.0f s for it; they go now", time.time() - task.deferred_since)
         return True
 
-    def _route(self, command: Backfill, events: list[StoredEvent]) -> int:
+    def _route(self, command: Backfill, events: list[StoredEvent], made_here_only: bool = False) -> int:
+        """`made_here_only`: a webhook delivery found made is left to whoever made it (after the
+        backfill is over, fan-out routes directly and queues its attempt)."""
         webhook = command.listener_id.startswith("wh_")
         deadline = self.clock() + BUDGET_S
         routed = 0
         for event in events:
             if webhook and self.clock() > deadline:
                 raise TryLater(f"the backfill of {command.listener_id} goes on in its next turn", 0.0)
-            routed += self.routing.route(command.listener_id, command.emitter_id, event, command.hops,
-                                         command.namespace, command.nonce, BACKSTOP_S if webhook else 0.0)
-            if webhook:
+            made = self.routing.route(command.listener_id, command.emitter_id, event, command.hops,
+                                      command.namespace, command.nonce, BACKSTOP_S if webhook else 0.0)
+            if webhook and (made or not made_here_only):
                 self._attempt(command, event)
+            routed += made
         return routed
 
     def _attempt(self, command: Backfill, event: StoredEvent) -> None:
