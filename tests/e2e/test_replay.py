@@ -20,9 +20,11 @@ from tests.e2e.test_routing import EMITTER, RELAY, Receiver, wait_delivery, webh
 from tests.e2e.test_runs import deploy, wait_events
 
 
-@pytest.fixture(scope="module", params=BOTH_MODES)
+# local with two serving processes over one data dir too: nothing of a backfill is in one's memory
+@pytest.fixture(scope="module", params=[*BOTH_MODES, "local-2-processes"])
 def replay_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    mode = {} if request.param == "local" else {"HEADWATER_BACKEND": request.param}
+    mode = ({} if request.param == "local" else {"HEADWATER_PROCESSES": "2"} if request.param == "local-2-processes"
+            else {"HEADWATER_BACKEND": request.param})
     with running_server(tmp_path_factory.mktemp("replay"), HEADWATER_WEBHOOK_RETRY_SCHEDULE="0,0,0", **mode) as srv:
         yield srv
 
