@@ -16,7 +16,7 @@ from headwater.domain.events import Emit
 from headwater.domain.models import Principal, StoredEvent
 from headwater.domain.runs import RunResult
 from headwater.ports import Task, TryLater
-from headwater.services.backfills import BUDGET_S, HOLD_S, Backfills
+from headwater.services.backfills import BACKSTOP_S, BUDGET_S, HOLD_S, Backfills
 from tests.fakes import World, to_end, world
 from tests.services.test_services import deploy, principal, run_task
 
@@ -136,8 +136,30 @@ def test_a_failed_attempt_is_retried_on_the_schedule_while_the_next_go() -> None
     w.sender.statuses = [500]
     w.queue.redeliver(take(w, BackfillWebhook))
     assert sent(w) == [1, 2]
-    [(retry, delay)] = w.queue.pending
+    retries = [(t, delay) for t, delay in w.queue.pending if t.command.attempt == 1]
+    [(retry, delay)] = retries
     assert retry.command.name == "deliver_webhook" and delay >= 10
+    backstops = [(t.command.attempt, delay) for t, delay in w.queue.pending if (t, delay) not in retries]
+    assert backstops == [(0, BACKSTOP_S), (0, BACKSTOP_S)]
+    w.queue.drain()  # the backstops find their attempts made (and the retry is not due yet)
+    assert sent(w) == [1, 2]
+
+
+def test_a_delivery_whose_backfill_never_got_to_it_is_attempted_by_its_backstop() -> None:
+    w = world()
+    ada, source = emitting(w)
+    emit(w, source, 1)
+    hook, _ = w.services.webhooks.create(ada, "https://example.com/in", None, None, None)
+    w.services.subscriptions.subscribe(ada, source.id, hook.id, None, None, "retained")
+
+    def dying(tasks: list[Task], on: Any) -> Any:
+        raise RuntimeError("the process died")
+
+    with pytest.raises(RuntimeError):
+        Backfills(w.store.uow, w.services.routing, dying).backfill([take(w, BackfillWebhook)])
+    assert sent(w) == []
+    w.queue.drain()  # the backstop, BACKSTOP_S later
+    assert sent(w) == [1]
 
 
 def test_a_long_backfill_gives_its_lane_back_and_goes_on_where_it_was() -> None:

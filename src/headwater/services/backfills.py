@@ -16,7 +16,8 @@ has the retained events first, in order, then the new ones.
   attempt is retried on the webhook's schedule, like any delivery's, meanwhile the next go.
 - Bounded: a webhook backfill that has sent for BUDGET_S gives its lane back (TryLater) and goes
   on where it was (the deliveries made are recorded); held events wait at most HOLD_S in all for
-  a backfill that does not end (one that failed for good), then go anyway.
+  a backfill that does not end (one that failed for good), then go anyway, and a delivery it made
+  has its first attempt queued BACKSTOP_S later as well (a no-op once the backfill made it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ log = logging.getLogger("headwater.backfills")
 BUDGET_S = 60.0  # a webhook backfill's sending per turn (the AWS webhook function's timeout is 120 s)
 HOLD_S = 900.0  # how long held events wait for their backfill, in all
 HOLD_RETRY_S = 1.0  # how often they look again
+# A webhook delivery the backfill made has its first attempt queued this late too, in case the
+# backfill never gets to it (its retries used up): that one finds the attempt made, or makes it.
+BACKSTOP_S = 900.0  # SQS's longest delay
 
 Deliver = Callable[[list[Task], Any], Any]
 
@@ -80,7 +84,7 @@ class Backfills:
         last = EventId.parse(retained[-1].id) if retained else EventId(0, 0)
         with self.uow(readonly=True) as uow:
             late = uow.events.after(command.emitter_id, command.channel, last, RETAINED_PER_CHANNEL)
-        return routed + self._route(command, late)
+        return routed + self._route(command, late, made_here_only=True)
 
     def _subscription(self, command: Backfill) -> Subscription | None:
         with self.uow(readonly=True) as uow:
@@ -93,17 +97,20 @@ class Backfills:
         log.warning("events held for a backfill waited %.0f s for it; they go now", time.time() - task.deferred_since)
         return True
 
-    def _route(self, command: Backfill, events: list[StoredEvent]) -> int:
+    def _route(self, command: Backfill, events: list[StoredEvent], made_here_only: bool = False) -> int:
+        """`made_here_only`: a webhook delivery found made is left to whoever made it (after the
+        backfill is over, fan-out routes directly and queues its attempt)."""
         webhook = command.listener_id.startswith("wh_")
         deadline = self.clock() + BUDGET_S
         routed = 0
         for event in events:
             if webhook and self.clock() > deadline:
                 raise TryLater(f"the backfill of {command.listener_id} goes on in its next turn", 0.0)
-            routed += self.routing.route(command.listener_id, command.emitter_id, event, command.hops,
-                                         command.namespace, command.nonce, attempt=not webhook)
-            if webhook:
+            made = self.routing.route(command.listener_id, command.emitter_id, event, command.hops,
+                                      command.namespace, command.nonce, BACKSTOP_S if webhook else 0.0)
+            if webhook and (made or not made_here_only):
                 self._attempt(command, event)
+            routed += made
         return routed
 
     def _attempt(self, command: Backfill, event: StoredEvent) -> None:

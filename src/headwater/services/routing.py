@@ -158,10 +158,11 @@ class Routing:
         return len(events)
 
     def route(self, listener_id: str, emitter_id: str, event: StoredEvent, hops: int, namespace: str,
-              nonce: str | None = None, attempt: bool = True) -> int:
+              nonce: str | None = None, attempt_after_s: float = 0.0) -> int:
         """The event made the listener's own durable work, once (its key says so); 0 when an
-        earlier routing made it. `attempt` False: a webhook delivery is made without its first
-        attempt queued (the caller makes it: a backfill, in order)."""
+        earlier routing made it. `attempt_after_s`: a webhook delivery's first attempt is queued
+        that late (a backfill makes it itself, in order: the queued one is its backstop, and finds
+        it made)."""
         event_key = f"{event.id}:{nonce}" if nonce else event.id
         try:
             with self.uow() as uow:
@@ -173,8 +174,7 @@ class Routing:
                     delivery = Delivery(delivery_key(listener_id, emitter_id, event_key), listener_id, emitter_id,
                                         event.id, summary(event, expand=True), created_at_ms=now_ms())
                     uow.deliveries.add(delivery)
-                    if attempt:
-                        uow.outbox.add(DeliverWebhook(delivery.id, attempt=0, namespace=namespace))
+                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0, namespace=namespace), delay_s=attempt_after_s)
                 else:
                     uow.outbox.add(RunWorkflow(listener_id, event.event, routed_key(emitter_id, event_key, listener_id),
                                                hops + 1, namespace))
