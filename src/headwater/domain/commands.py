@@ -15,10 +15,10 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, ClassVar
 
 from headwater.domain.http_interface import body_left_out, with_body
+from headwater.domain.json_text import compact_json
 
 
 @dataclass(frozen=True)
@@ -229,21 +229,6 @@ def to_message(command: Command) -> dict[str, Any]:
     if names is None:
         names = _FIELDS[command.name] = tuple(f.name for f in dataclasses.fields(command) if f.init)
     return {"type": command.name, **{name: getattr(command, name) for name in names}}
-
-
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
-# The C encoder JSONEncoder.encode makes anew on every call, made once: that setup was most of the
-# cost of encoding a small value, and a hot source encodes several per run. No check for cycles:
-# what is encoded here came from JSON or is built of it.
-_C_COMPACT = (None if c_make_encoder is None
-              else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True))
-
-
-def compact_json(value: Any) -> str:
-    """JSON without spaces, non-ASCII kept as is; what JSON cannot hold becomes its `str`."""
-    if _C_COMPACT is None:
-        return _COMPACT.encode(value)
-    return "".join(_C_COMPACT(value, 0))
 
 
 def message_text(command: Command) -> str:

@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from headwater.domain.commands import compact_json
 from headwater.domain.http_interface import body_derivable, body_left_out, with_body
+from headwater.domain.json_text import compact_json
 from headwater.domain.models import StoredEvent
 
 RUNS_KEPT = 100  # per source or workflow: the newest ones, as events are kept per channel

@@ -8,13 +8,13 @@ state, so neither a `this.db` write, an event nor a dedupe id is lost.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.domain import health
 from headwater.domain.events import DEFAULT_CHANNEL, Emit, EventId, dedupe, order_by_ts
+from headwater.domain.json_text import compact_json
 from headwater.domain.models import SourceState, StoredEvent, applied_key
 
 ERRORS, LOGS = "$errors", "$logs"
@@ -196,9 +196,6 @@ def _count(state: SourceState, events: list[StoredEvent], now_ms: int, ran: bool
     return None
 
 
-def compact_json(value: Any) -> str:
-    """The JSON an event's size is measured in (and stored as): no spaces, UTF-8 unescaped."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 
