@@ -94,3 +94,27 @@ def test_a_service_process_claims_its_subtree_and_removes_it_at_close(tmp_path: 
     assert sleeper.wait(timeout=30) == -9
     assert [d for d in [*root.dirs.values(), *cgroup.dirs.values()] if d.exists()] == []
     assert list(tmp_path.glob("cgroup-*.lock")) == []
+
+
+def test_a_runner_cgroups_cpu_is_read_again_on_each_call(tmp_path: Path) -> None:
+    """cpu_ns keeps cpuacct.usage open and reads it at offset 0 each time (the kernel makes the text
+    anew): a busy process inside moves it, and remove() lets the file go."""
+    try:
+        root = CgroupRoot.create(tmp_path)
+    except CgroupUnavailable as e:
+        pytest.skip(str(e))
+    try:
+        cgroup = root.runner(memory_mb=64, max_tasks=16)
+        if "cpuacct" not in cgroup.dirs:
+            pytest.skip("no cpuacct controller")
+        first = cgroup.cpu_ns()
+        busy = subprocess.run(["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"],
+                              preexec_fn=cgroup.enter, check=True)
+        assert busy.returncode == 0
+        second = cgroup.cpu_ns()
+        assert first is not None and second is not None and second > first
+        assert cgroup.cpu_ns() == second  # read again, not a stale buffer or the end of the file
+        cgroup.remove()
+        assert cgroup._cpu_fd is None
+    finally:
+        root.close()
