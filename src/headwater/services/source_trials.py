@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from headwater.domain.connected_accounts import reference
 from headwater.domain.errors import Conflict, Invalid
 from headwater.domain.events import Emit, dedupe, order_by_ts
 from headwater.domain.models import Principal, Source
@@ -105,7 +106,7 @@ class SourceTrials:
         plain = prop_forms.for_runner(stored, self.secrets)
         props = plain if req.configured_props is None else prop_forms.unmask(req.configured_props, stored,
                                                                                self.secrets)
-        secrets = self.sources.runs.secrets_of(source, plain)
+        secrets = self.sources.runs.secrets_of(source, self._masked_forms(plain))
         with self.uow(readonly=True) as uow:
             state = uow.state.get(source_id)  # first: records newer than it are left out
             floor = max(1, state.runs - RUNS_KEPT + 1)
@@ -118,6 +119,13 @@ class SourceTrials:
             live = {r.seq: _live(uow, source_id, r) for r in window if not _skipped(r)}
         first = window[0].seq
         return _Read(source, code, props, secrets, window, live, state_before(state.db, newest, first, state.runs))
+
+    def _masked_forms(self, plain: dict[str, Any]) -> dict[str, Any]:
+        """The source's props with each account reference as the account's credentials, to mask
+        them where its live runs put them (the live events); not handed to any code."""
+        connected = self.sources.runs.connected
+        return {name: {"$auth": connected.values_to_mask(account_id)}
+                if (account_id := reference(value)) is not None else value for name, value in plain.items()}
 
     def _code(self, principal: Principal, source: Source, req: SourceTrialRequest) -> str:
         if req.component_code is not None and req.component_id is not None:
