@@ -58,6 +58,16 @@ class _Read:
     before: StateBefore
 
 
+@dataclass
+class _Trial:
+    """What a trial carries from run to run: its own `this.db` and dedupe cache (from empty,
+    docs/trials.md), and the answers so far."""
+
+    db: dict[str, Any]
+    seen: dict[str, Any]
+    answers: list[dict[str, Any]]
+
+
 class SourceTrials:
     def __init__(self, uow: UnitOfWorkFactory, sources: Sources, components: Components, trials: Trials,
                  secrets: Secrets, offload: Offload, settings: Settings) -> None:
@@ -76,23 +86,27 @@ class SourceTrials:
         if ready.definition.type != "source":
             raise Invalid(f"The code is an {ready.definition.type}, not a source.",
                           {"component_code": ["not a source"]})
-        db = dict(read.before.db)
-        seen: dict[str, Any] = {}  # the trial's dedupe cache, from empty (docs/trials.md)
-        answers: list[dict[str, Any]] = []
+        trial = _Trial(dict(read.before.db), {}, [])
         for record in read.window:
             skipped = _skipped(record)
             if skipped:
-                answers.append({**_head(record), "skipped": skipped})
+                trial.answers.append({**_head(record), "skipped": skipped})
                 continue
             timer = record.kind == "timer" or (record.kind in ("rerun", "manual") and is_tick(record.trigger))
-            result = await self.trials.run_prepared(ready, record.trigger, timer, db)
-            db, db_error = apply_db(db, result.db_writes, self.settings.db_max_bytes)
-            deduped = dedupe(ready.definition.dedupe, seen, order_by_ts(result.emits))
-            seen = deduped.state
-            answers.append(await self.offload.call(partial(
-                _run_answer, record, result, deduped.kept, deduped.refused, read.live[record.seq], db_error)))
-        return await self.offload.call(lambda: masked(self._answer(read, ready, req, answers),
+            result = await self.trials.run_prepared(ready, record.trigger, timer, trial.db)
+            # its size is the run's: off the event loop
+            await self.offload.call(partial(self._took, trial, ready, record, result, read.live[record.seq]))
+        return await self.offload.call(lambda: masked(self._answer(read, ready, req, trial.answers),
                                                       read.secrets | ready.secrets))
+
+    def _took(self, trial: _Trial, ready: Prepared, record: RunRecord, result: RunResult,
+              live: list[Emitted]) -> None:
+        """One trial run's writes applied to the trial's own `this.db`, its emits deduped on its own
+        cache, and its answer beside the live run's."""
+        trial.db, db_error = apply_db(trial.db, result.db_writes, self.settings.db_max_bytes)
+        deduped = dedupe(ready.definition.dedupe, trial.seen, order_by_ts(result.emits))
+        trial.seen = deduped.state
+        trial.answers.append(_run_answer(record, result, deduped.kept, deduped.refused, live, db_error))
 
     def _read(self, principal: Principal, source_id: str, req: SourceTrialRequest) -> _Read:
         """The source (NotFound unless the caller may see it), the code and props to try, the
