@@ -132,7 +132,8 @@ class SourceTrials:
                                "(or try it once with POST /v1/components/run).")
             live = {r.seq: _live(uow, source_id, r) for r in window if not _skipped(r)}
         first = window[0].seq
-        return _Read(source, code, props, secrets, window, live, state_before(state.db, newest, first, state.runs))
+        return _Read(source, code, props, secrets, window, live, state_before(state.db, newest, first, state.runs,
+                                                                              state.db_outside_runs))
 
     def _masked_forms(self, plain: dict[str, Any]) -> dict[str, Any]:
         """The source's props with each account reference as the account's credentials, to mask
