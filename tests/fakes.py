@@ -32,6 +32,7 @@ from headwater.domain.pagination import Page, PageRequest, paginate
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.run_records import RunRecord
 from headwater.domain.runs import RunResult, merge_db
+from headwater.domain.snapshots import SNAPSHOTS_KEPT, StateSnapshot, newest
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
 from headwater.ports import (
@@ -72,6 +73,7 @@ class Data:
     deliveries: dict[str, Delivery] = field(default_factory=dict)
     workflows: dict[str, Workflow] = field(default_factory=dict)
     runs: dict[tuple[str, int], RunRecord] = field(default_factory=dict)
+    snapshots: dict[tuple[str, int], StateSnapshot] = field(default_factory=dict)  # (source, seq % kept)
     seq: int = 0
     connected_accounts: dict[str, tuple[int, ConnectedAccount]] = field(default_factory=dict)  # id -> (seq, it)
     oauth_clients: dict[tuple[str, str], OAuthClient] = field(default_factory=dict)  # (owner, app) -> it
@@ -289,6 +291,24 @@ class FakeRunRecords(_Repo):
             del self.data.runs[key]
 
 
+class FakeSnapshots(_Repo):
+    """A ring of SNAPSHOTS_KEPT slots per source, as the DynamoDB one."""
+
+    def put(self, source_id: str, snapshot: StateSnapshot) -> None:
+        kept = copy.deepcopy(snapshot)
+        self.write(lambda d: d.snapshots.__setitem__((source_id, kept.seq % SNAPSHOTS_KEPT), kept))
+
+    def list(self, source_id: str) -> list[StateSnapshot]:
+        return newest([copy.deepcopy(s) for (owner, _), s in self.data.snapshots.items() if owner == source_id])
+
+    def get(self, source_id: str, snapshot_id: str) -> StateSnapshot | None:
+        return next((s for s in self.list(source_id) if s.id == snapshot_id), None)
+
+    def remove_all(self, source_id: str) -> None:
+        for key in [k for k in self.data.snapshots if k[0] == source_id]:
+            del self.data.snapshots[key]
+
+
 class FakeSubscriptions(_Repo):
     def add(self, subscription: Subscription) -> None:
         self.write(lambda d: d.subscriptions.setdefault(subscription.id, subscription))
@@ -305,6 +325,13 @@ class FakeSubscriptions(_Repo):
         def change(d: Data) -> None:
             for key in [k for k, s in d.subscriptions.items() if resource_id in (s.emitter_id, s.listener_id)]:
                 del d.subscriptions[key]
+        self.write(change)
+
+    def finish_backfill(self, subscription_id: str) -> None:
+        def change(d: Data) -> None:
+            if subscription_id in d.subscriptions:
+                d.subscriptions[subscription_id] = replace(d.subscriptions[subscription_id],
+                                                         backfilling=False)
         self.write(change)
 
 
@@ -476,6 +503,7 @@ class FakeUnitOfWork:
         self.state = FakeState(self)
         self.events = FakeEvents(self)
         self.runs = FakeRunRecords(self)
+        self.snapshots = FakeSnapshots(self)
         self.usage = FakeUsageLog(self)
         self.subscriptions = FakeSubscriptions(self)
         self.webhooks = FakeWebhooks(self)

@@ -25,6 +25,7 @@ from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.routing import Delivery, Subscription, Webhook
 from headwater.domain.run_records import RunRecord
 from headwater.domain.runs import RunResult
+from headwater.domain.snapshots import StateSnapshot
 from headwater.domain.timers import Timer
 from headwater.domain.workflows import Workflow
 
@@ -169,6 +170,22 @@ class RunRecordRepository(Protocol):
         """At once, not with the commit (a purge; idempotent)."""
 
 
+class SnapshotRepository(Protocol):
+    """Snapshots of sources' `this.db` (domain.snapshots), by their seq: the newest SNAPSHOTS_KEPT
+    of a source are kept. A put of seq `n` is written with the unit of work and lets go of seq
+    `n - SNAPSHOTS_KEPT` (a store may overwrite its slot: a ring, no delete)."""
+
+    def put(self, source_id: str, snapshot: StateSnapshot) -> None: ...
+    def list(self, source_id: str) -> list[StateSnapshot]:
+        """The kept ones, newest first."""
+
+    def get(self, source_id: str, snapshot_id: str) -> StateSnapshot | None:
+        """None when the source has no kept snapshot of that id."""
+
+    def remove_all(self, source_id: str) -> None:
+        """At once, not with the commit (a purge; idempotent)."""
+
+
 class SubscriptionRepository(Protocol):
     def add(self, subscription: Subscription) -> None:
         """Idempotent: the id is derived from what it routes (domain.routing.subscription_key)."""
@@ -182,6 +199,10 @@ class SubscriptionRepository(Protocol):
     def remove_naming(self, resource_id: str) -> None:
         """A deleted source, workflow or webhook takes the subscriptions naming it (as emitter or
         listener, in any namespace) along."""
+
+    def finish_backfill(self, subscription_id: str) -> None:
+        """Its backfill is over (`backfilling` False): fan-out routes to its listener directly from
+        this commit on. Nothing when the subscription is gone (it is not made again)."""
 
 
 class WebhookRepository(Protocol):
@@ -263,6 +284,8 @@ class UnitOfWork(Protocol):
     def events(self) -> EventRepository: ...
     @property
     def runs(self) -> RunRecordRepository: ...
+    @property
+    def snapshots(self) -> SnapshotRepository: ...
     @property
     def usage(self) -> UsageLog: ...
     @property

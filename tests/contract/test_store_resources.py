@@ -188,7 +188,7 @@ def test_state_is_saved_on_its_version(store: Backend) -> None:
     first = SourceState(db={"n": 1, "f": 0.5}, dedupe={"ids": ['"a"']}, last_ms=5, last_seq=7, applied=["t1"],
                         timer_run_since=12.5, last_tick=3.0, channels=["c"], runs=4,
                         activity={"h": [3600, [[1, 2, 0, 3]]]}, last_run_ms=5, last_event_ms=4, ran_tick=3600.0,
-                        skipped_ticks=3, stalled={"since": 1.0})
+                        skipped_ticks=3, stalled={"since": 1.0}, snapshots=2)
     unset = [f.name for f in dataclasses.fields(SourceState)
              if f.name != "version" and getattr(first, f.name) == getattr(empty, f.name)]
     assert not unset, f"give {unset} a value here: every field of the state must survive each store"
@@ -249,6 +249,30 @@ def test_subscriptions_are_idempotent_and_go_with_what_they_name(store: Backend)
     with store.uow() as uow:
         assert uow.subscriptions.remove(b.id) is False
         assert uow.subscriptions.for_namespace("u_1") == []
+
+
+def test_a_backfilling_subscription_is_kept_as_such_until_its_backfill_is_finished(store: Backend) -> None:
+    sub = Subscription(subscription_key("u_1", "dc_a", "wh_b", ""), "u_1", "dc_a", "wh_b", "", 10, backfilling=True)
+    other = Subscription(subscription_key("u_1", "dc_a", "wh_c", ""), "u_1", "dc_a", "wh_c", "", 11, backfilling=True)
+    with store.uow() as uow:
+        uow.subscriptions.add(sub)
+        uow.subscriptions.add(other)
+        uow.commit()
+    with store.uow(readonly=True) as uow:
+        assert uow.subscriptions.for_namespace("u_1") == [sub, other]
+    with store.uow() as uow:
+        uow.subscriptions.finish_backfill(sub.id)
+        uow.commit()
+    with store.uow(readonly=True) as uow:
+        assert uow.subscriptions.for_namespace("u_1") == [dataclasses.replace(sub, backfilling=False), other]
+    with store.uow() as uow:
+        assert uow.subscriptions.remove(sub.id)
+        uow.commit()
+    with store.uow() as uow:
+        uow.subscriptions.finish_backfill(sub.id)  # gone: not made again
+        uow.commit()
+    with store.uow(readonly=True) as uow:
+        assert uow.subscriptions.for_namespace("u_1") == [other]
 
 
 def test_webhooks_and_their_deliveries(store: Backend) -> None:

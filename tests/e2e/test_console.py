@@ -64,6 +64,14 @@ RESPONDER = """export default {
   props: { http: { type: "$.interface.http", customResponse: true } },
   async run(event) { await this.http.respond({ status: 201, body: "made" }); },
 };"""
+STATEFUL = """export default {
+  name: "Console state", version: "0.0.1",
+  props: { http: "$.interface.http", db: "$.service.db" },
+  async run(event) {
+    this.db.set("count", (this.db.get("count") ?? 0) + 1);
+    this.db.set("html", '<img src=x onerror="window.pwned=1">');
+  },
+};"""
 NOOP = """export default { name: "Console noop", version: "0.0.1", type: "action", props: {}, run() { return 1; } };"""
 
 
@@ -634,3 +642,40 @@ def test_api_docs_page_loads_without_a_cdn(page: Page, server: Server) -> None:
     expect(page.locator(".opblock").first).to_be_visible()  # Swagger UI rendered the operations
     shot(page, "9-api-docs")
     assert outside == []
+
+
+def test_the_state_view_shows_keys_as_text_sets_one_and_restores_a_snapshot(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    source = deploy(client, component_code=STATEFUL, name="console-state")
+    path = f"/sources/{source['id']}/state"
+    for n in (1, 2):
+        assert client.post(f"/sources/{source['id']}/run", json={}).status_code == 202
+        wait_runs(client, f"/sources/{source['id']}", lambda runs, n=n: sum(r["kind"] == "manual" for r in runs) == n,
+                  f"run {n}")
+    assert client.put(f"/sources/{source['id']}", json={"name": "console-state"}).status_code == 200  # a snapshot
+    assert client.patch(path, json={"count": 100}).status_code == 200  # the state gone bad
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    state = page.locator("#state")
+    expect(state.locator('tr[data-key="count"] pre')).to_have_text("100")
+    expect(state.locator('tr[data-key="html"] pre')).to_have_text('"<img src=x onerror=\\"window.pwned=1\\">"')
+    assert state.locator("img").count() == 0 and not page.evaluate("window.pwned")  # values are text
+    page.get_by_label("Key", exact=True).fill("note")
+    page.get_by_label("Value").fill("hello <b>there</b>")
+    page.get_by_role("button", name="Set key").click()
+    expect(state.locator('tr[data-key="note"] pre')).to_have_text('"hello <b>there</b>"')
+    assert state.locator("b").count() == 0
+    snapshots = page.get_by_role("table", name="Snapshots").locator("tbody tr")
+    expect(snapshots).to_have_count(2)
+    expect(snapshots.nth(0)).to_contain_text("update")
+    expect(snapshots.nth(1)).to_contain_text("deploy")
+    shot(page, "24-source-state")
+    page.once("dialog", lambda dialog: dialog.accept())
+    snapshots.nth(0).get_by_role("button", name="Restore").click()
+    expect(state.locator('tr[data-key="count"] pre')).to_have_text("2")
+    expect(state.locator('tr[data-key="note"]')).to_have_count(0)  # the whole db as it was, not a merge
+    expect(snapshots).to_have_count(3)
+    expect(snapshots.nth(0)).to_contain_text("restore")
+    expect(page.locator("#status")).to_contain_text("To undo it, restore the newest snapshot")
+    shot(page, "25-source-state-restored")
+    assert client.get(path).json()["data"]["db"]["count"] == 2

@@ -27,6 +27,7 @@ from headwater.api import (
     source_trials,
     sources,
     sse,
+    state,
     subscriptions,
     trials,
     users,
@@ -48,6 +49,7 @@ V1_ROUTERS = [
 ]
 V1_ROUTERS.append(oauth.router)  # issue 22, part B
 V1_ROUTERS.append(source_trials.router)  # issue 34, item 1
+V1_ROUTERS.append(state.router)  # issue 34, item 2
 
 
 def create_app(services: Services) -> ASGIApp:

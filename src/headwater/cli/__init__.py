@@ -1,6 +1,6 @@
 """The `headwater` command: run the service, manage its accounts, registry and workflows, and
 drive a running service like Pipedream's `pd` (login, whoami, deploy, list, describe, events, logs,
-update, delete, runs, rerun, webhooks, subscriptions, logout; init, run and dev to write and try components)."""
+update, delete, runs, rerun, state, webhooks, subscriptions, logout; init, run and dev to write and try components)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import click
 
 from headwater import __version__
-from headwater.cli import accounts, admin, client, dev, hooks, oauth, runs, scaffold, trial
+from headwater.cli import accounts, admin, client, dev, hooks, oauth, runs, scaffold, state, trial
 from headwater.cli.output import handles_errors, json_option, one_line
 from headwater.settings import SettingError
 
@@ -25,6 +25,8 @@ for command in (*admin.COMMANDS, *client.COMMANDS, *hooks.COMMANDS, *scaffold.CO
                 *dev.COMMANDS, *runs.COMMANDS):
     cli.add_command(command)
 for command in accounts.COMMANDS:
+    cli.add_command(command)
+for command in state.COMMANDS:  # issue 34, item 2
     cli.add_command(command)
 oauth.install(cli)  # after the others: `accounts connect` joins the `accounts` group made above
 

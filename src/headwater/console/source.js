@@ -7,6 +7,7 @@ import { healthOf, healthSection } from "./health.js";
 import { api, el, refresh, render, say, when } from "./lib.js";
 import { labelOf, propInput, timerInWords, valueInWords } from "./props.js";
 import { runsPanel } from "./runs.js";
+import { stateSection } from "./state.js";
 import { subscriptionsSection } from "./subscriptions.js";
 import { trialView, tryOn } from "./trial.js";
 
@@ -173,6 +174,7 @@ export async function sourcePage(id) {
     detail,
     runs.panel,
     runByHand(id, runs),
+    await stateSection(id),
     await subscriptionsSection(source));
 }
 

@@ -17,6 +17,7 @@ PREFIXES = {
     "endpoint": "en_",
     "request": "req_",
     "connected_account": "apn_",
+    "snapshot": "ss_",
 }
 
 API_KEY_PREFIX = "hw_"

@@ -196,6 +196,7 @@ class SourceState:
     ran_tick: float = 0.0
     skipped_ticks: int = 0
     stalled: dict[str, Any] | None = None
+    snapshots: int = 0  # snapshots of `db` taken so far: the next one's seq is one more (domain.snapshots)
     version: int = 0
 
     def took(self, task_id: str) -> bool:
@@ -217,6 +218,7 @@ class SourceState:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
                 "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
                 "channels": self.channels, "runs": self.runs, **self._health_json(),
+                **({"snapshots": self.snapshots} if self.snapshots else {}),
                 **({"db_outside_runs": self.db_outside_runs} if self.db_outside_runs else {})}
 
     def db_changed_outside_runs(self) -> None:
@@ -239,5 +241,5 @@ class SourceState:
                    last_run_ms=int(data.get("last_run_ms") or 0), last_event_ms=int(data.get("last_event_ms") or 0),
                    ran_tick=float(data.get("ran_tick") or 0), skipped_ticks=int(data.get("skipped_ticks") or 0),
                    stalled=data.get("stalled") or None, runs=int(data.get("runs") or 0),
-                   db_outside_runs=int(data.get("db_outside_runs") or 0),
-                   version=version)
+                   snapshots=int(data.get("snapshots") or 0),
+                   db_outside_runs=int(data.get("db_outside_runs") or 0), version=version)

@@ -118,6 +118,7 @@ class Events:
             with self.uow() as uow:
                 uow.events.delete_range(source_id, None, None, None)
                 uow.runs.remove_all(source_id)
+                uow.snapshots.remove_all(source_id)
                 uow.state.remove(source_id)
                 uow.commit()
         return [None] * len(tasks)

@@ -43,6 +43,7 @@ class Outcome:
     trigger: Any = None
     task_id: str | None = None
     run: RunInfo | None = None
+    trigger_text: str | None = None  # `trigger` as compact JSON, when it was encoded already
 
 
 def commit_outcomes(
@@ -105,7 +106,7 @@ def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int, 
     result = outcome.result
     return make_record(seq, outcome.run, result.error, result.error_code in NOT_RUN, result.duration_ms,
                        result.cpu_ms, outcome.trigger, (e for e in events if e.channel != LOGS), result.db_writes,
-                       result.logs, result.response, ms, db)
+                       result.logs, result.response, ms, trigger_text=outcome.trigger_text, db=db)
 
 
 # Told of each stall that ended (domain.health), after its commit: the composition root counts them.

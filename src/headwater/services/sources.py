@@ -26,12 +26,13 @@ from headwater.domain import health, ids
 from headwater.domain.commands import PurgeSource, RunSource, SyncSchedule
 from headwater.domain.connected_accounts import AccountUses, reference
 from headwater.domain.errors import BadRequest, Conflict, Forbidden, Invalid, NotFound, QuotaExceeded
-from headwater.domain.models import Component, Principal, Source
+from headwater.domain.models import Component, Principal, Source, SourceState
 from headwater.domain.pagination import Page, PageRequest
 from headwater.domain.props import ValidatedProps, validate
 from headwater.domain.run_records import RunInfo
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.slugs import candidate_slugs, slugify
+from headwater.domain.snapshots import StateSnapshot
 from headwater.domain.timers import Timer
 from headwater.ports import EventBus, Offload, Secrets, UnitOfWork, UnitOfWorkFactory
 from headwater.services import props as prop_forms
@@ -85,6 +86,32 @@ class SourceRequest:
     def names_component(self) -> bool:
         return any((self.component_id, self.component_code, self.component_url, self.component_key,
                     self.component_file))
+
+
+@dataclass
+class _Snap:
+    """The snapshot a deploy, update or restore takes in its commit (domain.snapshots): of the
+    state it replaces (`replaced`: read in the commit's unit of work, at the version the commit is
+    conditioned on, so it is exactly what the commit replaces), else of the state it leaves (a
+    deploy's). `component`: the code that ran on that state. `restored`: the db a restore leaves."""
+
+    reason: str
+    component: Component
+    replaced: bool
+    id: str = ""
+    restored: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.id = self.id or ids.new_id("snapshot")
+
+    def take(self, uow: UnitOfWork, source_id: str, state: SourceState) -> None:
+        if self.restored is not None:
+            state.db = dict(self.restored)
+        db = uow.state.get(source_id).db if self.replaced else state.db
+        state.snapshots += 1
+        uow.snapshots.put(source_id, StateSnapshot(
+            id=self.id, seq=state.snapshots, created_at=now_s(), reason=self.reason,
+            component_id=self.component.id, component_version=self.component.definition.version, db=db))
 
 
 class Sources:
@@ -262,7 +289,7 @@ class Sources:
             base = slugify(req.name) if req.name else slugify(component.definition.name)
             channels = await self.offload.call(lambda: self._commit_named(
                 source, candidate_slugs(base), lambda slug: req.name or slug, outcomes,
-                lambda uow: uow.sources.add(source), retry=True))
+                lambda uow: uow.sources.add(source), retry=True, snap=_Snap("deploy", component, replaced=False)))
         self._changed(source, channels)
         return source
 
@@ -309,23 +336,60 @@ class Sources:
             slugs = candidate_slugs(slugify(req.name)) if req.name and renamed else [old.name_slug]
             channels = await self.offload.call(lambda: self._commit_named(
                 source, slugs, lambda _: req.name if renamed and req.name else old.name, outcomes,
-                lambda uow: uow.sources.update(source, old), retry=renamed))
+                lambda uow: uow.sources.update(source, old), retry=renamed,
+                snap=_Snap("update", old_component, replaced=True)))
         self._changed(old, set())
         self._changed(source, channels)
         return source
+
+    async def restore(self, principal: Principal, source_id: str, snapshot_id: str) -> str:
+        """Puts a snapshot's `this.db` back, as an update of nothing else: the deactivate hook of
+        the running code on the current db, the activate hook on the restored one (both when the
+        source is active), `updated_at` moved, and a snapshot of the state it replaces taken in the
+        same commit (so a restore can be undone). Returns that snapshot's id."""
+        old, component = await self.offload.call(lambda: self._with_component(principal, source_id))
+
+        def found() -> StateSnapshot:
+            with self.uow(readonly=True) as uow:
+                snapshot = uow.snapshots.get(source_id, snapshot_id)
+            if snapshot is None:
+                raise NotFound(f"No snapshot {snapshot_id} of source {source_id}.")
+            return snapshot
+        snapshot = await self.offload.call(found)
+        if snapshot.size > self.settings.db_max_bytes:
+            raise Invalid(f"The snapshot's this.db is {snapshot.size} bytes of JSON, over the limit of "
+                          f"{self.settings.db_max_bytes} bytes (HEADWATER_DB_MAX_BYTES).",
+                          {"snapshot_id": ["its this.db is over the size limit"]})
+        async with self.runs.lease.held(source_id, self.runs.lease_s):
+            db = await self.offload.call(lambda: self._db(source_id))
+            results = await self._hooks(old, component, ["deactivate"], db) if old.active else []
+            outcomes = self._outcomes(old, component, results)
+            source = Source(**{**old.__dict__, "updated_at": now_s()})
+            restored = dict(snapshot.db)
+            if old.active:
+                activated = await self._hooks(source, component, ["activate"], restored)
+                outcomes += self._outcomes(source, component, activated)
+                for _, result in activated:
+                    restored = self._db_after(restored, result)
+            snap = _Snap("restore", component, replaced=True, restored=restored)
+            channels = await self.offload.call(lambda: self._commit(
+                source, outcomes, lambda uow: uow.sources.update(source, old), snap))
+        self._changed(source, channels)
+        return snap.id
 
     def _with_component(self, principal: Principal, source_id: str) -> tuple[Source, Component]:
         source = self.get(principal, source_id)
         return source, self.components.by_id(source.component_id)
 
     def _commit_named(self, source: Source, slugs: Iterable[str], name: Callable[[str], str],
-                      outcomes: builtins.list[Outcome], write: Callable[[UnitOfWork], None], retry: bool) -> set[str]:
+                      outcomes: builtins.list[Outcome], write: Callable[[UnitOfWork], None], retry: bool,
+                      snap: _Snap | None = None) -> set[str]:
         """`_commit` under the first of `slugs` that is free (`retry`), else the first."""
         for slug in slugs:
             source.name_slug = slug
             source.name = name(slug)
             try:
-                return self._commit(source, outcomes, write)
+                return self._commit(source, outcomes, write, snap)
             except Conflict as e:
                 if e.field != "name_slug" or not retry:
                     raise
@@ -367,9 +431,15 @@ class Sources:
             uow.commit()
 
     def _commit(self, source: Source, outcomes: builtins.list[Outcome],
-                write: Callable[[UnitOfWork], None]) -> set[str]:
-        """The source record, what its hooks did and the schedule's sync, in one unit of work."""
-        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=lambda uow, _: write(uow),
+                write: Callable[[UnitOfWork], None], snap: _Snap | None = None) -> set[str]:
+        """The source record, what its hooks did, the schedule's sync and the snapshot of its state
+        in one unit of work."""
+        def extra(uow: UnitOfWork, state: SourceState) -> None:
+            write(uow)
+            if snap is not None:
+                snap.take(uow, source.id, state)
+
+        _, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=extra,
                                       commands=[SyncSchedule(source.id, source.namespace)])
         self.runs.forget(source.id)
         return channels

@@ -37,6 +37,7 @@ from headwater.adapters.aws.dynamodb.repositories import (
     DynamoWorkflows,
 )
 from headwater.adapters.aws.dynamodb.runs import DynamoRunRecords
+from headwater.adapters.aws.dynamodb.snapshots import DynamoSnapshots
 from headwater.adapters.aws.dynamodb.tables import Tables, error_code
 from headwater.adapters.aws.dynamodb.tasks import DynamoOutbox
 from headwater.adapters.aws.dynamodb.usage import DynamoUsageLog
@@ -74,6 +75,7 @@ class DynamoUnitOfWork:
         self.state = DynamoState(self)
         self.events = DynamoEvents(self)
         self.runs = DynamoRunRecords(self)
+        self.snapshots = DynamoSnapshots(self)
         self.usage = DynamoUsageLog(self)
         self.subscriptions = DynamoSubscriptions(self)
         self.webhooks = DynamoWebhooks(self)

@@ -242,6 +242,20 @@ MIGRATIONS: list[str] = [
     CREATE INDEX stall_watch_due ON stall_watch(check_at);
     INSERT INTO stall_watch (source_id, check_at) SELECT source_id, 0 FROM timers;
     """,
+    # issue 34: snapshots of sources' this.db, a ring of 10 slots per source (domain.snapshots)
+    """
+    CREATE TABLE state_snapshots (
+        source_id TEXT NOT NULL,
+        slot INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (source_id, slot)
+    );
+    """,
+    # issue 34: a subscription made with replay=retained whose backfill is not over
+    """
+    ALTER TABLE subscriptions ADD COLUMN backfilling INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

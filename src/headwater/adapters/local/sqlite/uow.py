@@ -15,6 +15,7 @@ from headwater.adapters.local.sqlite.repositories import (
     SqliteOrgs,
     SqliteOutbox,
     SqliteRunRecords,
+    SqliteSnapshots,
     SqliteSources,
     SqliteState,
     SqliteSubscriptions,
@@ -57,6 +58,7 @@ class SqliteUnitOfWork:
         self.state = SqliteState(self.conn)
         self.events = SqliteEvents(self.conn)
         self.runs = SqliteRunRecords(self.conn)
+        self.snapshots = SqliteSnapshots(self.conn)
         self.usage = SqliteUsageLog(self.conn)
         self.subscriptions = SqliteSubscriptions(self.conn)
         self.webhooks = SqliteWebhooks(self.conn)
