@@ -109,3 +109,17 @@ def test_refusals() -> None:
     quiet = deploy(w, ada, configurable_props=HTTP)
     with pytest.raises(Conflict):
         to_end(w.services.source_trials.trial(ada, quiet.id, request))
+
+
+def test_a_state_patch_after_the_first_run_tried_is_said_not_exact() -> None:
+    w = world()
+    ada, source = recorded(w, 2)
+    to_end(w.services.states.patch(ada, source.id, {"count": 40}))
+    request = SourceTrialRequest(component_code=component_code(configurable_props=HTTP), runs=2)
+    trial = to_end(w.services.source_trials.trial(ada, source.id, request))
+    assert not trial["state_exact"] and "outside runs" in trial["state_note"]
+    to_end(w.services.runs.run_batch([run_task(source.id, {"n": 3}, "t3")]))
+    newest = to_end(w.services.source_trials.trial(ada, source.id, SourceTrialRequest(
+        component_code=component_code(configurable_props=HTTP), runs=1)))
+    assert newest["state_exact"]  # run 3 came after the patch: its state before is the patched one
+    assert newest["runs"][0]["changed"] == [] and newest["runs"][0]["unchanged"] == 1
