@@ -414,7 +414,7 @@ def test_a_source_shows_its_configuration_with_the_secret_masked_and_is_edited_a
     assert SECRET not in dom
     page.get_by_role("button", name="Save and re-deploy").click()
     expect(config.get_by_role("row", name="Page size")).to_contain_text("25")
-    expect(page.locator(".meta")).to_contain_text("v0.0.2")  # the new code is deployed
+    expect(page.locator(".meta").first).to_contain_text("v0.0.2")  # the new code is deployed
     page.get_by_role("button", name="Run", exact=True).click()
     # the secret kept its value through the edit (sent back masked), the new page size applied
     events = page.get_by_role("list", name="Events")
@@ -448,9 +448,9 @@ def test_the_edit_form_shows_a_new_versions_trial_on_recorded_runs_before_deploy
     assert SECRET not in page.content()
     page.locator("#edit-form").screenshot(path=str(ARTIFACTS / "24-source-trial-diff.png"))
     expect(diff).not_to_contain_text("null")
-    expect(page.locator(".meta")).to_contain_text("v1.0.0")  # not deployed yet
+    expect(page.locator(".meta").first).to_contain_text("v1.0.0")  # not deployed yet
     page.get_by_role("button", name="Deploy", exact=True).click()
-    expect(page.locator(".meta")).to_contain_text("v2.0.0")
+    expect(page.locator(".meta").first).to_contain_text("v2.0.0")
     assert client.get(f"/sources/{source['id']}/event_summaries").json()["page_info"]["total_count"] == 2
 
 

@@ -112,3 +112,39 @@ def test_secrets_never_appear_in_a_trial_answer(server: Server) -> None:
             first, second = r.json()["data"]["runs"]
             assert second["trial"]["error"]["message"] == "failing with [secret] and [secret]"
             assert first["changed"][0]["live"]["event"]["token"] == "[secret]"  # the live event's too
+
+
+def test_a_trial_hands_an_account_to_new_code_only_if_the_caller_may_use_it(server: Server) -> None:
+    """An org's source uses Alice's personal account: Bob, a member, sees the source and may try
+    new code on it, but not with her account (the credential never reaches his code), as he could
+    not update it with new code either; with an account of his own he may."""
+    import uuid
+
+    alice, bob = new_user(server, tier="paid"), new_user(server, tier="paid")
+    org = server.cli("orgs", "create", "--name", "org" + uuid.uuid4().hex[:8], "--owner", alice.id)["id"]
+    server.cli("orgs", "add-member", "--org", org, "--user", bob.id)
+    with client_for(server, alice.api_key) as a, client_for(server, bob.api_key) as b:
+        r = a.post("/accounts", json={"app": "slack", "credentials": {"oauth_access_token": AUTH}})
+        assert r.status_code == 200, r.text
+        alices = r.json()["data"]["id"]
+        r = a.post("/sources", params={"org_id": org}, json={"component_code": ECHO, "configured_props": {
+            "token": SECRET, "slack": {"authProvisionId": alices}}})
+        assert r.status_code == 200, r.text
+        source_id = r.json()["data"]["id"]
+        assert a.post(f"/sources/{source_id}/run", json={"body": {"n": 0, "marker": "m"}}).status_code == 202
+        wait_runs(a, f"/sources/{source_id}", lambda items: len(items) == 1, "the run's record")
+
+        r = b.post(f"/sources/{source_id}/trial", json={"component_code": LEAKY})
+        assert r.status_code == 404, r.text  # her account is not his to see, let alone use
+        assert AUTH not in r.text and SECRET not in r.text
+        assert b.put(f"/sources/{source_id}", json={"component_code": LEAKY}).status_code in (403, 404)
+
+        r = b.post("/accounts", json={"app": "slack", "credentials": {"oauth_access_token": NEW_SECRET}})
+        bobs = r.json()["data"]["id"]
+        r = b.post(f"/sources/{source_id}/trial", json={"component_code": LEAKY, "configured_props": {
+            "token": "[secret]", "slack": {"authProvisionId": bobs}}})
+        assert r.status_code == 200, r.text
+        assert AUTH not in r.text and NEW_SECRET not in r.text and SECRET not in r.text
+        r = a.post(f"/sources/{source_id}/trial", json={"component_code": LEAKY})
+        assert r.status_code == 200, r.text  # the owner may use her own account
+        assert AUTH not in r.text

@@ -50,3 +50,17 @@ def test_a_summary_change_is_a_change_and_unretained_live_events_are_unknown() -
 def test_masked_replaces_secrets_everywhere_longest_first() -> None:
     assert masked({"k-secret1": ["a secret1 and secret12"], "n": 1}, {"secret1", "secret12"}) == {
         "k-[secret]": ["a [secret] and [secret]"], "n": 1}
+
+
+def test_a_change_of_this_db_outside_runs_is_said_when_the_trial_reaches_back_past_it() -> None:
+    from headwater.domain.models import SourceState
+
+    state = SourceState(db={"n": 3}, runs=2)
+    state.db_changed_outside_runs()  # a state patch after run 2
+    again = SourceState.from_json(state.to_json(), 1)
+    assert again.db_outside_runs == 2
+    records = [rec(3, {"values": {"n": 2}}, 1), rec(2, None), rec(1, None)]
+    across = state_before({"n": 3}, records, 1, 3, again.db_outside_runs)
+    assert not across.exact and "outside runs" in (across.reason or "")
+    assert state_before({"n": 3}, records, 3, 3, again.db_outside_runs).exact  # the window starts after it
+    assert "db_outside_runs" not in SourceState(runs=5).to_json()

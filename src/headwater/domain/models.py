@@ -187,6 +187,9 @@ class SourceState:
     last_tick: float = 0.0
     channels: list[str] = field(default_factory=list)  # its custom channels, against the limit
     runs: int = 0  # runs on record so far: the next one's seq is one more (domain.run_records)
+    # `runs` when `db` was last changed outside a run (a state patch or restore): rebuilding `db`
+    # from the runs' undo logs cannot reach back past it (domain.trial_diff)
+    db_outside_runs: int = 0
     activity: dict[str, Any] = field(default_factory=dict)
     last_run_ms: int = 0
     last_event_ms: int = 0
@@ -215,7 +218,13 @@ class SourceState:
         return {"db": self.db, "dedupe": self.dedupe, "last_ms": self.last_ms, "last_seq": self.last_seq,
                 "applied": self.applied, "timer_run_since": self.timer_run_since, "last_tick": self.last_tick,
                 "channels": self.channels, "runs": self.runs, **self._health_json(),
-                **({"snapshots": self.snapshots} if self.snapshots else {})}
+                **({"snapshots": self.snapshots} if self.snapshots else {}),
+                **({"db_outside_runs": self.db_outside_runs} if self.db_outside_runs else {})}
+
+    def db_changed_outside_runs(self) -> None:
+        """To call where `db` is changed by anything but a run or hook (a state patch, a restore):
+        a trial then says `this.db` before an earlier run cannot be rebuilt exactly."""
+        self.db_outside_runs = self.runs
 
     def _health_json(self) -> dict[str, Any]:
         """Only what is set: a source nothing counted yet keeps its old, smaller item."""
@@ -232,4 +241,5 @@ class SourceState:
                    last_run_ms=int(data.get("last_run_ms") or 0), last_event_ms=int(data.get("last_event_ms") or 0),
                    ran_tick=float(data.get("ran_tick") or 0), skipped_ticks=int(data.get("skipped_ticks") or 0),
                    stalled=data.get("stalled") or None, runs=int(data.get("runs") or 0),
-                   snapshots=int(data.get("snapshots") or 0), version=version)
+                   snapshots=int(data.get("snapshots") or 0),
+                   db_outside_runs=int(data.get("db_outside_runs") or 0), version=version)

@@ -28,14 +28,17 @@ class StateBefore:
 
 
 def state_before(current: Mapping[str, Any], newest_first: Iterable[RunRecord], first_seq: int,
-                 newest_seq: int) -> StateBefore:
+                 newest_seq: int, outside_at: int = 0) -> StateBefore:
     """`this.db` before run `first_seq`: `current` (the state after run `newest_seq`) with the undo
     log of every run from `newest_seq` down to `first_seq` applied, newest first. Not exact when one
     of those records is missing (let go, or never kept), predates undo logs, or its undo log was
-    over its bound; changes made outside runs (none today: updates keep `this.db` and hooks are
-    runs on record) would not show."""
+    over its bound; nor when `this.db` was changed outside runs (a state patch or restore) after run
+    `outside_at` (SourceState.db_outside_runs) and the first run tried is not after it."""
     db = dict(current)
     reasons: list[str] = []
+    if outside_at >= first_seq:
+        reasons.append(f"this.db was changed outside runs (a state patch or restore) after run {outside_at} of the "
+                       "source")
     expected = newest_seq
     for record in newest_first:
         if record.seq < first_seq:

@@ -201,6 +201,13 @@ class ConnectedAccounts:
                                   + (f": refreshing its token failed ({reason})." if reason else "."))
         return self.open(account)
 
+    def values_to_mask(self, account_id: str) -> dict[str, Any]:
+        """The account's current `$auth`, only to mask what code printed of it in an answer (a
+        trial's live events): never handed to code, so no use is checked and no token refreshed;
+        {} when there is no such account."""
+        account = self._read(account_id)
+        return self.open(account) if account is not None else {}
+
     def _may_use(self, account: ConnectedAccount, use: AccountUse) -> bool:
         owner_orgs: frozenset[str] = frozenset()
         if model.needs_owner_orgs(account, use):

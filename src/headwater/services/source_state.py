@@ -71,6 +71,7 @@ class SourceStates:
                                   "bytes (HEADWATER_DB_MAX_BYTES); nothing was changed.",
                                   {"body": [f"this.db would be {size} bytes, over {limit}"]})
                 new = replace(current, db=db)
+                new.db_changed_outside_runs()  # a trial cannot rebuild this.db across it (docs/trials.md)
                 uow.state.save(source_id, new, current.version)
                 uow.commit()
             new.version = current.version + 1

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from headwater.domain.connected_accounts import reference
 from headwater.domain.errors import Conflict, Invalid
 from headwater.domain.events import Emit, dedupe, order_by_ts
 from headwater.domain.models import Principal, Source
@@ -57,6 +58,16 @@ class _Read:
     before: StateBefore
 
 
+@dataclass
+class _Trial:
+    """What a trial carries from run to run: its own `this.db` and dedupe cache (from empty,
+    docs/trials.md), and the answers so far."""
+
+    db: dict[str, Any]
+    seen: dict[str, Any]
+    answers: list[dict[str, Any]]
+
+
 class SourceTrials:
     def __init__(self, uow: UnitOfWorkFactory, sources: Sources, components: Components, trials: Trials,
                  secrets: Secrets, offload: Offload, settings: Settings) -> None:
@@ -75,23 +86,27 @@ class SourceTrials:
         if ready.definition.type != "source":
             raise Invalid(f"The code is an {ready.definition.type}, not a source.",
                           {"component_code": ["not a source"]})
-        db = dict(read.before.db)
-        seen: dict[str, Any] = {}  # the trial's dedupe cache, from empty (docs/trials.md)
-        answers: list[dict[str, Any]] = []
+        trial = _Trial(dict(read.before.db), {}, [])
         for record in read.window:
             skipped = _skipped(record)
             if skipped:
-                answers.append({**_head(record), "skipped": skipped})
+                trial.answers.append({**_head(record), "skipped": skipped})
                 continue
             timer = record.kind == "timer" or (record.kind in ("rerun", "manual") and is_tick(record.trigger))
-            result = await self.trials.run_prepared(ready, record.trigger, timer, db)
-            db, db_error = apply_db(db, result.db_writes, self.settings.db_max_bytes)
-            deduped = dedupe(ready.definition.dedupe, seen, order_by_ts(result.emits))
-            seen = deduped.state
-            answers.append(await self.offload.call(partial(
-                _run_answer, record, result, deduped.kept, deduped.refused, read.live[record.seq], db_error)))
-        return await self.offload.call(lambda: masked(self._answer(read, ready, req, answers),
+            result = await self.trials.run_prepared(ready, record.trigger, timer, trial.db)
+            # its size is the run's: off the event loop
+            await self.offload.call(partial(self._took, trial, ready, record, result, read.live[record.seq]))
+        return await self.offload.call(lambda: masked(self._answer(read, ready, req, trial.answers),
                                                       read.secrets | ready.secrets))
+
+    def _took(self, trial: _Trial, ready: Prepared, record: RunRecord, result: RunResult,
+              live: list[Emitted]) -> None:
+        """One trial run's writes applied to the trial's own `this.db`, its emits deduped on its own
+        cache, and its answer beside the live run's."""
+        trial.db, db_error = apply_db(trial.db, result.db_writes, self.settings.db_max_bytes)
+        deduped = dedupe(ready.definition.dedupe, trial.seen, order_by_ts(result.emits))
+        trial.seen = deduped.state
+        trial.answers.append(_run_answer(record, result, deduped.kept, deduped.refused, live, db_error))
 
     def _read(self, principal: Principal, source_id: str, req: SourceTrialRequest) -> _Read:
         """The source (NotFound unless the caller may see it), the code and props to try, the
@@ -105,7 +120,7 @@ class SourceTrials:
         plain = prop_forms.for_runner(stored, self.secrets)
         props = plain if req.configured_props is None else prop_forms.unmask(req.configured_props, stored,
                                                                                self.secrets)
-        secrets = self.sources.runs.secrets_of(source, plain)
+        secrets = self.sources.runs.secrets_of(source, self._masked_forms(plain))
         with self.uow(readonly=True) as uow:
             state = uow.state.get(source_id)  # first: records newer than it are left out
             floor = max(1, state.runs - RUNS_KEPT + 1)
@@ -117,7 +132,15 @@ class SourceTrials:
                                "(or try it once with POST /v1/components/run).")
             live = {r.seq: _live(uow, source_id, r) for r in window if not _skipped(r)}
         first = window[0].seq
-        return _Read(source, code, props, secrets, window, live, state_before(state.db, newest, first, state.runs))
+        return _Read(source, code, props, secrets, window, live, state_before(state.db, newest, first, state.runs,
+                                                                              state.db_outside_runs))
+
+    def _masked_forms(self, plain: dict[str, Any]) -> dict[str, Any]:
+        """The source's props with each account reference as the account's credentials, to mask
+        them where its live runs put them (the live events); not handed to any code."""
+        connected = self.sources.runs.connected
+        return {name: {"$auth": connected.values_to_mask(account_id)}
+                if (account_id := reference(value)) is not None else value for name, value in plain.items()}
 
     def _code(self, principal: Principal, source: Source, req: SourceTrialRequest) -> str:
         if req.component_code is not None and req.component_id is not None:

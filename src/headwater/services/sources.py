@@ -107,6 +107,7 @@ class _Snap:
     def take(self, uow: UnitOfWork, source_id: str, state: SourceState) -> None:
         if self.restored is not None:
             state.db = dict(self.restored)
+            state.db_changed_outside_runs()  # a trial cannot rebuild this.db across it (docs/trials.md)
         db = uow.state.get(source_id).db if self.replaced else state.db
         state.snapshots += 1
         uow.snapshots.put(source_id, StateSnapshot(

@@ -122,3 +122,22 @@ def test_egress_directories_of_killed_services_are_swept_at_start() -> None:
         proxy.close()
         shutil.rmtree(live, ignore_errors=True)
     assert not proxy.root.exists()
+
+
+def test_a_trial_on_recorded_runs_is_held_to_the_same_url_policy(guarded: Server) -> None:
+    """A new version tried on a source's recorded runs (POST /v1/sources/{id}/trial) fetches through
+    the same egress as any run: a refused address is refused by policy, in the trial run's emit."""
+    account = Account(guarded)
+    source = account.deploy("egress.mjs")
+    source.send({"url": "http://169.254.169.254/latest/meta-data/"})
+    source.wait(lambda events: len(events) == 1, "the live run's emit")
+    code = (Path(__file__).parents[2] / "components" / "hostile" / "egress.mjs").read_text()
+    tried = code.replace("const { url, host, port } = event.body;",
+                         'const { host, port } = event.body; const url = "http://10.0.0.1/";')
+    r = account.api.post(f"/sources/{source.id}/trial", json={"component_code": tried, "runs": 1})
+    assert r.status_code == 200, r.text
+    [run] = r.json()["data"]["runs"]
+    [changed] = run["changed"]
+    assert changed["trial"]["event"]["reached"] is False, changed
+    assert "refused by policy" in changed["trial"]["event"]["error"], changed
+    assert_healthy(guarded)
