@@ -84,6 +84,7 @@ class RunRecord:
     # for every run. An HTTP request's leaves its `body` out (`body_left_out`): it follows from `bodyRaw`.
     trigger_text: str | None = field(default=None, compare=False, repr=False)
     trigger_text_has_body: bool = field(default=True, compare=False, repr=False)
+    db_before_text: str | None = field(default=None, compare=False, repr=False)  # made once, when measured
 
     def to_text(self, compact: bool = False) -> str:
         """The stored form: JSON text, fields at their default left out. `compact`: an HTTP
@@ -105,6 +106,10 @@ class RunRecord:
             value = values[name]
             if value is not None and value != default:
                 data[name] = value
+        tail = ""
+        if self.db_before_text is not None and self.db_before is not None:
+            del data["db_before"]
+            tail = f',"db_before":{self.db_before_text}'
         if not self.trigger_kept:
             data["trigger_kept"] = False
         if body_parsed:
@@ -112,7 +117,7 @@ class RunRecord:
         if body_derived:
             data["body_derived"] = True
         head = compact_json(data)
-        return f'{head[:-1]},"trigger":{encoded}}}'
+        return f'{head[:-1]}{tail},"trigger":{encoded}}}'
 
     @classmethod
     def from_text(cls, text: str) -> RunRecord:
@@ -125,7 +130,8 @@ class RunRecord:
         return record
 
 
-_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name not in {"trigger_text", "trigger_text_has_body"})
+_FIELDS = tuple(f.name for f in fields(RunRecord)
+                if f.name not in {"trigger_text", "trigger_text_has_body", "db_before_text"})
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
 _DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
                   if f.default_factory is not MISSING})
@@ -196,6 +202,7 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
             continue
         kept_logs.append({"level": str(line.get("level", "log")), "message": message, "ts": line.get("ts")})
     status = response.get("status") if isinstance(response, dict) else None
+    undo = undo_log(db, db_writes) if db is not None and db_writes else None
     return RunRecord(
         seq=seq, ended_ms=ended_ms, kind=info.kind,
         outcome="not_run" if not_run else ("error" if error else "success"),
@@ -210,15 +217,16 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         },
         response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         emitted=emitted, db_keys_written=sorted(db_writes)[:MAX_DB_KEYS], db_keys_count=len(db_writes),
-        db_before=undo_log(db, db_writes) if db is not None and db_writes else None,
+        db_before=undo[0] if undo else None, db_before_text=undo[1] if undo else None,
         logs=kept_logs, logs_dropped=dropped, trigger_text=encoded if kept else "null",
         trigger_text_has_body=has_body or not kept,
     )
 
 
-def undo_log(db: Mapping[str, Any], writes: Mapping[str, Any]) -> dict[str, Any]:
+def undo_log(db: Mapping[str, Any], writes: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """What the keys `writes` touches held in `db` before: their values, and those that were absent;
-    `{"incomplete": <bytes>}` when that is over MAX_UNDO_BYTES of JSON."""
+    `{"incomplete": <bytes>}` when that is over MAX_UNDO_BYTES of JSON. With its JSON text (measured
+    here, and what the record keeps)."""
     undo: dict[str, Any] = {}
     values = {key: db[key] for key in writes if key in db}
     absent = sorted(key for key in writes if key not in db)
@@ -226,8 +234,12 @@ def undo_log(db: Mapping[str, Any], writes: Mapping[str, Any]) -> dict[str, Any]
         undo["values"] = values
     if absent:
         undo["absent"] = absent
-    size = len(_encoded(undo).encode())
-    return undo if size <= MAX_UNDO_BYTES else {"incomplete": size}
+    text = _encoded(undo)
+    size = len(text.encode())
+    if size <= MAX_UNDO_BYTES:
+        return undo, text
+    incomplete = {"incomplete": size}
+    return incomplete, _encoded(incomplete)
 
 
 def secret_values(values: Iterable[Any]) -> frozenset[str]:
