@@ -188,7 +188,7 @@ def test_state_is_saved_on_its_version(store: Backend) -> None:
     first = SourceState(db={"n": 1, "f": 0.5}, dedupe={"ids": ['"a"']}, last_ms=5, last_seq=7, applied=["t1"],
                         timer_run_since=12.5, last_tick=3.0, channels=["c"], runs=4,
                         activity={"h": [3600, [[1, 2, 0, 3]]]}, last_run_ms=5, last_event_ms=4, ran_tick=3600.0,
-                        skipped_ticks=3, stalled={"since": 1.0})
+                        skipped_ticks=3, stalled={"since": 1.0}, snapshots=2)
     unset = [f.name for f in dataclasses.fields(SourceState)
              if f.name != "version" and getattr(first, f.name) == getattr(empty, f.name)]
     assert not unset, f"give {unset} a value here: every field of the state must survive each store"
