@@ -127,15 +127,24 @@ def one_round(build: Build, work: Path, plan: list[tuple[str, int]], duration_s:
 
 
 def table(results: dict[str, dict[str, list[Shot]]], names: tuple[str, str]) -> str:
+    """Medians of the rounds: req/s, and the server's CPU per request (its process tree, runners
+    included: what a change costs even when a busy machine hides it in the req/s)."""
     before, after = names
-    lines = [f"| scenario | {before} req/s | {after} req/s | after ÷ before | rounds ({before}; {after}) |",
-             "|---|---:|---:|---:|---|"]
+    lines = [f"| scenario | {before} req/s | {after} req/s | after ÷ before | CPU ms/request before; after "
+             f"| rounds ({before}; {after}) |",
+             "|---|---:|---:|---:|---:|---|"]
     for scenario, by_build in results.items():
         a = statistics.median(s.rps for s in by_build[before])
         b = statistics.median(s.rps for s in by_build[after])
+        cpu = "; ".join(f"{statistics.median(cpu_ms(s) for s in by_build[n]):.2f}" for n in names)
         rounds = "; ".join(", ".join(f"{s.rps:,.0f}" for s in by_build[n]) for n in names)
-        lines.append(f"| {scenario} | {a:,.0f} | {b:,.0f} | {b / a:.2f} | {rounds} |")
+        lines.append(f"| {scenario} | {a:,.0f} | {b:,.0f} | {b / a:.2f} | {cpu} | {rounds} |")
     return "\n".join(lines)
+
+
+def cpu_ms(shot: Shot) -> float:
+    """The target's CPU per answered request, in ms (its CPU in cores over the round's req/s)."""
+    return shot.target_cpu / shot.rps * 1000 if shot.rps else float("nan")
 
 
 def main() -> None:

@@ -327,6 +327,13 @@ class FakeSubscriptions(_Repo):
                 del d.subscriptions[key]
         self.write(change)
 
+    def finish_backfill(self, subscription_id: str) -> None:
+        def change(d: Data) -> None:
+            if subscription_id in d.subscriptions:
+                d.subscriptions[subscription_id] = replace(d.subscriptions[subscription_id],
+                                                         backfilling=False)
+        self.write(change)
+
 
 class FakeWebhooks(_Repo):
     def add(self, webhook: Webhook) -> None:

@@ -12,6 +12,8 @@ from headwater.adapters.oauth_client import HttpOAuthClient
 from headwater.adapters.threads import RequestThreads
 from headwater.deployments import deployment
 from headwater.domain.commands import (
+    Backfill,
+    BackfillWebhook,
     DeleteEvents,
     DeliverFirstAttempts,
     DeliverWebhook,
@@ -48,6 +50,7 @@ from headwater.ports import (
     Writes,
 )
 from headwater.services.accounts import Accounts
+from headwater.services.backfills import Backfills
 from headwater.services.clock import utc_day
 from headwater.services.components import Components
 from headwater.services.connected_accounts import ConnectedAccounts
@@ -64,6 +67,7 @@ from headwater.services.run_records import RunRecords
 from headwater.services.runs import Runs
 from headwater.services.sealed_accounts import SealedAccounts
 from headwater.services.source_state import SourceStates
+from headwater.services.source_trials import SourceTrials
 from headwater.services.sources import Sources
 from headwater.services.stalls import Stalls
 from headwater.services.subscriptions import Subscriptions
@@ -125,6 +129,7 @@ class Services:
     run_records: RunRecords
     registry_search: RegistrySearch
     trials: Trials
+    source_trials: SourceTrials
     connected_accounts: ConnectedAccounts
     oauth: OAuthConnections
     states: SourceStates  # issue 34: a source's this.db, its snapshots and restores
@@ -155,6 +160,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.process_share import ProcessShare
     from headwater.adapters.local.scheduler import LocalScheduler
     from headwater.adapters.local.secrets import FernetSecrets
+    from headwater.adapters.local.sqlite.checkpoints import WalCheckpointer
     from headwater.adapters.local.sqlite.store import SqliteStore
     from headwater.adapters.local.task_queue import LocalTaskQueue
     from headwater.adapters.loops import Portal
@@ -174,6 +180,7 @@ def local_adapters(settings: Settings) -> Adapters:
     from headwater.adapters.local.stall_watch import SqliteStallWatch
     _local_gauges(queue)
     runner = NodeRunnerPool(settings, bill=lambda user_id, ms: usage.record(user_id, utc_day(), 0, ms))
+    checkpoints = WalCheckpointer(store.db)
     return Adapters(
         uow=store.uow,
         usage=store.usage,
@@ -189,8 +196,8 @@ def local_adapters(settings: Settings) -> Adapters:
         **_outside(settings),
         bus=LocalEventBus(peers),
         secrets=FernetSecrets(settings.data_dir / "secret.key", settings.secret_key or None),
-        starters=[queue.start, scheduler.start],
-        stoppers=[scheduler.stop, queue.stop],
+        starters=[checkpoints.start, queue.start, scheduler.start],  # before the writers' connections
+        stoppers=[scheduler.stop, queue.stop, checkpoints.stop],
         loop_users=[runner.attach, portal.attach],
         watch=SqliteStallWatch(store.db, share),
         stall_check_s=settings.stall_check_s,
@@ -383,6 +390,10 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
                    now=metered_deliveries(webhooks.deliver_first_now))
     a.queue.handle(RunWorkflow, workflows.run)
     a.queue.handle(Send, destinations.send)
+    backfills = Backfills(a.uow, routing, metered_deliveries(webhooks.deliver))
+    a.queue.handle(Backfill, backfills.backfill)
+    a.queue.handle(BackfillWebhook, backfills.backfill)
+    trials = Trials(components, quota, a.runner, a.offload, limits, settings)
     return Services(
         settings=settings,
         adapters=a,
@@ -400,7 +411,8 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         routing=routing,
         workflows=workflows,
         registry_search=RegistrySearch(a.uow),
-        trials=Trials(components, quota, a.runner, a.offload, limits, settings),
+        trials=trials,
+        source_trials=SourceTrials(a.uow, sources, components, trials, a.secrets, a.offload, settings),
         connected_accounts=connected_accounts,
         oauth=oauth,
         stalls=stalls,

@@ -200,6 +200,10 @@ class SubscriptionRepository(Protocol):
         """A deleted source, workflow or webhook takes the subscriptions naming it (as emitter or
         listener, in any namespace) along."""
 
+    def finish_backfill(self, subscription_id: str) -> None:
+        """Its backfill is over (`backfilling` False): fan-out routes to its listener directly from
+        this commit on. Nothing when the subscription is gone (it is not made again)."""
+
 
 class WebhookRepository(Protocol):
     def add(self, webhook: Webhook) -> None:

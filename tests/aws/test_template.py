@@ -29,7 +29,7 @@ SCOPE: dict[str, set[str]] = {
                         "PayloadBucket", "SecretsKey", "BundleBucket"},
     "EventsFunction": {"ResourcesTable", "EventsTable", "RunQueue", "RunOrderQueue", "FanOutQueue",
                        "EventDeletionQueue", "PayloadBucket"},
-    "SubscriptionsFunction": {"ResourcesTable"},
+    "SubscriptionsFunction": {"ResourcesTable", "FanOutQueue", "WebhookDeliveryQueue"},  # replay: its backfill
     "WebhooksFunction": {"ResourcesTable", "EventsTable", "RunQueue", "RunOrderQueue", "WebhookDeliveryQueue",
                          "PayloadBucket", "SecretsKey"},
     # POST /v1/workflows saves steps' components (bundled, described by the runner); a delete purges events.

@@ -194,3 +194,19 @@ def test_health_settings_on_deploy_and_update_and_describe_shows_the_health(
     refused = one_error_line(hw_in_process(env, "update", "watched", "--expect-events-within", "0", check=False))
     assert "expect_events_within" in refused
     hw_in_process(env, "delete", "watched")
+
+
+def test_subscriptions_create_replay_queues_the_backfill_once(app: App, logged_in: dict[str, Any],
+                                                              env: dict[str, str], tmp_path: Path) -> None:
+    from headwater.domain.commands import BackfillWebhook
+
+    (tmp_path / "source.mjs").write_text(GREETER)
+    source = json.loads(hw_in_process(env, "deploy", "source.mjs", "--name", "replayed", "--json", cwd=tmp_path).stdout)
+    hook = json.loads(hw_in_process(env, "webhooks", "create", "--url", "https://example.com/late", "--json").stdout)
+    before = len(app.world.queue.of(BackfillWebhook))
+    for _ in range(2):  # the second is the same subscription: no second backfill
+        sub = json.loads(hw_in_process(env, "subscriptions", "create", "--emitter", "replayed", "--listener",
+                                       hook["id"], "--replay", "--json").stdout)
+        assert sub["emitter_id"] == source["id"] and sub["listener_id"] == hook["id"]
+    [backfill] = app.world.queue.of(BackfillWebhook)[before:]
+    assert backfill.subscription_id == sub["id"] and backfill.events == ()

@@ -251,6 +251,30 @@ def test_subscriptions_are_idempotent_and_go_with_what_they_name(store: Backend)
         assert uow.subscriptions.for_namespace("u_1") == []
 
 
+def test_a_backfilling_subscription_is_kept_as_such_until_its_backfill_is_finished(store: Backend) -> None:
+    sub = Subscription(subscription_key("u_1", "dc_a", "wh_b", ""), "u_1", "dc_a", "wh_b", "", 10, backfilling=True)
+    other = Subscription(subscription_key("u_1", "dc_a", "wh_c", ""), "u_1", "dc_a", "wh_c", "", 11, backfilling=True)
+    with store.uow() as uow:
+        uow.subscriptions.add(sub)
+        uow.subscriptions.add(other)
+        uow.commit()
+    with store.uow(readonly=True) as uow:
+        assert uow.subscriptions.for_namespace("u_1") == [sub, other]
+    with store.uow() as uow:
+        uow.subscriptions.finish_backfill(sub.id)
+        uow.commit()
+    with store.uow(readonly=True) as uow:
+        assert uow.subscriptions.for_namespace("u_1") == [dataclasses.replace(sub, backfilling=False), other]
+    with store.uow() as uow:
+        assert uow.subscriptions.remove(sub.id)
+        uow.commit()
+    with store.uow() as uow:
+        uow.subscriptions.finish_backfill(sub.id)  # gone: not made again
+        uow.commit()
+    with store.uow(readonly=True) as uow:
+        assert uow.subscriptions.for_namespace("u_1") == [other]
+
+
 def test_webhooks_and_their_deliveries(store: Backend) -> None:
     alice = builders.user(store)
     hooks = [Webhook(ids.new_id("webhook"), alice.id, alice.id, f"https://example.com/{i}", "secret", name=f"w{i}",

@@ -34,7 +34,8 @@ def seqs(store: Backend, page: PageRequest, floor: int = 1, owner: str = OWNER) 
 def test_a_put_is_idempotent_and_reads_back_whole(store: Backend) -> None:
     full = record(1, error={"code": "X", "message": "m", "stack": "s"}, logs=[{"level": "log", "message": "hi",
                                                                               "ts": 3}],
-                  emitted={"": {"count": 1, "ids": ["1-1"]}}, db_keys_written=["k"], db_keys_count=1)
+                  emitted={"": {"count": 1, "ids": ["1-1"]}}, db_keys_written=["k"], db_keys_count=1,
+                  db_before={"values": {"k": {"n": 1}}, "absent": ["j"]})
     for _ in range(2):
         with store.uow() as uow:
             uow.runs.put(OWNER, full)

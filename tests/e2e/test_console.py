@@ -423,6 +423,37 @@ def test_a_source_shows_its_configuration_with_the_secret_masked_and_is_edited_a
     shot(page, "11-source-configuration")
 
 
+def test_the_edit_form_shows_a_new_versions_trial_on_recorded_runs_before_deploy(
+        page: Page, server: Server, person: User, client: httpx.Client) -> None:
+    from tests.e2e.test_source_trials import LIVE, SECRET, TRIED
+
+    source = deploy(client, component_code=LIVE, name="console-trial", configured_props={"token": SECRET})
+    url = source["configured_props"]["http"]["endpoint_url"]
+    for n, order in enumerate(({"id": 1, "total": 5}, {"id": 2, "total": 7}), 1):
+        assert httpx.post(url, json=order, timeout=60).status_code == 200
+        wait_runs(client, f"/sources/{source['id']}", lambda runs, want=n: len(runs) == want, "the runs")
+    sign_in(page, server, person)
+    page.goto(f"{server.base_url}/console/#/sources/{source['id']}")
+    page.get_by_role("button", name="Edit").click()
+    page.get_by_label("Code").fill(TRIED)
+    page.get_by_role("button", name="Save and re-deploy").click()
+    diff = page.get_by_role("region", name="Trial on recorded runs")
+    expect(diff.locator("#trial-head")).to_contain_text("1 changed, 1 added, 1 removed")
+    runs = diff.get_by_role("list", name="Trial runs").locator("li")
+    expect(runs).to_have_count(2)
+    expect(runs.nth(0).locator(".diff.changed")).to_have_text(
+        '~ o-1: {"order":1,"total":5,"n":1} → {"order":1,"total":500,"n":1}')
+    expect(runs.nth(0).locator(".diff.added")).to_have_text('+ a-1 [audit]: {"audit":1,"token":"[secret]"}')
+    expect(runs.nth(1).locator(".diff.removed")).to_contain_text("− o-2:")
+    assert SECRET not in page.content()
+    page.locator("#edit-form").screenshot(path=str(ARTIFACTS / "24-source-trial-diff.png"))
+    expect(diff).not_to_contain_text("null")
+    expect(page.locator(".meta")).to_contain_text("v1.0.0")  # not deployed yet
+    page.get_by_role("button", name="Deploy", exact=True).click()
+    expect(page.locator(".meta")).to_contain_text("v2.0.0")
+    assert client.get(f"/sources/{source['id']}/event_summaries").json()["page_info"]["total_count"] == 2
+
+
 def test_the_deploy_form_reads_in_words_and_a_timer_shows_its_schedule_and_pauses(
         page: Page, server: Server, person: User, client: httpx.Client) -> None:
     sign_in(page, server, person)

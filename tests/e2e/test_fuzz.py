@@ -52,7 +52,8 @@ from tests.openapi_conformance import fields_chosen, unshaped
 EXAMPLES = int(os.environ.get("HEADWATER_FUZZ_EXAMPLES", "10"))  # per operation and mode (valid, invalid)
 SLOW_EXAMPLES = max(2, EXAMPLES // 2)  # for operations that bundle or run component code
 SLOW = {"POST /v1/components", "POST /v1/sources/", "PUT /v1/sources/{source_id}",
-        "POST /v1/components/{key_or_id}/props/{prop}/options", "POST /v1/components/run", "POST /v1/workflows"}
+        "POST /v1/components/{key_or_id}/props/{prop}/options", "POST /v1/components/run", "POST /v1/workflows",
+        "POST /v1/sources/{source_id}/trial"}
 STREAMS = ("/sse",)  # 200, then open until the client leaves: read for STREAM_READ_S, then left
 STREAM_EXAMPLES = max(2, EXAMPLES // 3)
 STREAM_READ_S = 1.0

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+from headwater.domain.commands import RunSource, from_message, message_text
+from headwater.domain.http_interface import http_event
 from headwater.domain.models import StoredEvent
 from headwater.domain.run_records import (
     MAX_IDS_PER_CHANNEL,
     MAX_LOG_BYTES,
     MAX_TRIGGER_BYTES,
+    MAX_UNDO_BYTES,
     RunInfo,
     RunRecord,
     make_record,
@@ -82,11 +85,48 @@ def test_a_record_reads_back_from_its_json() -> None:
 def test_an_http_body_that_is_its_raw_text_parsed_is_kept_once() -> None:
     big = ["x" * 300, 2.5]
     request = {"method": "POST", "bodyRaw": json.dumps({"a": big}), "body": {"a": big}, "headers": {}}
-    stored = made(trigger=request).to_text(compact=True)
+    stored = made(RunInfo("manual"), trigger=request).to_text(compact=True)
     assert "body" not in json.loads(stored)["trigger"] and RunRecord.from_text(stored).trigger == request
-    assert RunRecord.from_text(made(trigger=request).to_text(compact=True)) == made(trigger=request)
-    assert json.loads(made(trigger=request).to_text())["trigger"] == request  # SQLite keeps it whole
+    assert RunRecord.from_text(made(RunInfo("manual"), trigger=request).to_text(compact=True)) == \
+        made(RunInfo("manual"), trigger=request)
+    assert json.loads(made(RunInfo("manual"), trigger=request).to_text())["trigger"] == request  # SQLite: whole
     for kept in ({"bodyRaw": "a=" + "1" * 300, "body": {"a": "1"}}, {"bodyRaw": "{}", "body": {"x": 1}}, {"body": 1},
                  {"bodyRaw": "[1]", "body": [1]}):
         assert json.loads(made(trigger=kept).to_text(compact=True))["trigger"] == kept
         assert RunRecord.from_text(made(trigger=kept).to_text(compact=True)).trigger == kept
+
+
+def test_a_requests_body_is_not_stored_twice_and_reads_back_as_it_was_parsed() -> None:
+    """An HTTP request's `body` follows from `bodyRaw` and its content type (http_event): the record
+    keeps `bodyRaw` alone, and makes `body` again when read; the same text the task row keeps."""
+    def request(content_type: str, raw: str) -> dict[str, object]:
+        return http_event("POST", "/", [], [("content-type", content_type)] if content_type else [], raw.encode())
+
+    for each in (request("application/json", '{"a": [1, 2.5, "' + "x" * 300 + '"]}'), request("", "[1, 2]"),
+                 request("application/x-www-form-urlencoded", "a=1&b=%20"), request("text/plain", '{"a": 1}'),
+                 request("application/json", '{"a": NaN}'), request("application/json", r'"\ud800"')):
+        command = RunSource("dc_x", each, 1000, "http")
+        for text in (made(trigger=each).to_text(), made(trigger=each).to_text(compact=True),
+                     made(trigger=each, trigger_text=command.event_json()).to_text()):
+            assert "body" not in json.loads(text)["trigger"], text
+            assert RunRecord.from_text(text).trigger == each
+        assert from_message(json.loads(message_text(command))) == command
+        assert "body" not in json.loads(message_text(command))["event"]
+    assert "body" in json.loads(message_text(RunSource("dc_x", each, 1000, "manual")))["event"]
+
+
+def test_the_undo_log_keeps_the_written_keys_values_before_the_run() -> None:
+    record = made(db_writes={"a": 2, "b": None, "new": 1}, db={"a": 1, "b": [1], "other": "x"})
+    assert record.db_before == {"values": {"a": 1, "b": [1]}, "absent": ["new"]}
+    assert RunRecord.from_text(record.to_text()).db_before == record.db_before
+
+
+def test_a_run_that_writes_nothing_pays_nothing_for_the_undo_log() -> None:
+    record = made(db={"a": 1})
+    assert record.db_before is None and "db_before" not in record.to_text()
+
+
+def test_an_undo_log_over_its_bound_says_so_instead() -> None:
+    big = "x" * MAX_UNDO_BYTES
+    record = made(db_writes={"a": 1}, db={"a": big})
+    assert record.db_before == {"incomplete": len(json.dumps({"values": {"a": big}}, separators=(",", ":")))}

@@ -24,6 +24,7 @@ from headwater.api import (
     registry,
     replay,
     runs,
+    source_trials,
     sources,
     sse,
     state,
@@ -47,6 +48,7 @@ V1_ROUTERS = [
     workflow_deploys.router, connected_accounts.router, runs.router,
 ]
 V1_ROUTERS.append(oauth.router)  # issue 22, part B
+V1_ROUTERS.append(source_trials.router)  # issue 34, item 1
 V1_ROUTERS.append(state.router)  # issue 34, item 2
 
 

@@ -41,12 +41,20 @@ async def _params(request: Request, names: tuple[str, ...]) -> dict[str, str | N
     return values
 
 
-@router.post("/subscriptions", response_model=None, responses={**answers(Data[Subscription]), **error_responses(404)})
+REPLAY = Query(None, description="`retained`: the emitter's retained events of the channel (the newest 100) are "
+               "delivered to the listener first, once, oldest first, before any new one. Only when the "
+               "subscription is new (made again, it replays nothing); one emitter, not a glob.")
+
+
+@router.post("/subscriptions", response_model=None,
+             responses={**answers(Data[Subscription]), **error_responses(404, 422)})
 async def subscribe(request: Request, svc: ServicesDep, caller: PrincipalDep, shape: ShapeDep,
                     emitter_id: str | None = Query(None), listener_id: str | None = Query(None),
-                    event_name: str | None = Query(None), org_id: str | None = Query(None)) -> dict[str, Any]:
-    p = await _params(request, ("emitter_id", "listener_id", "event_name", "org_id"))
-    sub = svc.subscriptions.subscribe(caller, p["emitter_id"], p["listener_id"], p["event_name"], p["org_id"])
+                    event_name: str | None = Query(None), org_id: str | None = Query(None),
+                    replay: str | None = REPLAY) -> dict[str, Any]:
+    p = await _params(request, ("emitter_id", "listener_id", "event_name", "org_id", "replay"))
+    sub = svc.subscriptions.subscribe(caller, p["emitter_id"], p["listener_id"], p["event_name"], p["org_id"],
+                                      p["replay"])
     return shape.data(sub.to_api())
 
 

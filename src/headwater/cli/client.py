@@ -16,6 +16,7 @@ import click
 import httpx
 
 from headwater.cli.output import Failure, emit, handles_errors, json_option
+from headwater.cli.source_trial import tried_then_switched
 from headwater.domain.events import EventId
 from headwater.domain.file_names import of_path
 
@@ -164,12 +165,21 @@ def health_body(expect: str | None, catch_up: str | None) -> dict[str, Any]:
 @click.argument("component")
 @click.option("--prop", "-p", "props", multiple=True, help="a configured prop, name=value (repeatable)")
 @click.option("--name", help="the source's name (default: the component's)")
+@click.option("--to", "to", metavar="SOURCE", help="a deployed source (id or name) to switch to this version")
+@click.option("--try", "try_first", is_flag=True, help="with --to: try the version on the source's recorded runs "
+              "first, print the diff and ask before switching (docs/trials.md)")
+@click.option("--runs", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="with --try: how many of the newest runs to try it on")
+@click.option("--yes", "-y", is_flag=True, help="with --try: switch without asking (for scripts)")
 @health_options
 @json_option
 @handles_errors
-def deploy(component: str, props: tuple[str, ...], name: str | None, expect: str | None, catch_up: str | None,
-           as_json: bool) -> None:
-    """Deploy a source from a component FILE, a registry KEY, or a saved sc_ id."""
+def deploy(component: str, props: tuple[str, ...], name: str | None, to: str | None, try_first: bool, runs: int,
+           yes: bool, expect: str | None, catch_up: str | None, as_json: bool) -> None:
+    """Deploy a source from a component FILE, a registry KEY, or a saved sc_ id (--to: as a new
+    version of a deployed source; --try: tried on its recorded runs first)."""
+    if (try_first or yes) and not to:
+        raise Failure("--try and --yes go with --to SOURCE (the source the version is for).")
     body: dict[str, Any] = {"configured_props": parse_props(props), **({"name": name} if name else {}),
                             **health_body(expect, catch_up)}
     path = Path(component)
@@ -181,10 +191,36 @@ def deploy(component: str, props: tuple[str, ...], name: str | None, expect: str
     else:
         body["component_key"] = component
     with api() as client:
+        if to:
+            _deploy_to(client, to, body, props, try_first, runs, yes, as_json)
+            return
         source = checked(client.post("/sources", json=body))["data"]
     endpoint = endpoint_of(source)
     text = f"deployed {source['id']} ({source['name']})" + (f"\nendpoint {endpoint}" if endpoint else "")
     emit(as_json, source, text)
+
+
+def _deploy_to(client: httpx.Client, to: str, body: dict[str, Any], props: tuple[str, ...], try_first: bool,
+               runs: int, yes: bool, as_json: bool) -> None:
+    """A new version of a deployed source: its props kept but those given (masked secrets mean keep)."""
+    if "component_key" in body:
+        raise Failure("--to takes a component FILE or a saved sc_ id.")
+    source_id = resolve(client, to)
+    current = checked(client.get(f"/sources/{source_id}"))["data"]
+    body = {**{k: v for k, v in body.items() if k != "configured_props"}, "active": current["active"]}
+    if props:
+        body["configured_props"] = {**request_form(current["configured_props"]), **parse_props(props)}
+    if not try_first:
+        updated = checked(client.put(f"/sources/{source_id}", json=body))["data"]
+        emit(as_json, updated, f"updated {updated['id']} ({updated['name']})")
+        return
+    trial, updated = tried_then_switched(client, source_id, body, runs, yes, as_json, checked)
+    if as_json:
+        click.echo(json.dumps({"trial": trial, "source": updated}))
+    elif updated is None:
+        click.echo(f"not switched: {source_id} keeps its version")
+    else:
+        click.echo(f"updated {updated['id']} ({updated['name']})")
 
 
 def endpoint_of(source: dict[str, Any]) -> str | None:

@@ -108,12 +108,16 @@ def subscription_params(client: httpx.Client, emitter: str, listener: str, event
 
 @subscriptions.command("create")
 @subscription_options
+@click.option("--replay", "replay", flag_value="retained", default=None,
+              help="a new subscription gets the emitter's retained events first, once and in order")
 @json_option
 @handles_errors
-def subscriptions_create(emitter: str, listener: str, event_name: str | None, as_json: bool) -> None:
+def subscriptions_create(emitter: str, listener: str, event_name: str | None, replay: str | None,
+                         as_json: bool) -> None:
     """Subscribe a listener to an emitter's channel (again: no change)."""
     with api() as client:
-        sub = checked(client.post("/subscriptions", params=subscription_params(client, emitter, listener, event_name)))
+        params = subscription_params(client, emitter, listener, event_name)
+        sub = checked(client.post("/subscriptions", params={**params, **({"replay": replay} if replay else {})}))
     sub = sub["data"]
     emit(as_json, sub, f"{sub['id']}  {sub['emitter_id']} -> {sub['listener_id']}  {sub['event_name'] or 'events'}")
 

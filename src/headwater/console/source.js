@@ -9,6 +9,7 @@ import { labelOf, propInput, timerInWords, valueInWords } from "./props.js";
 import { runsPanel } from "./runs.js";
 import { stateSection } from "./state.js";
 import { subscriptionsSection } from "./subscriptions.js";
+import { trialView, tryOn } from "./trial.js";
 
 async function componentOf(source) {
   try { return (await api(`/components/${source.component_id}`)).data; } catch { return null; }
@@ -46,17 +47,51 @@ function editForm(source, component, timezone) {
   const hasTimer = component.configurable_props.some((p) => p.type === "$.interface.timer");
   const catchUp = el("select", { id: "edit-catch-up" }, [["skip", "skip: run once, count the missed ticks skipped"],
     ["all", "all: run each missed tick, in order"]].map(([value, text]) => el("option", { value, selected: source.catch_up === value }, text)));
+  const bodyOf = () => {
+    const body = { name: name.value.trim() || undefined, configured_props: {} };
+    for (const i of inputs) { const v = i.read(); if (v !== undefined) body.configured_props[i.prop.name] = v; }
+    if (code.value !== (component.code || "")) body.component_code = code.value;
+    return body;
+  };
+  let deployed = null;  // the props as deployed, to tell a change of them
+  try { deployed = JSON.stringify(bodyOf().configured_props); } catch { /* a field to fix first */ }
+  // A new version (code or props) is tried on the source's recorded runs and its diff shown before
+  // it is deployed; a source with no run to try it on is deployed at once.
+  const trialBox = el("section", { id: "trial-diff", hidden: true, "aria-live": "polite", "aria-label": "Trial on recorded runs" });
+  const deployButton = el("button", { class: "primary", type: "submit" }, "Save and re-deploy");
+  let shownFor = null;  // the version whose trial is on screen
+  const versionOf = (body) => JSON.stringify([body.component_code, body.configured_props]);
+  const changesVersion = (body) => body.component_code !== undefined || JSON.stringify(body.configured_props) !== deployed;
+  const showTrial = async (body) => {
+    trialBox.hidden = false;
+    trialBox.replaceChildren(el("p", { class: "hint" }, "Trying it on the source's recorded runs…"));
+    const trial = await tryOn(source.id, body);
+    shownFor = versionOf(body);
+    if (!trial || !trial.runs_tried) {
+      trialBox.replaceChildren(el("p", { class: "hint" }, "No run on record to try it on."));
+      return false;
+    }
+    trialBox.replaceChildren(el("h4", {}, "Tried on recorded runs"), ...trialView(trial).filter(Boolean));
+    deployButton.textContent = "Deploy";
+    return true;
+  };
+  const tryButton = el("button", { type: "button", id: "try-version", onclick: async () => {
+    let body;
+    try { body = bodyOf(); } catch { say("A JSON field is not valid JSON.", true); return; }
+    try { await showTrial(body); } catch (err) { say(err.message, true); }
+  } }, "Try on recorded runs");
   return el("form", { id: "edit-form", hidden: true, onsubmit: async (e) => {
     e.preventDefault();
-    const body = { name: name.value.trim() || undefined, configured_props: {} };
-    try {
-      for (const i of inputs) { const v = i.read(); if (v !== undefined) body.configured_props[i.prop.name] = v; }
-    } catch { say("A JSON field is not valid JSON.", true); return; }
-    if (code.value !== (component.code || "")) body.component_code = code.value;
+    let body;
+    try { body = bodyOf(); } catch { say("A JSON field is not valid JSON.", true); return; }
     const expected = expect.value.trim() === "" ? null : Number(expect.value);
     if (expected !== (source.expect_events_within ?? null)) body.expect_events_within = expected;
     if (hasTimer && catchUp.value !== source.catch_up) body.catch_up = catchUp.value;
     try {
+      if (changesVersion(body) && shownFor !== versionOf(body) && await showTrial(body)) {
+        say("Tried on the recorded runs: read the diff, then Deploy.");
+        return;
+      }
       await api(`/sources/${source.id}`, { method: "PUT", body });
       say("Saved and re-deployed.");
       refresh();
@@ -70,7 +105,8 @@ function editForm(source, component, timezone) {
   expect,
   hasTimer ? [el("label", { for: "edit-catch-up" }, "Missed ticks ", el("span", { class: "hint" }, "(ticks due while the service was down)")), catchUp] : null,
   el("label", { for: "edit-code" }, "Code ", el("span", { class: "hint" }, "(a change deploys the new code; the source keeps its id and state)")), code,
-  el("div", { class: "row" }, el("button", { class: "primary", type: "submit" }, "Save and re-deploy"),
+  trialBox,
+  el("div", { class: "row" }, deployButton, tryButton,
     el("button", { type: "button", onclick: (e) => { e.target.closest("form").hidden = true; } }, "Cancel")));
 }
 

@@ -12,9 +12,13 @@ its workers; None in a command queued by an older version (its lane is then a te
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, ClassVar
+
+from headwater.domain.http_interface import body_left_out, with_body
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,19 @@ class RunSource(Command):
     hops: int = 0  # how many subscriptions the event went through to get here
     namespace: str | None = None
     rerun_of: str | None = None  # a run on record whose input this is (POST .../runs/{id}/rerun)
+    # `event` as stored, once something encoded it: the queue's task row and the run's record both
+    # keep that text, and a hot source's commit should not make it twice. Not in the message.
+    _event_json: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def event_json(self) -> str:
+        """`event` as compact JSON, made on the first call only; a request's without its `body`,
+        which `with_body` makes again from `bodyRaw` (so its bytes are not stored twice)."""
+        text = self._event_json
+        if text is None:
+            stored = body_left_out(self.event) if self.trigger == "http" else None
+            text = compact_json(self.event if stored is None else stored)
+            object.__setattr__(self, "_event_json", text)  # a cache of a value that never changes
+        return text
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,42 @@ class DeliverFirstAttempts(Command):
 
 
 @dataclass(frozen=True)
+class Backfill(Command):
+    """A late listener's backfill (POST /subscriptions?replay=retained): the emitter's retained
+    events of the channel, oldest first, delivered to the listener before any new one. With
+    `events` (carried as a FanOut carries them), it is instead new events that fan-out held for the
+    listener while its backfill was not over: delivered once it is. A subscription's backfill and
+    the events held behind it share one lane, so they run one at a time, in commit order.
+    `namespace`: the subscription's, which its deliveries count against as fan-out's do."""
+
+    name: ClassVar[str] = "backfill"
+    subscription_id: str
+    namespace: str
+    emitter_id: str
+    listener_id: str
+    channel: str
+    events: tuple[dict[str, Any], ...] = ()
+    hops: int = 0
+    nonce: str | None = None
+
+    @property
+    def lane(self) -> str | None:
+        return f"backfill:{self.subscription_id}"
+
+
+@dataclass(frozen=True)
+class BackfillWebhook(Backfill):
+    """A Backfill whose listener is a webhook: its own type, so that on AWS it goes to the webhook
+    queue, whose function may send and sign (a source's or workflow's goes with fan-outs)."""
+
+    name: ClassVar[str] = "backfill_webhook"
+
+
+def backfill_for(listener_id: str) -> type[Backfill]:
+    return BackfillWebhook if listener_id.startswith("wh_") else Backfill
+
+
+@dataclass(frozen=True)
 class RunWorkflow(Command):
     """Run a workflow's steps once with `event` as `steps.trigger.event`."""
 
@@ -166,7 +219,7 @@ class Send(Command):
 
 COMMANDS: dict[str, type[Command]] = {
     c.name: c for c in (RunSource, TimerTick, SyncSchedule, DeleteEvents, PurgeSource, FanOut, DeliverWebhook,
-                        DeliverFirstAttempts, RunWorkflow, Send)
+                        DeliverFirstAttempts, RunWorkflow, Send, Backfill, BackfillWebhook)
 }
 
 
@@ -174,8 +227,34 @@ def to_message(command: Command) -> dict[str, Any]:
     """Fields are JSON values, tuples or primitives: no deep copy (`asdict` would copy each event)."""
     names = _FIELDS.get(command.name)
     if names is None:
-        names = _FIELDS[command.name] = tuple(f.name for f in dataclasses.fields(command))
+        names = _FIELDS[command.name] = tuple(f.name for f in dataclasses.fields(command) if f.init)
     return {"type": command.name, **{name: getattr(command, name) for name in names}}
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+# The C encoder JSONEncoder.encode makes anew on every call, made once: that setup was most of the
+# cost of encoding a small value, and a hot source encodes several per run. No check for cycles:
+# what is encoded here came from JSON or is built of it.
+_C_COMPACT = (None if c_make_encoder is None
+              else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True))
+
+
+def compact_json(value: Any) -> str:
+    """JSON without spaces, non-ASCII kept as is; what JSON cannot hold becomes its `str`."""
+    if _C_COMPACT is None:
+        return _COMPACT.encode(value)
+    return "".join(_C_COMPACT(value, 0))
+
+
+def message_text(command: Command) -> str:
+    """`to_message` as JSON text. A run's event goes in as `RunSource.event_json` (made once, and
+    there for its record to take)."""
+    if not isinstance(command, RunSource):
+        return json.dumps(to_message(command))
+    message = to_message(command)
+    del message["event"]
+    head = compact_json(message)
+    return f'{head[:-1]},"event":{command.event_json()}}}'
 
 
 _FIELDS: dict[str, tuple[str, ...]] = {}
@@ -189,6 +268,8 @@ def from_message(message: dict[str, Any]) -> Command:
     for name in ("event_ids", "events", "delivery_ids"):
         if isinstance(fields.get(name), list):
             fields[name] = tuple(fields[name])
+    if fields.get("trigger") == "http":
+        fields["event"] = with_body(fields.get("event"))
     if isinstance(fields.get("due_at"), str):
         # EventBridge Scheduler fills `<aws.scheduler.scheduled-time>` in as an ISO 8601 time.
         fields["due_at"] = datetime.fromisoformat(fields["due_at"].replace("Z", "+00:00")).timestamp()

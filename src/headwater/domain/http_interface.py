@@ -130,6 +130,31 @@ def parse_body(raw: str, content_type: str) -> Any:
     return raw
 
 
+def body_left_out(event: Any) -> dict[str, Any] | None:
+    """An HTTP request's event without its `body`, which `with_body` makes again from `bodyRaw` and
+    the content type (what queues and records keep: the body was in there twice); None when the
+    event is not in http_event's form."""
+    if not body_derivable(event):
+        return None
+    return {name: value for name, value in event.items() if name != "body"}
+
+
+def body_derivable(event: Any) -> bool:
+    """Whether `event` has the form of http_event's, whose `body` follows from the rest."""
+    return isinstance(event, dict) and "body" in event and isinstance(event.get("bodyRaw"), str) \
+        and isinstance(event.get("headers"), dict)
+
+
+def with_body(event: Any) -> Any:
+    """`event` with the `body` that `body_left_out` left out put back (an event that has one, or is
+    no request, is returned as it is)."""
+    if isinstance(event, dict) and "body" not in event and isinstance(event.get("bodyRaw"), str) \
+            and isinstance(event.get("headers"), dict):
+        content_type = event["headers"].get("content-type", "")
+        event["body"] = parse_body(event["bodyRaw"], content_type if isinstance(content_type, str) else "")
+    return event
+
+
 def http_event(method: str, path: str, query: list[tuple[str, str]], headers: list[tuple[str, str]],
                body: bytes) -> dict[str, Any]:
     """The event a request becomes (DECISIONS: HTTP interface). Nothing in it can fail to encode:

@@ -19,6 +19,7 @@ from headwater.domain.events import DEFAULT_CHANNEL
 from headwater.domain.models import StoredEvent
 
 GLOBS = {"dc_*": "dc_", "p_*": "p_"}
+REPLAYS = ("retained",)  # what POST /subscriptions?replay= may ask for
 LISTENER_PREFIXES = ("dc_", "p_", "wh_")
 FAN_OUT_BYTES = 128 * 1024  # the events one FanOut carries, at most (one larger event goes alone)
 # A run's commit writes its webhook deliveries itself (no FanOut) when only webhooks listen, up to
@@ -38,6 +39,9 @@ class Subscription:
     event_name: str = DEFAULT_CHANNEL
     created_at: int = 0
     auto: bool = False  # an auto-subscription: every source and workflow created after it
+    # made with `replay=retained` and its backfill not over yet: fan-out holds the emitter's new
+    # events for the listener behind the retained ones (services/backfills.py)
+    backfilling: bool = False
 
     def to_api(self) -> dict[str, Any]:
         return {"id": self.id, "emitter_id": self.emitter_id, "listener_id": self.listener_id,

@@ -10,10 +10,12 @@ may have printed them (logs, the error).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from headwater.domain.commands import compact_json
+from headwater.domain.http_interface import body_derivable, body_left_out, with_body
 from headwater.domain.models import StoredEvent
 
 RUNS_KEPT = 100  # per source or workflow: the newest ones, as events are kept per channel
@@ -22,6 +24,7 @@ MAX_LOG_BYTES = 64 * 1024  # of log lines in one record; later lines are counted
 MAX_STACK_BYTES = 16 * 1024
 MAX_IDS_PER_CHANNEL = 20
 MAX_DB_KEYS = 100
+MAX_UNDO_BYTES = 64 * 1024  # of `this.db` values before a run, in its record (past it: `incomplete`)
 MASK = "[secret]"
 _MIN_SECRET_CHARS = 4  # shorter values ("", "1", "yes") would mask ordinary words, and tell nothing
 
@@ -62,6 +65,10 @@ class RunRecord:
     emitted: dict[str, dict[str, Any]] = field(default_factory=dict)  # channel -> {count, ids}
     db_keys_written: list[str] = field(default_factory=list)
     db_keys_count: int = 0
+    # The undo log (a trial's `this.db` as it was before a run): for the keys the run wrote, their
+    # values before it, `{"values": {...}, "absent": [...]}`, or `{"incomplete": <bytes>}` past
+    # MAX_UNDO_BYTES. None when the run wrote no key (or its record predates the undo log).
+    db_before: dict[str, Any] | None = None
     logs: list[dict[str, Any]] = field(default_factory=list)
     logs_dropped: int = 0
 
@@ -74,30 +81,37 @@ class RunRecord:
         return self.trigger_kept and self.kind != "hook"
 
     # The trigger's JSON text, made once by make_record (which measures it): a record is written
-    # for every run.
+    # for every run. An HTTP request's leaves its `body` out (`body_left_out`): it follows from `bodyRaw`.
     trigger_text: str | None = field(default=None, compare=False, repr=False)
+    trigger_text_has_body: bool = field(default=True, compare=False, repr=False)
 
     def to_text(self, compact: bool = False) -> str:
         """The stored form: JSON text, fields at their default left out. `compact`: an HTTP
         request's `body` left out when it is its `bodyRaw` parsed (a store that bills per KB)."""
         trigger: Any = self.trigger if self.trigger_kept else None
-        if compact and _body_is_parsed_raw(trigger):
+        body_derived = False
+        if self.trigger_text is not None and not self.trigger_text_has_body:
+            encoded, body_parsed, body_derived = self.trigger_text, False, True
+        elif compact and _body_is_parsed_raw(trigger):
             encoded, body_parsed = _encoded({k: v for k, v in trigger.items() if k != "body"}), True
         else:
             if self.trigger_text is None:
                 self.trigger_text = _encoded(trigger)
             encoded, body_parsed = self.trigger_text, False
+        values = self.__dict__
         data: dict[str, Any] = {"seq": self.seq, "ended_ms": self.ended_ms, "kind": self.kind,
                                 "outcome": self.outcome, "duration_ms": self.duration_ms}
-        for name in _OPTIONAL:
-            value = getattr(self, name)
-            if value is not None and value != _DEFAULTS[name]:
+        for name, default in _OPTIONAL_DEFAULTS:
+            value = values[name]
+            if value is not None and value != default:
                 data[name] = value
         if not self.trigger_kept:
             data["trigger_kept"] = False
         if body_parsed:
             data["body_parsed"] = True
-        head = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        if body_derived:
+            data["body_derived"] = True
+        head = compact_json(data)
         return f'{head[:-1]},"trigger":{encoded}}}'
 
     @classmethod
@@ -106,20 +120,23 @@ class RunRecord:
         record = cls(**{k: v for k, v in data.items() if k in _FIELDS})
         if data.get("body_parsed") and isinstance(record.trigger, dict):
             record.trigger["body"] = json.loads(record.trigger["bodyRaw"])
+        elif data.get("body_derived"):
+            record.trigger = with_body(record.trigger)
         return record
 
 
-_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name != "trigger_text")
+_FIELDS = tuple(f.name for f in fields(RunRecord) if f.name not in {"trigger_text", "trigger_text_has_body"})
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
 _DEFAULTS.update({f.name: f.default_factory() for f in fields(RunRecord)
                   if f.default_factory is not MISSING})
 _OPTIONAL = tuple(name for name in _FIELDS
                   if name not in {"seq", "ended_ms", "kind", "outcome", "duration_ms", "trigger", "trigger_kept"})
+_OPTIONAL_DEFAULTS = tuple((name, _DEFAULTS.get(name)) for name in _OPTIONAL)
 _PARSED_BODY_FROM = 256  # a raw body shorter than this is not worth the parse to store it once
 
 
 def _encoded(trigger: Any) -> str:
-    return json.dumps(trigger, separators=(",", ":"), ensure_ascii=False, default=str)
+    return compact_json(trigger)
 
 
 def _body_is_parsed_raw(trigger: Any) -> bool:
@@ -149,13 +166,19 @@ def seq_of(run: str) -> int | None:
 
 def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: bool, duration_ms: float,
                 cpu_ms: float | None, trigger: Any, events: Iterable[StoredEvent], db_writes: dict[str, Any],
-                logs: Iterable[dict[str, Any]], response: dict[str, Any] | None, ended_ms: int) -> RunRecord:
+                logs: Iterable[dict[str, Any]], response: dict[str, Any] | None, ended_ms: int,
+                trigger_text: str | None = None, db: Mapping[str, Any] | None = None) -> RunRecord:
     """The record of one run: its own error (not the `$errors` events of refusals, which are among
-    its emitted events), the events it stored by channel, the keys it wrote."""
-    masked = _Masker(info.secrets)
+    its emitted events), the events it stored by channel, the keys it wrote and, given `db` (the
+    state the run started from), their values before it (`undo_log`). `trigger_text`: the trigger
+    as stored (`RunSource.event_json`), when it was made already (for the task row)."""
+    masked = _Masker(info.secrets) if info.secrets else _unmasked
     error = info.error or error
     not_run = not_run or info.not_run
-    encoded = _encoded(trigger)
+    has_body = info.kind != "http" or not body_derivable(trigger)
+    if trigger_text is None:
+        trigger_text = _encoded(trigger if has_body else body_left_out(trigger))
+    encoded = trigger_text
     size = len(encoded.encode())
     kept = size <= MAX_TRIGGER_BYTES
     emitted: dict[str, dict[str, Any]] = {}
@@ -187,8 +210,24 @@ def make_record(seq: int, info: RunInfo, error: dict[str, Any] | None, not_run: 
         },
         response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         emitted=emitted, db_keys_written=sorted(db_writes)[:MAX_DB_KEYS], db_keys_count=len(db_writes),
+        db_before=undo_log(db, db_writes) if db is not None and db_writes else None,
         logs=kept_logs, logs_dropped=dropped, trigger_text=encoded if kept else "null",
+        trigger_text_has_body=has_body or not kept,
     )
+
+
+def undo_log(db: Mapping[str, Any], writes: Mapping[str, Any]) -> dict[str, Any]:
+    """What the keys `writes` touches held in `db` before: their values, and those that were absent;
+    `{"incomplete": <bytes>}` when that is over MAX_UNDO_BYTES of JSON."""
+    undo: dict[str, Any] = {}
+    values = {key: db[key] for key in writes if key in db}
+    absent = sorted(key for key in writes if key not in db)
+    if values:
+        undo["values"] = values
+    if absent:
+        undo["absent"] = absent
+    size = len(_encoded(undo).encode())
+    return undo if size <= MAX_UNDO_BYTES else {"incomplete": size}
 
 
 def secret_values(values: Iterable[Any]) -> frozenset[str]:
@@ -209,6 +248,10 @@ def secret_values(values: Iterable[Any]) -> frozenset[str]:
     for value in values:
         walk(value)
     return frozenset(found)
+
+
+def _unmasked(text: str) -> str:
+    return text
 
 
 class _Masker:

@@ -43,6 +43,7 @@ class Outcome:
     trigger: Any = None
     task_id: str | None = None
     run: RunInfo | None = None
+    trigger_text: str | None = None  # `trigger` as compact JSON, when it was encoded already
 
 
 def commit_outcomes(
@@ -72,12 +73,13 @@ def commit_outcomes(
                 if outcome.task_id is not None and state.took(outcome.task_id):
                     continue  # delivered again after its results were committed
                 ms = now_ms()
+                before = state.db
                 recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, ms, outcome.task_id)
                 state = recorded.state
                 events += recorded.events
                 if outcome.run is not None:
                     state.runs += 1
-                    runs.append(_run_record(state.runs, outcome, recorded.events, ms))
+                    runs.append(_run_record(state.runs, outcome, recorded.events, ms, before))
             routed = route(reading, events) if route and events else Routed()
         with uow_factory() as uow:
             if extra is not None:
@@ -98,12 +100,13 @@ def commit_outcomes(
     return state, channels
 
 
-def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int) -> RunRecord:
+def _run_record(seq: int, outcome: Outcome, events: list[StoredEvent], ms: int, db: dict[str, Any]) -> RunRecord:
+    """`db`: the state the run started from (its record keeps the written keys' values before it)."""
     assert outcome.run is not None
     result = outcome.result
     return make_record(seq, outcome.run, result.error, result.error_code in NOT_RUN, result.duration_ms,
                        result.cpu_ms, outcome.trigger, (e for e in events if e.channel != LOGS), result.db_writes,
-                       result.logs, result.response, ms)
+                       result.logs, result.response, ms, trigger_text=outcome.trigger_text, db=db)
 
 
 # Told of each stall that ended (domain.health), after its commit: the composition root counts them.

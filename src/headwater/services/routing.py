@@ -7,6 +7,10 @@ handler turns each (listener, event) into the listener's own durable work: a Run
 source (remembered under a routing key, so a repeated fan-out runs it once), a delivery for a
 webhook (its id derives from webhook and event, so it is made once). Each hop counts; past
 MAX_HOPS the chain (A -> B -> A ...) stops with a `$errors` event on the emitter.
+
+A listener whose subscription is backfilling (replay=retained, services/backfills.py) gets no
+event from fan-out directly: its events are held, carried by a Backfill command in the
+subscription's lane, delivered once the retained ones are.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ import logging
 import secrets
 from collections import defaultdict
 
-from headwater.domain.commands import DeliverFirstAttempts, DeliverWebhook, FanOut, RunSource, RunWorkflow
+from headwater.domain.commands import (
+    DeliverFirstAttempts,
+    DeliverWebhook,
+    FanOut,
+    RunSource,
+    RunWorkflow,
+    backfill_for,
+)
 from headwater.domain.errors import Conflict, NotFound
 from headwater.domain.models import Principal, Source, StoredEvent
 from headwater.domain.routing import (
@@ -24,6 +35,7 @@ from headwater.domain.routing import (
     MAX_HOPS,
     Delivery,
     Routed,
+    Subscription,
     carried,
     delivery_key,
     event_weight,
@@ -62,7 +74,7 @@ def for_commit(subscriptions: Subscriptions, uow: UnitOfWork, emitter_id: str, n
             continue
         webhooks = list(dict.fromkeys(s.listener_id for s in subs))  # a glob and an id may name one twice
         weight = len(webhooks) * sum(event_weight(e) for e in listened)
-        if (hops < MAX_HOPS and all(w.startswith("wh_") for w in webhooks)
+        if (hops < MAX_HOPS and all(w.startswith("wh_") for w in webhooks) and not any(s.backfilling for s in subs)
                 and len(webhooks) * len(listened) <= room and weight <= size):
             at = now_ms()
             made = [Delivery(delivery_key(webhook_id, emitter_id, event.id), webhook_id, emitter_id, event.id,
@@ -124,28 +136,48 @@ class Routing:
             else:
                 log.warning("events of %s not routed further after %d hops", emitter.id, command.hops)
             return 0
+        held = {sub.listener_id: sub for sub in subs if sub.backfilling}
         routed = 0
+        for sub in held.values():
+            routed += self._hold(sub, events, command)
         for sub in subs:
+            if sub.listener_id in held:
+                continue  # a glob naming it too: its events wait behind the backfill all the same
             for event in events:
-                routed += self._route(sub.listener_id, emitter.id, event, command)
+                routed += self.route(sub.listener_id, emitter.id, event, command.hops, command.namespace,
+                                     command.nonce)
         return routed
 
-    def _route(self, listener_id: str, emitter_id: str, event: StoredEvent, command: FanOut) -> int:
-        event_key = f"{event.id}:{command.nonce}" if command.nonce else event.id
+    def _hold(self, sub: Subscription, events: list[StoredEvent], command: FanOut) -> int:
+        """New events for a listener whose backfill is not over: behind it, in its lane."""
+        with self.uow() as uow:
+            uow.outbox.add(backfill_for(sub.listener_id)(sub.id, sub.namespace, sub.emitter_id, sub.listener_id,
+                                                         sub.event_name, tuple(carried(e) for e in events),
+                                                         command.hops, command.nonce))
+            uow.commit()
+        return len(events)
+
+    def route(self, listener_id: str, emitter_id: str, event: StoredEvent, hops: int, namespace: str,
+              nonce: str | None = None, attempt_after_s: float = 0.0) -> int:
+        """The event made the listener's own durable work, once (its key says so); 0 when an
+        earlier routing made it. `attempt_after_s`: a webhook delivery's first attempt is queued
+        that late (a backfill makes it itself, in order: the queued one is its backstop, and finds
+        it made)."""
+        event_key = f"{event.id}:{nonce}" if nonce else event.id
         try:
             with self.uow() as uow:
                 if listener_id.startswith("dc_"):
                     uow.outbox.add(RunSource(listener_id, event.event, self.settings.http_timeout_ms, "subscription",
                                              route_key=routed_key(emitter_id, event_key, listener_id),
-                                             hops=command.hops + 1, namespace=command.namespace))
+                                             hops=hops + 1, namespace=namespace))
                 elif listener_id.startswith("wh_"):
                     delivery = Delivery(delivery_key(listener_id, emitter_id, event_key), listener_id, emitter_id,
                                         event.id, summary(event, expand=True), created_at_ms=now_ms())
                     uow.deliveries.add(delivery)
-                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0, namespace=command.namespace))
+                    uow.outbox.add(DeliverWebhook(delivery.id, attempt=0, namespace=namespace), delay_s=attempt_after_s)
                 else:
                     uow.outbox.add(RunWorkflow(listener_id, event.event, routed_key(emitter_id, event_key, listener_id),
-                                               command.hops + 1, command.namespace))
+                                               hops + 1, namespace))
                 uow.commit()
         except Conflict as e:
             if e.field != "delivery":

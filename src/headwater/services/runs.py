@@ -329,7 +329,8 @@ class Runs:
                 command: RunSource = task.command  # type: ignore[assignment]
                 info = RunInfo("rerun" if command.rerun_of else command.trigger, hook=None, rerun_of=command.rerun_of,
                                component_id=component.id, secrets=secrets)
-                outcomes.append(Outcome(ctx, results[i], command.event, command.route_key or task.id, info))
+                outcomes.append(Outcome(ctx, results[i], command.event, command.route_key or task.id, info,
+                                        command.event_json()))
 
         counted = [o.result for o in outcomes if o.result.error_code not in NOT_RUN]
 

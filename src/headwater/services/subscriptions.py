@@ -3,16 +3,22 @@
 The emitter and the listener must be the caller's or one of their orgs'; a subscription lives in
 its emitter's namespace (for a glob, the caller's or the `org_id`'s), which is where fan-out
 looks for it. Creating one twice is the same subscription (its id derives from what it routes).
+
+`replay=retained` (DECISIONS Extensions): a new subscription of one emitter commits with its
+backfill (domain.commands.Backfill), which delivers the emitter's retained events to the listener
+first (services/backfills.py). The same subscription made again, with replay or without, is not new
+and replays nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from headwater.domain.errors import BadRequest, NotFound
+from headwater.domain.commands import backfill_for
+from headwater.domain.errors import BadRequest, Invalid, NotFound
 from headwater.domain.events import DEFAULT_CHANNEL, RESERVED_CHANNELS
 from headwater.domain.models import Principal
-from headwater.domain.routing import GLOBS, LISTENER_PREFIXES, Subscription, subscription_key
+from headwater.domain.routing import GLOBS, LISTENER_PREFIXES, REPLAYS, Subscription, subscription_key
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.accounts import Accounts
 from headwater.services.clock import now_s
@@ -22,6 +28,17 @@ def _required(value: str | None, field: str) -> str:
     if not value:
         raise BadRequest(f"`{field}` is required.", {field: ["required"]})
     return value
+
+
+def _check_replay(replay: str | None, emitter_id: str) -> None:
+    if replay is None:
+        return
+    if replay not in REPLAYS:
+        raise Invalid(f"`replay` must be {' or '.join(REPLAYS)} (the emitter's retained events first), "
+                      f"not {replay!r}.", {"replay": [f"must be {' or '.join(REPLAYS)}"]})
+    if emitter_id in GLOBS:
+        raise Invalid("`replay` needs one emitter: a source (dc_) or workflow (p_) id, not a glob.",
+                      {"replay": ["not with a glob emitter_id"]})
 
 
 class Subscriptions:
@@ -53,8 +70,9 @@ class Subscriptions:
         return listener_id
 
     def subscribe(self, principal: Principal, emitter_id: str | None, listener_id: str | None,
-                  event_name: str | None, org_id: str | None) -> Subscription:
+                  event_name: str | None, org_id: str | None, replay: str | None = None) -> Subscription:
         emitter_id = _required(emitter_id, "emitter_id")
+        _check_replay(replay, emitter_id)
         listener_id = self._listener(principal, listener_id)
         if emitter_id in GLOBS:
             namespace = self.accounts.namespace(principal, org_id)
@@ -65,7 +83,7 @@ class Subscriptions:
                              {"emitter_id": ["must be dc_..., p_..., dc_* or p_*"]})
         channel = event_name or DEFAULT_CHANNEL
         sub = Subscription(subscription_key(namespace, emitter_id, listener_id, channel), namespace, emitter_id,
-                           listener_id, channel, now_s())
+                           listener_id, channel, now_s(), backfilling=replay is not None)
         return self._add(sub)
 
     def auto_subscribe(self, principal: Principal, event_name: str | None, listener_id: str | None,
@@ -85,6 +103,9 @@ class Subscriptions:
             if existing is not None:
                 return existing
             uow.subscriptions.add(sub)
+            if sub.backfilling:
+                uow.outbox.add(backfill_for(sub.listener_id)(sub.id, sub.namespace, sub.emitter_id, sub.listener_id,
+                                                             sub.event_name))
             uow.commit()
         return sub
 

@@ -17,6 +17,7 @@ from headwater.domain.connected_accounts import AccountUses
 from headwater.domain.errors import HeadwaterError, Invalid
 from headwater.domain.models import ComponentDefinition, Principal
 from headwater.domain.props import validate
+from headwater.domain.run_records import secret_values
 from headwater.domain.runs import RunResult, apply_db
 from headwater.domain.trial_answer import MAX_EMITS, MAX_LOGS, bounded
 from headwater.ports import Bundle, Finished, Instance, Offload, Runner, RunnerError
@@ -40,6 +41,23 @@ class TrialRequest:
     file_name: str | None = None  # shown in the error's stack in place of `component.js`
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Code described in its namespace with its props resolved: what each of its runs needs."""
+
+    namespace: str
+    user_id: str
+    bundle: Bundle
+    definition: ComponentDefinition
+    instance_id: str
+    props: dict[str, Any]
+    event: Any  # the default event (TrialRequest.event)
+    timeout_ms: int
+    http: dict[str, Any] | None
+    file_name: str | None
+    secrets: frozenset[str]  # values of its secret props and accounts' credentials
+
+
 class Trials:
     def __init__(self, components: Components, quota: Quota, runner: Runner, offload: Offload, limits: TenantLimits,
                  settings: Settings) -> None:
@@ -57,42 +75,68 @@ class Trials:
 
     async def run(self, principal: Principal, req: TrialRequest, org_id: str | None) -> dict[str, Any]:
         namespace, code = await self.offload.call(lambda: self._checked(principal, req, org_id))
-        user_id = principal.user.id
         async with self.limits.runner_calls.hold(namespace):
-            bundle, definition = await self.components.describe_in_turn(code, namespace, user_id)
-            instance_id = f"run:{user_id}"  # one warm worker per user for these, not one per run
-            props, event, timeout_ms, http = await self._prepare(principal, bundle, definition, req, instance_id,
-                                                                 namespace)
-            instance = Instance(id=instance_id, props=props, account=namespace, bill_to=user_id,
-                                db=dict(req.db), env={"PD_COMPONENT": instance_id}, http=http,
-                                memory_mb=self.settings.run_memory_mb, file_name=req.file_name)
+            ready = await self._ready(principal, req, code, namespace)
+            result = await self._run_one(ready, ready.event, ready.timeout_ms, req.db)
+        return await self.offload.call(lambda: self.answer(ready.definition, ready.event, req.db, result))
 
-            async def run() -> RunResult:
-                try:
-                    if definition.type == "action":
-                        return await self.runner.run_step(bundle, instance, {"trigger": {"event": event}}, timeout_ms)
-                    async for message in self.runner.run(bundle, instance, [event], timeout_ms):
-                        if isinstance(message, Finished):
-                            return message.results[0]
-                    return RunResult.failed("RUNTIME_ERROR", "The runner ended without an outcome.")
-                except RunnerError as e:
-                    return e.as_result()
-                except HeadwaterError as e:
-                    return RunResult.failed("RUNTIME_ERROR", e.message)
+    async def prepare(self, principal: Principal, req: TrialRequest, namespace: str) -> Prepared:
+        """The code described and its props validated and resolved in `namespace` (the caller a
+        member of it), in a turn of its share of runner calls: ready for `run_prepared`."""
+        code = await self.offload.call(lambda: self._checked_in(req, namespace))
+        async with self.limits.runner_calls.hold(namespace):
+            return await self._ready(principal, req, code, namespace)
 
-            result = await self.quota.metered_async(user_id, run, self.offload, invocation=True)
-        return await self.offload.call(lambda: self.answer(definition, event, req.db, result))
+    async def run_prepared(self, ready: Prepared, event: Any, timer: bool, db: dict[str, Any]) -> RunResult:
+        """One run of prepared code on `event` from `db`, in its own turn, metered like any run."""
+        timeout_ms = self.settings.timer_timeout_ms if timer else self.settings.http_timeout_ms
+        async with self.limits.runner_calls.hold(ready.namespace):
+            return await self._run_one(ready, event, timeout_ms, db)
+
+    async def _ready(self, principal: Principal, req: TrialRequest, code: str, namespace: str) -> Prepared:
+        user_id = principal.user.id
+        bundle, definition = await self.components.describe_in_turn(code, namespace, user_id)
+        instance_id = f"run:{user_id}"  # one warm worker per user for these, not one per run
+        props, event, timeout_ms, http, secrets = await self._prepare(principal, bundle, definition, req,
+                                                                      instance_id, namespace)
+        return Prepared(namespace, user_id, bundle, definition, instance_id, props, event, timeout_ms, http,
+                        req.file_name, secrets)
+
+    async def _run_one(self, ready: Prepared, event: Any, timeout_ms: int, db: dict[str, Any]) -> RunResult:
+        instance = Instance(id=ready.instance_id, props=ready.props, account=ready.namespace, bill_to=ready.user_id,
+                            db=dict(db), env={"PD_COMPONENT": ready.instance_id}, http=ready.http,
+                            memory_mb=self.settings.run_memory_mb, file_name=ready.file_name)
+
+        async def run() -> RunResult:
+            try:
+                if ready.definition.type == "action":
+                    return await self.runner.run_step(ready.bundle, instance, {"trigger": {"event": event}},
+                                                      timeout_ms)
+                async for message in self.runner.run(ready.bundle, instance, [event], timeout_ms):
+                    if isinstance(message, Finished):
+                        return message.results[0]
+                return RunResult.failed("RUNTIME_ERROR", "The runner ended without an outcome.")
+            except RunnerError as e:
+                return e.as_result()
+            except HeadwaterError as e:
+                return RunResult.failed("RUNTIME_ERROR", e.message)
+
+        return await self.quota.metered_async(ready.user_id, run, self.offload, invocation=True)
 
     def _checked(self, principal: Principal, req: TrialRequest, org_id: str | None) -> tuple[str, str]:
         """The namespace the code runs in, and the code once checked."""
         namespace = self.components.accounts.namespace(principal, org_id)
+        return namespace, self._checked_in(req, namespace)
+
+    def _checked_in(self, req: TrialRequest, namespace: str) -> str:
         check_file_name(req.file_name)
-        return namespace, self.components.checked_code(req.code)
+        return self.components.checked_code(req.code)
 
     async def _prepare(self, principal: Principal, bundle: Bundle, definition: ComponentDefinition,
                        req: TrialRequest, instance_id: str,
-                       namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
-        """The props as the runner takes them, the event, the time limit and the HTTP interface."""
+                       namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None, frozenset[str]]:
+        """The props as the runner takes them, the event, the time limit, the HTTP interface and the
+        secrets among the props (their values, to mask)."""
         prop_list = definition.configurable_props
         if definition.has_additional_props:
             try:
@@ -105,7 +149,7 @@ class Trials:
 
     def _props(self, principal: Principal, definition: ComponentDefinition, req: TrialRequest,
                prop_list: list[dict[str, Any]],
-               namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None]:
+               namespace: str) -> tuple[dict[str, Any], Any, int, dict[str, Any] | None, frozenset[str]]:
         validated = validate(prop_list, req.configured_props)
         if validated.errors:
             raise Invalid(f"Some props are not valid: {', '.join(validated.errors)}.", validated.errors)
@@ -125,7 +169,8 @@ class Trials:
                         "customResponse": bool(prop.get("customResponse"))}
         if event is None:
             event = dict(EMPTY_REQUEST) if http is not None and definition.type != "action" else {}
-        return values, event, timeout_ms, http
+        secrets = secret_values(values.get(p["name"]) for p in prop_list if p.get("secret") or p.get("type") == "app")
+        return values, event, timeout_ms, http, secrets
 
     def answer(self, definition: ComponentDefinition, event: Any, db: dict[str, Any],
                result: RunResult) -> dict[str, Any]:

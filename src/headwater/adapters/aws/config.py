@@ -57,9 +57,11 @@ class AwsConfig:
             routes["deliver_webhook"] = self.webhook_queue_url
             routes["deliver_first_attempts"] = self.webhook_queue_url
             routes["send"] = self.webhook_queue_url
+            routes["backfill_webhook"] = self.webhook_queue_url  # sends in order, signing as attempts do
         if self.event_deletion_queue_url:
             routes["delete_events"] = self.event_deletion_queue_url
             routes["purge_source"] = self.event_deletion_queue_url
         if self.fan_out_queue_url:
             routes["fan_out"] = self.fan_out_queue_url
+            routes["backfill"] = self.fan_out_queue_url  # queues the listener's runs, as fan-outs do
         return routes

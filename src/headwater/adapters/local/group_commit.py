@@ -13,7 +13,6 @@ run there may wait for anything but the store.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import sqlite3
@@ -24,7 +23,7 @@ from typing import Any, TypeVar
 
 from headwater.adapters.local.sqlite.database import Database
 from headwater.adapters.local.sqlite.repositories import chunks, insert_rows
-from headwater.domain.commands import RunSource, to_message
+from headwater.domain.commands import RunSource, message_text
 
 log = logging.getLogger("headwater.tasks")
 
@@ -160,7 +159,7 @@ class GroupCommitWriter:
 
     def _commit(self, conn: sqlite3.Connection, group: list[Pending], done: list[int]) -> list[str]:
         now = time.time()
-        rows = [(p.command.name, p.command.source_id, json.dumps(to_message(p.command)), 0, self.db.origin, now,
+        rows = [(p.command.name, p.command.source_id, message_text(p.command), 0, self.db.origin, now,
                  self.db.origin if p.answered else None) for p in group]
         try:
             with self.db.write_lock:

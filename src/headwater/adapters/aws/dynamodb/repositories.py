@@ -291,10 +291,7 @@ class DynamoSubscriptions(_Repository):
         if self._get(subscription.id, "#subscription") is not None:
             return  # idempotent: the first one keeps its created_at
         sub = subscription
-        self.uow.write(put(self.table, {
-            "pk": s(sub.id), "sk": s("#subscription"), **body(dataclasses.asdict(sub)),
-            "gsi1pk": s(f"subs#{sub.namespace}"), "gsi1sk": s(f"{sub.created_at:020d}#{sub.id}"),
-            "gsi2pk": s(f"naming#{sub.emitter_id}"), "gsi2sk": s(sub.id)}))
+        self.uow.write(put(self.table, _subscription_item(sub)))
         self.uow.write(put(self.table, {"pk": s(sub.id), "sk": s("#listener"),
                                         "gsi2pk": s(f"naming#{sub.listener_id}"), "gsi2sk": s(sub.id)}))
 
@@ -320,6 +317,22 @@ class DynamoSubscriptions(_Repository):
             self.tables.delete_keys(self.table, [(i, sk) for i in sorted(ids) for sk in ("#subscription", "#listener")])
 
         self.uow.after_commit(remove)
+
+    def finish_backfill(self, subscription_id: str) -> None:
+        """Conditional on the item being there, so that an unsubscribe meanwhile is not undone
+        (a Conflict on `subscription` then)."""
+        self.uow.writable()
+        item = self._get(subscription_id, "#subscription")
+        if item is None:
+            return
+        sub = dataclasses.replace(_subscription(item), backfilling=False)
+        self.uow.write(put(self.table, _subscription_item(sub), "attribute_exists(pk)", "subscription"))
+
+
+def _subscription_item(sub: Subscription) -> Item:
+    return {"pk": s(sub.id), "sk": s("#subscription"), **body(dataclasses.asdict(sub)),
+            "gsi1pk": s(f"subs#{sub.namespace}"), "gsi1sk": s(f"{sub.created_at:020d}#{sub.id}"),
+            "gsi2pk": s(f"naming#{sub.emitter_id}"), "gsi2sk": s(sub.id)}
 
 
 _WEBHOOK_FIELDS = ("url", "name", "description", "active", "updated_at")  # what update() changes

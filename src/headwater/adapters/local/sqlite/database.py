@@ -20,6 +20,8 @@ class Database:
         self.write_lock = WriterLock(path)  # one writer at a time, across processes
         # Tasks this process writes carry it, so its queue tells them from another process's.
         self.origin = secrets.token_hex(8)
+        # None: SQLite's own (checkpoints in the commit past 1,000 pages); set by WalCheckpointer
+        self.autocheckpoint_pages: int | None = None
         self._local = threading.local()
         with self.write_lock:  # processes starting together migrate once
             migrate(self.connection())
@@ -47,5 +49,7 @@ class Database:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=30000")
+            if self.autocheckpoint_pages is not None:
+                conn.execute(f"PRAGMA wal_autocheckpoint={int(self.autocheckpoint_pages)}")
             self._local.conn = conn
         return conn

@@ -252,6 +252,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (source_id, slot)
     );
     """,
+    # issue 34: a subscription made with replay=retained whose backfill is not over
+    """
+    ALTER TABLE subscriptions ADD COLUMN backfilling INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater.adapters.local.sqlite.database import Database
-from headwater.domain.commands import Command, from_message, to_message
+from headwater.domain.commands import Command, from_message, message_text
 from headwater.domain.errors import Conflict
 from headwater.domain.events import EventId
 from headwater.domain.models import (
@@ -549,8 +549,9 @@ class SqliteSubscriptions:
     def add(self, sub: Subscription) -> None:
         self.conn.execute(
             "INSERT OR IGNORE INTO subscriptions (id, namespace, emitter_id, listener_id, event_name, auto, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (sub.id, sub.namespace, sub.emitter_id, sub.listener_id, sub.event_name, int(sub.auto), sub.created_at),
+            "created_at, backfilling) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (sub.id, sub.namespace, sub.emitter_id, sub.listener_id, sub.event_name, int(sub.auto), sub.created_at,
+             int(sub.backfilling)),
         )
 
     def remove(self, subscription_id: str) -> bool:
@@ -561,10 +562,13 @@ class SqliteSubscriptions:
             "SELECT * FROM subscriptions WHERE namespace = ? ORDER BY created_at, id", (namespace,)
         ).fetchall()
         return [Subscription(r["id"], r["namespace"], r["emitter_id"], r["listener_id"], r["event_name"],
-                             r["created_at"], bool(r["auto"])) for r in rows]
+                             r["created_at"], bool(r["auto"]), bool(r["backfilling"])) for r in rows]
 
     def remove_naming(self, resource_id: str) -> None:
         self.conn.execute("DELETE FROM subscriptions WHERE emitter_id = ?1 OR listener_id = ?1", (resource_id,))
+
+    def finish_backfill(self, subscription_id: str) -> None:
+        self.conn.execute("UPDATE subscriptions SET backfilling = 0 WHERE id = ?", (subscription_id,))
 
 
 def _webhook(row: sqlite3.Row) -> Webhook:
@@ -689,7 +693,7 @@ class SqliteOutbox:
         not_before = time.time() + delay_s if delay_s > 0 else 0.0
         cur = self.conn.execute(
             "INSERT INTO tasks (kind, source_id, payload, run_at, origin, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (command.name, command.lane, json.dumps(to_message(command)), not_before, self.origin, time.time()),
+            (command.name, command.lane, message_text(command), not_before, self.origin, time.time()),
         )
         self.added.append(Task(str(cur.lastrowid), command, 0, not_before))
 
