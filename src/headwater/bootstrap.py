@@ -416,7 +416,7 @@ def bootstrap(settings: Settings | None = None, adapters: Adapters | None = None
         connected_accounts=connected_accounts,
         oauth=oauth,
         stalls=stalls,
-        states=SourceStates(a.uow, sources, runs, settings, a.offload),
+        states=SourceStates(a.uow, sources, runs, settings, a.offload, a.secrets),
     )
 
 

@@ -2,7 +2,7 @@
 session's: the README's user, `ada`, and everything after is new there).
 
 Shell blocks run command by command in bash (from a folder with the checkout's `.venv`), with
-the README's placeholders (`hw_...`, `u_...`, `dc_...`, `en_...`, `wh_...`, `p_...`) replaced by the
+the README's placeholders (`hw_...`, `u_...`, `dc_...`, `en_...`, `wh_...`, `p_...`, `ss_...`) replaced by the
 ids the commands before them printed, `127.0.0.1:8000`/`localhost:8000` by the service's address,
 and the example webhook address by one on loopback. Every command must succeed (curl with
 `--fail-with-body`), and the output a README comment shows is checked: a comment line right under
@@ -45,8 +45,8 @@ FILES = {
     "name: enrich-orders": "enrich.yaml",
 }
 
-PLACEHOLDER = re.compile(r"\b(hw|u|dc|en|wh|p)_\.\.\.")
-PRINTED_ID = re.compile(r"\b(hw|u|dc|en|wh|p)_[A-Za-z0-9_-]+")
+PLACEHOLDER = re.compile(r"\b(hw|u|dc|en|wh|p|ss)_\.\.\.")
+PRINTED_ID = re.compile(r"\b(hw|u|dc|en|wh|p|ss)_[A-Za-z0-9_-]+")
 WAIT_S = 60
 
 
@@ -184,7 +184,7 @@ class Reader:
         for expectation in expected:
             assert output_shows(output, expectation), f"{command.text!r} printed {output!r}, not {expectation!r}"
         self.ran.append((code, expected))
-        if self.creates(code):
+        if self.creates(code) or re.search(r"\bstate \S+ snapshots\b", code):  # snapshots: the ids a restore names
             self.remember(output)
 
     def remember(self, output: str) -> None:

@@ -35,3 +35,31 @@ def test_another_namespace_cannot_read_patch_list_or_restore_a_sources_state(ser
         assert all("tok-5e1d9a7c" not in a.text for a in answers)
         assert owner.get(f"/sources/{source_id}/state").json()["data"] == before
         assert [s["id"] for s in owner.get(f"/sources/{source_id}/state/snapshots").json()["data"]] == [snapshot["id"]]
+
+
+SECRET_COPIER = """export default {
+  name: "Copier", version: "1.0.0", type: "source",
+  props: { db: "$.service.db", token: { type: "string", secret: true } },
+  hooks: {
+    async deploy() { this.db.set("copy", this.token); this.db.set(`key-${this.token}`, [`Bearer ${this.token}`]); },
+  },
+  async run() {},
+};
+"""
+
+
+def test_a_secret_props_value_never_appears_in_a_state_answer(server: Server) -> None:
+    secret = "sk-live-7f3a91c2e8"
+    with client_for(server, new_user(server).api_key) as owner:
+        r = owner.post("/sources", json={"component_code": SECRET_COPIER, "configured_props": {"token": secret}})
+        assert r.status_code == 200, r.text
+        source_id = r.json()["data"]["id"]
+        read = owner.get(f"/sources/{source_id}/state")
+        patched = owner.patch(f"/sources/{source_id}/state", json={"other": 1})
+        [snapshot] = owner.get(f"/sources/{source_id}/state/snapshots").json()["data"]
+        restored = owner.post(f"/sources/{source_id}/state/restore", json={"snapshot_id": snapshot["id"]})
+        for answer in (read, patched, restored):
+            assert answer.status_code == 200, answer.text
+            assert secret not in answer.text
+            db = answer.json()["data"]["db"]
+            assert db["copy"] == "[secret]" and db["key-[secret]"] == ["Bearer [secret]"]

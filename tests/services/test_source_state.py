@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from headwater.domain.errors import Invalid, NotFound
+from headwater.domain.errors import Conflict, Invalid, NotFound
 from headwater.domain.models import Principal
 from headwater.domain.runs import RunResult
 from headwater.services.recording import Outcome, commit_outcomes
@@ -164,3 +164,28 @@ def test_another_namespace_sees_no_state_and_a_purge_takes_the_snapshots() -> No
     w.queue.drain()
     with w.store.uow(readonly=True) as uow:
         assert uow.snapshots.list(source.id) == []
+
+
+def test_a_patch_or_restore_that_keeps_losing_the_race_is_a_409_and_writes_nothing_of_its_own() -> None:
+    w = world()
+    counting(w)
+    ada = principal(w)
+    source = deploy(w, ada, **COUNTER)
+    snapshot = w.services.states.snapshots(ada, source.id)[0]
+    ctx = w.services.runs.context(source, w.services.runs.component(source.component_id))  # type: ignore[arg-type]
+    racing = [True]
+
+    def another_writer_commits_first(uow: FakeUnitOfWork, source_id: str) -> None:
+        if racing[0]:
+            racing[0] = False  # not while it commits itself
+            commit_outcomes(w.store.uow, source_id, [Outcome(ctx, RunResult(db_writes={"other": 1}))], lambda: 1)
+            racing[0] = True
+    w.store.before_commit = another_writer_commits_first
+    with pytest.raises(Conflict) as patch_lost:
+        to_end(w.services.states.patch(ada, source.id, {"mine": 1}))
+    with pytest.raises(Conflict) as restore_lost:
+        to_end(w.services.states.restore(ada, source.id, snapshot.id))
+    assert patch_lost.value.status == restore_lost.value.status == 409
+    racing[0] = False
+    assert "mine" not in db(w, source.id) and db(w, source.id)["other"] == 1
+    assert [s.reason for s in w.services.states.snapshots(ada, source.id)] == ["deploy"]

@@ -19,7 +19,8 @@ router = Router(tags=["state"])
 
 
 class State(Shape):
-    db: dict[str, Any] = Field(description="`this.db`: its keys and values, as the component stored them.")
+    db: dict[str, Any] = Field(description="`this.db`: its keys and values, as the component stored them, but the "
+                               "values of the source's secret props, shown as `[secret]`.")
     size: int = Field(description="Bytes of its compact JSON, what `max_bytes` bounds.")
     max_bytes: int = Field(description="The bound on `this.db` (HEADWATER_DB_MAX_BYTES).")
     version: int = Field(description="The state's version: it grows with each commit of runs, hooks, patches.")
@@ -58,7 +59,7 @@ class RestoreBody(Shape):
 def get_source_state(source_id: str, svc: ServicesDep, caller: PrincipalDep) -> dict[str, Any]:
     """The source's `this.db`: its keys and values (what the component stored there, secrets included)."""
     states = svc.states
-    return {"data": states.to_api(states.get(caller, source_id))}
+    return {"data": states.to_api(source_id, states.get(caller, source_id))}
 
 
 @router.patch("/sources/{source_id}/state", response_model=None,
@@ -70,7 +71,7 @@ async def patch_source_state(source_id: str, patch: MergePatch, svc: ServicesDep
     when the state kept changing under many attempts. Takes no snapshot."""
     states = svc.states
     state = await states.patch(caller, source_id, patch)
-    return await run_in_threadpool(lambda: {"data": states.to_api(state)})
+    return await run_in_threadpool(lambda: {"data": states.to_api(source_id, state)})
 
 
 @router.get("/sources/{source_id}/state/snapshots", response_model=None, responses=answers(Snapshots))
@@ -90,4 +91,4 @@ async def restore_source_state(source_id: str, body: RestoreBody, svc: ServicesD
     source does not keep; 422 for one over the current `this.db` bound."""
     states = svc.states
     state, undo = await states.restore(caller, source_id, body.snapshot_id)
-    return await run_in_threadpool(lambda: {"data": {**states.to_api(state), "undo_snapshot_id": undo}})
+    return await run_in_threadpool(lambda: {"data": {**states.to_api(source_id, state), "undo_snapshot_id": undo}})

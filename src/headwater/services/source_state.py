@@ -1,7 +1,9 @@
 """A source's `this.db` as its owner sees and edits it (issue 34): read, a JSON merge patch
 (RFC 7396), the snapshots taken at deploys, updates and restores, and a restore (an update:
 services/sources.py). Only those who can see the source's namespace get anything; to others the
-source does not exist (404). Values are never logged: a component may keep secrets there.
+source does not exist (404). Values are never logged: a component may keep secrets there. What
+the routes show has the values of the source's secret props masked (`[secret]`), as run records
+do; the credentials of its connected accounts are not read for this (that could refresh a token).
 
 Concurrency, without interactive transactions or global locks: a patch holds the source's lease
 (runs and hooks hold it too, so none runs on a db read before the patch) and saves the state
@@ -18,8 +20,9 @@ from typing import Any
 from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
 from headwater.domain.models import Principal, SourceState
 from headwater.domain.runs import db_size
-from headwater.domain.snapshots import StateSnapshot, merge_patch
-from headwater.ports import Offload, UnitOfWorkFactory
+from headwater.domain.snapshots import StateSnapshot, masked, merge_patch
+from headwater.ports import Offload, Secrets, UnitOfWorkFactory
+from headwater.services import props as prop_forms
 from headwater.services.contention import retry_on_conflict
 from headwater.services.recording import MAX_ATTEMPTS
 from headwater.services.runs import Runs
@@ -29,7 +32,8 @@ from headwater.settings import Settings
 
 class SourceStates:
     def __init__(self, uow: UnitOfWorkFactory, sources: Sources, runs: Runs, settings: Settings,
-                 offload: Offload) -> None:
+                 offload: Offload, secrets: Secrets) -> None:
+        self.secrets = secrets
         self.uow = uow
         self.sources = sources
         self.runs = runs
@@ -86,8 +90,13 @@ class SourceStates:
         undo = await self.sources.restore(principal, source_id, snapshot_id)
         return await self.offload.call(lambda: self.get(principal, source_id)), undo
 
-    def to_api(self, state: SourceState) -> dict[str, Any]:
-        return {"db": state.db, "size": db_size(state.db), "max_bytes": self.settings.db_max_bytes,
+    def to_api(self, source_id: str, state: SourceState) -> dict[str, Any]:
+        """The state as the routes show it (after their owner check): secret props' values masked."""
+        with self.uow(readonly=True) as uow:
+            source = uow.sources.get(source_id)
+        secrets = (self.runs.secrets_of(source, prop_forms.for_runner(source.configured_props, self.secrets))
+                   if source is not None else frozenset())
+        return {"db": masked(state.db, secrets), "size": db_size(state.db), "max_bytes": self.settings.db_max_bytes,
                 "version": state.version}
 
     @staticmethod

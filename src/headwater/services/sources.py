@@ -41,7 +41,7 @@ from headwater.services.cache import TtlCache
 from headwater.services.clock import now_ms, now_s
 from headwater.services.components import Components
 from headwater.services.connected_accounts import app_prop_names, source_grants
-from headwater.services.recording import Outcome, commit_outcomes
+from headwater.services.recording import Outcome, StateConflict, commit_outcomes
 from headwater.services.runs import Runs
 from headwater.settings import Settings
 
@@ -373,8 +373,11 @@ class Sources:
                 for _, result in activated:
                     restored = self._db_after(restored, result)
             snap = _Snap("restore", component, replaced=True, restored=restored)
-            channels = await self.offload.call(lambda: self._commit(
-                source, outcomes, lambda uow: uow.sources.update(source, old), snap))
+            try:
+                channels = await self.offload.call(lambda: self._commit(
+                    source, outcomes, lambda uow: uow.sources.update(source, old), snap))
+            except StateConflict:
+                raise Conflict(f"The state of source {source_id} kept changing: try again.", field="state") from None
         self._changed(source, channels)
         return snap.id
 
