@@ -69,9 +69,14 @@ def commit_outcomes(
         with uow_factory(readonly=True) as reading:
             current = replace(known) if known is not None and n == 0 else reading.state.get(source_id)
             state, events, runs = current, [], []
+            # delivered again after their results were committed (asked of the state read, once: each
+            # run's record makes a new `applied`, whose index `took` would build again)
+            taken = {o.task_id for o in outcomes if o.task_id is not None and current.took(o.task_id)}
             for outcome in outcomes:
-                if outcome.task_id is not None and state.took(outcome.task_id):
-                    continue  # delivered again after its results were committed
+                if outcome.task_id is not None:
+                    if outcome.task_id in taken:
+                        continue
+                    taken.add(outcome.task_id)  # twice in one batch: its first outcome counts
                 ms = now_ms()
                 before = state.db
                 recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, ms, outcome.task_id)

@@ -13,6 +13,7 @@ from headwater.adapters.local.sqlite.database import Database
 from headwater.domain.commands import Command, from_message, message_text
 from headwater.domain.errors import Conflict
 from headwater.domain.events import EventId
+from headwater.domain.json_text import compact_json
 from headwater.domain.models import (
     REGISTRY_NAMESPACE,
     Component,
@@ -375,13 +376,13 @@ class SqliteState:
 
     def save(self, source_id: str, state: SourceState, expected_version: int) -> None:
         data = state.to_json()
-        extra = json.dumps({k: v for k, v in data.items() if k not in _STATE_COLUMNS})
+        extra = compact_json({k: v for k, v in data.items() if k not in _STATE_COLUMNS})
         cur = self.conn.execute(
             "INSERT INTO source_state (source_id, db, dedupe, last_ms, last_seq, extra, version) "
             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7 + 1) "
             "ON CONFLICT(source_id) DO UPDATE SET db = ?2, dedupe = ?3, last_ms = ?4, last_seq = ?5, extra = ?6, "
             "version = ?7 + 1 WHERE version = ?7",
-            (source_id, json.dumps(state.db), json.dumps(state.dedupe), state.last_ms, state.last_seq, extra,
+            (source_id, compact_json(state.db), compact_json(state.dedupe), state.last_ms, state.last_seq, extra,
              expected_version),
         )
         if cur.rowcount != 1:
@@ -412,8 +413,8 @@ class SqliteEvents:
     def put(self, emitter_id: str, event: StoredEvent) -> None:
         event_id = EventId.parse(event.id)
         self._held.append((emitter_id, event.channel, event_id.ms, event_id.seq, event.indexed_at_ms,
-                           json.dumps(event.event) if event.encoded is None else event.encoded,
-                           json.dumps(event.metadata)))
+                           compact_json(event.event) if event.encoded is None else event.encoded,
+                           compact_json(event.metadata)))
 
     def flush(self) -> None:
         held, self._held = self._held, []
