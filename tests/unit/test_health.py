@@ -9,7 +9,7 @@ import pytest
 from headwater.domain import health
 from headwater.domain.events import Emit
 from headwater.domain.models import SourceState
-from headwater.domain.runs import ERRORS, RunContext, RunResult, record
+from headwater.domain.runs import ERRORS, RunContext, RunResult, Tally, record
 from headwater.domain.timers import Timer
 
 CTX = RunContext("dc_1", "u_1", "test")
@@ -49,6 +49,21 @@ def test_record_counts_runs_events_and_errors_not_hooks_or_logs() -> None:
     state = record(state, CTX, RunResult(emits=[Emit({"c": 3}, {})]), None, int(T0 * 1000) + 2).state  # a hook
     assert health.last_hour(state.activity, T0 + 1) == {"runs": 2, "events": 3, "errors": 1, "skipped_ticks": 0}
     assert state.last_run_ms == int(T0 * 1000) + 1 and state.last_event_ms == int(T0 * 1000) + 2
+
+
+def test_a_batchs_runs_tallied_count_as_each_counted_alone() -> None:
+    """A commit's runs are counted into the buckets once (Tally), with the same result."""
+    runs = [(RunResult(emits=[Emit({"a": 1}, {}), Emit({"b": 2}, {})]), "t1"),
+            (RunResult.failed("RUNTIME_ERROR", "boom"), "t2"), (RunResult(emits=[Emit({"c": 3}, {})]), None)]
+    alone, tallied, tally = SourceState(), SourceState(), Tally()
+    for i, (result, task_id) in enumerate(runs):
+        alone = record(alone, CTX, result, {}, int(T0 * 1000) + i, task_id).state
+        tallied = record(tallied, CTX, result, {}, int(T0 * 1000) + i, task_id, tally).state
+    assert tallied.activity == {} and tallied.last_run_ms == alone.last_run_ms
+    tally.count_into(tallied)
+    assert tallied.activity == alone.activity and health.last_hour(tallied.activity, T0 + 1)["runs"] == 2
+    tally.count_into(tallied)  # counted once
+    assert tallied.activity == alone.activity
 
 
 def test_a_stall_of_events_ends_in_the_commit_of_the_run_that_emits() -> None:

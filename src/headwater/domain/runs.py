@@ -116,8 +116,25 @@ def apply_db(db: dict[str, Any], writes: dict[str, Any], max_bytes: int) -> tupl
                 f"of JSON, over the limit of {max_bytes} bytes.")
 
 
+@dataclass
+class Tally:
+    """The health counts of several runs recorded one after another (a batch's), counted into the
+    state's activity buckets once: `health.count` rebuilds a bucket each time it is called, and a
+    batch's runs land in the same one."""
+
+    runs: int = 0
+    events: int = 0
+    errors: int = 0
+    at_ms: int = 0
+
+    def count_into(self, state: SourceState) -> None:
+        if self.runs or self.events or self.errors:
+            state.activity = health.count(state.activity, self.at_ms / 1000, (self.runs, self.events, self.errors, 0))
+            self.runs = self.events = self.errors = 0
+
+
 def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any, now_ms: int,
-           task_id: str | None = None) -> Recorded:
+           task_id: str | None = None, tally: Tally | None = None) -> Recorded:
     """The new state and the events of one run or hook: emits ordered by ts and deduped, then its
     `$logs`, refused emits as warnings, and its `$errors` events (refused db writes and emits, then
     the run's own error), each with the next id."""
@@ -172,19 +189,25 @@ def record(state: SourceState, ctx: RunContext, result: RunResult, trigger: Any,
         add(ERRORS, error_event(ctx, trigger, {**refusal, "stack": ""}, now_ms), {})
     if result.error:
         add(ERRORS, error_event(ctx, trigger, result.error, now_ms), {})
-    recovered = _count(new, events, now_ms, ran=task_id is not None)
+    recovered = _count(new, events, now_ms, ran=task_id is not None, tally=tally)
     if recovered:
         add(ERRORS, error_event(ctx, trigger, recovered, now_ms), {})
     return Recorded(new, events)
 
 
-def _count(state: SourceState, events: list[StoredEvent], now_ms: int, ran: bool) -> dict[str, Any] | None:
-    """The run's part of the source's health (domain.health), counted on `state`; the error that
-    says a stall ended, when this run ends it. A task's outcome is a run; hooks and failures before
-    a run are not; stall notices are not errors of the source's."""
+def _count(state: SourceState, events: list[StoredEvent], now_ms: int, ran: bool,
+           tally: Tally | None = None) -> dict[str, Any] | None:
+    """The run's part of the source's health (domain.health), counted on `state` (or in `tally`, to
+    be counted in with its batch's); the error that says a stall ended, when this run ends it. A
+    task's outcome is a run; hooks and failures before a run are not; stall notices are not errors
+    of the source's."""
     emitted = sum(1 for e in events if e.channel not in (ERRORS, LOGS))
     errors = sum(1 for e in events if e.channel == ERRORS and e.event["error"]["code"] not in health.NOTICES)
-    state.activity = health.count(state.activity, now_ms / 1000, (int(ran), emitted, errors, 0))
+    if tally is None:
+        state.activity = health.count(state.activity, now_ms / 1000, (int(ran), emitted, errors, 0))
+    else:
+        tally.runs, tally.events, tally.errors = tally.runs + int(ran), tally.events + emitted, tally.errors + errors
+        tally.at_ms = now_ms
     if ran:
         state.last_run_ms = now_ms
     if emitted:

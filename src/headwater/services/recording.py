@@ -18,7 +18,7 @@ from headwater.domain.health import RECOVERED
 from headwater.domain.models import SourceState, StoredEvent
 from headwater.domain.routing import Delivery, Routed
 from headwater.domain.run_records import NOT_RUN, RUNS_KEPT, RunInfo, RunRecord, make_record
-from headwater.domain.runs import ERRORS, LOGS, RunContext, RunResult, record
+from headwater.domain.runs import ERRORS, LOGS, RunContext, RunResult, Tally, record
 from headwater.ports import UnitOfWork, UnitOfWorkFactory
 from headwater.services.contention import retry_on_conflict
 
@@ -68,7 +68,7 @@ def commit_outcomes(
         # (SQLite's one writer) for its writes alone; the conditional save catches what changed since.
         with uow_factory(readonly=True) as reading:
             current = replace(known) if known is not None and n == 0 else reading.state.get(source_id)
-            state, events, runs = current, [], []
+            state, events, runs, tally = current, [], [], Tally()
             # delivered again after their results were committed (asked of the state read, once: each
             # run's record makes a new `applied`, whose index `took` would build again)
             taken = {o.task_id for o in outcomes if o.task_id is not None and current.took(o.task_id)}
@@ -79,12 +79,13 @@ def commit_outcomes(
                     taken.add(outcome.task_id)  # twice in one batch: its first outcome counts
                 ms = now_ms()
                 before = state.db
-                recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, ms, outcome.task_id)
+                recorded = record(state, outcome.ctx, outcome.result, outcome.trigger, ms, outcome.task_id, tally)
                 state = recorded.state
                 events += recorded.events
                 if outcome.run is not None:
                     state.runs += 1
                     runs.append(_run_record(state.runs, outcome, recorded.events, ms, before))
+            tally.count_into(state)
             routed = route(reading, events) if route and events else Routed()
         with uow_factory() as uow:
             if extra is not None:
