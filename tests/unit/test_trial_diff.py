@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from headwater.domain.run_records import RunRecord
-from headwater.domain.trial_diff import Emitted, diff, masked, state_before
+from headwater.domain.run_records import RunRecord, masked
+from headwater.domain.trial_diff import Emitted, diff, state_before
 
 
 def rec(seq: int, before: dict | None = None, keys: int = 0) -> RunRecord:

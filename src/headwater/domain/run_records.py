@@ -262,6 +262,25 @@ def secret_values(values: Iterable[Any]) -> frozenset[str]:
     return frozenset(found)
 
 
+def masked(value: Any, secrets: Collection[str]) -> Any:
+    """`value` with each of `secrets` replaced by MASK in every string (keys too), longest first:
+    what the state routes and trial answers show."""
+    if not secrets:
+        return value
+    mask = _Masker(secrets)
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return mask(item)
+        if isinstance(item, dict):
+            return {mask(str(k)): walk(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)
+
+
 def _unmasked(text: str) -> str:
     return text
 

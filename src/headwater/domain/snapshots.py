@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.domain.run_records import MASK
 from headwater.domain.runs import db_size
 
 SNAPSHOTS_KEPT = 10
@@ -64,24 +63,3 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return merged
 
 
-def masked(value: Any, secrets: frozenset[str]) -> Any:
-    """`value` with every occurrence of a secret (domain.run_records.secret_values) in its strings,
-    keys included, replaced by `[secret]`, as run records mask logs: what the state routes show."""
-    ordered = sorted(secrets, key=len, reverse=True)  # a secret containing another goes first
-
-    def text(s: str) -> str:
-        for secret in ordered:
-            if secret in s:
-                s = s.replace(secret, MASK)
-        return s
-
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            return text(v)
-        if isinstance(v, dict):
-            return {text(k): walk(item) for k, item in v.items()}
-        if isinstance(v, list):
-            return [walk(item) for item in v]
-        return v
-
-    return walk(value) if ordered else value

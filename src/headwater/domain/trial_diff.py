@@ -4,17 +4,17 @@
 logs of the runs after it (domain.run_records.undo_log), newest first; said plainly when it cannot
 be exact. `diff`: what a trial run emitted beside what the live run emitted then, matched by
 channel, then by dedupe id (`meta.id`) where the emit has one, else by order among the channel's
-emits without one. `masked`: every string of an answer with the secrets' values replaced.
+emits without one (answers are masked by run_records.masked).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.domain.run_records import MASK, RunRecord
+from headwater.domain.run_records import RunRecord
 
 MAX_RUNS = 100
 TRIAL_KINDS = frozenset({"http", "timer", "manual", "subscription", "rerun"})
@@ -151,27 +151,3 @@ def _side(emit: Emitted) -> dict[str, Any]:
 
 def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def masked(value: Any, secrets: Collection[str]) -> Any:
-    """`value` with each of `secrets` replaced by MASK in every string (keys too), longest first."""
-    ordered = sorted(secrets, key=len, reverse=True)
-    if not ordered:
-        return value
-
-    def mask(text: str) -> str:
-        for secret in ordered:
-            if secret in text:
-                text = text.replace(secret, MASK)
-        return text
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, str):
-            return mask(item)
-        if isinstance(item, dict):
-            return {mask(str(k)): walk(v) for k, v in item.items()}
-        if isinstance(item, list | tuple):
-            return [walk(v) for v in item]
-        return item
-
-    return walk(value)

@@ -19,8 +19,9 @@ from typing import Any
 
 from headwater.domain.errors import BadRequest, Conflict, Invalid, NotFound
 from headwater.domain.models import Principal, SourceState
+from headwater.domain.run_records import masked
 from headwater.domain.runs import db_size
-from headwater.domain.snapshots import StateSnapshot, masked, merge_patch
+from headwater.domain.snapshots import StateSnapshot, merge_patch
 from headwater.ports import Offload, Secrets, UnitOfWorkFactory
 from headwater.services import props as prop_forms
 from headwater.services.contention import retry_on_conflict

@@ -21,10 +21,10 @@ from headwater.domain.errors import Conflict, Invalid
 from headwater.domain.events import Emit, dedupe, order_by_ts
 from headwater.domain.models import Principal, Source
 from headwater.domain.pagination import PageRequest
-from headwater.domain.run_records import RUNS_KEPT, RunRecord
+from headwater.domain.run_records import RUNS_KEPT, RunRecord, masked
 from headwater.domain.runs import ERRORS, LOGS, RunResult, apply_db
 from headwater.domain.trial_answer import MAX_BYTES, MAX_EMITS, size
-from headwater.domain.trial_diff import MAX_RUNS, TRIAL_KINDS, Emitted, StateBefore, diff, masked, state_before
+from headwater.domain.trial_diff import MAX_RUNS, TRIAL_KINDS, Emitted, StateBefore, diff, state_before
 from headwater.ports import Offload, Secrets, UnitOfWorkFactory
 from headwater.services import props as prop_forms
 from headwater.services.components import Components
