@@ -46,7 +46,6 @@ NUMBERED = component("""
 """)
 
 
-@pytest.mark.local_only("a load test; SQS consumers run one message per idempotent record (docs/aws.md)")
 def test_500_concurrent_requests_all_run_and_newest_100_are_kept(paid_api: httpx.Client) -> None:
     sid, url = deploy(paid_api, NUMBERED)
     with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=8)) as http, \
