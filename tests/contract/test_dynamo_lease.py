@@ -177,3 +177,30 @@ def test_a_coroutine_cancelled_while_its_put_is_on_the_way_leaves_no_lock_behind
 async def _hold(lease: DynamoLease) -> None:
     async with lease.held("dc_1", ttl_s=60):
         raise AssertionError("cancelled before it held it")
+
+
+def test_a_process_learns_whether_another_held_the_source_since_it_last_did(dynamo: DynamoStore) -> None:
+    """Two Lambda containers (a DynamoLease each) over one table: what one keeps of a source in
+    memory is good only while nobody else held the source since (`Runs` reads it again otherwise).
+    Before: always "not taken elsewhere", so a container ran on the `this.db` it last wrote."""
+    one, other = DynamoLease(dynamo.tables), DynamoLease(dynamo.tables)
+    with one.hold("dc_1", ttl_s=30):
+        assert one.taken_elsewhere("dc_1")  # never held here: nothing in memory to trust
+    with one.hold("dc_1", ttl_s=30):
+        assert not one.taken_elsewhere("dc_1")  # nobody else since
+    with other.hold("dc_1", ttl_s=30), other.hold("dc_1", ttl_s=30):  # re-entrant: one take
+        assert other.taken_elsewhere("dc_1")
+    with one.hold("dc_1", ttl_s=30):
+        assert one.taken_elsewhere("dc_1")  # the other held it meanwhile
+    with other.hold("dc_1", ttl_s=30, wait_s=0):  # let go of: free at once
+        assert other.taken_elsewhere("dc_1")
+
+
+def test_a_coroutine_holder_learns_it_too(dynamo: DynamoStore) -> None:
+    one, other = DynamoLease(dynamo.tables), DynamoLease(dynamo.tables)
+
+    async def held_by(lease: DynamoLease) -> bool:
+        async with lease.held("dc_2", ttl_s=30, wait_s=0):
+            return lease.taken_elsewhere("dc_2")
+
+    assert [asyncio.run(held_by(lease)) for lease in (one, one, other, one)] == [True, False, True, True]

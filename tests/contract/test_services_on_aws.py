@@ -61,3 +61,33 @@ def test_deploy_ingest_run_read_timers_and_delete_on_aws(aws_clients: Callable[[
         pass
     assert services.events.newer_than(source.id, "", None) == []
     assert Principal(user).user.id == user.id
+
+
+def test_each_run_sees_the_db_the_one_before_it_wrote_whichever_container_ran_it(
+        aws_clients: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Two Lambda containers (a composition each) take turns running one source's queued runs:
+    each run starts from the `this.db` the run before it left, wherever that ran. Before, a
+    container ran on the state it had kept in memory from its own last run (the DynamoDB lease
+    always said nobody else had held the source), so its run counted 2 again and its commit
+    wrote that over the other's 2 (issue 35: answers as local)."""
+    clients, _ = aws_environment(aws_clients, monkeypatch)
+    runner = FakeRunner()
+    runner.script = lambda instance, event: RunResult(
+        emits=[Emit({"count": instance.db.get("count", 0) + 1}, {})],
+        db_writes={"count": instance.db.get("count", 0) + 1})
+    settings = Settings(data_dir=tmp_path, backend="aws")
+    one, other = (aws_adapters(settings, clients, runner, FakeBundler()) for _ in range(2))
+    first = bootstrap(settings, one)
+    bootstrap(settings, other)  # the second container: its handlers on its queue adapter
+    _, key = first.accounts.create_user("ada", "ada@example.com", "paid")
+    ada = first.accounts.authenticate(key)
+    source = to_end(first.sources.create(ada, SourceRequest(component_code=component_code(configurable_props=HTTP)),
+                                          None))
+    while one.queue.poll_once():  # type: ignore[attr-defined]
+        pass  # what the source's creation queued
+    for n in range(4):
+        asyncio.run(first.ingest.receive(source.endpoint_id or "", {"n": n}))
+    for adapters in (one, other, one, other):  # one run each, in turn
+        assert adapters.queue.poll_once(max_messages=1) == 1  # type: ignore[attr-defined]
+    page = first.events.summaries(ada, source.id, 10, True, "")
+    assert [item["event"]["count"] for item in page["data"]] == [4, 3, 2, 1]

@@ -2,7 +2,12 @@
 there is none or it has expired, and deleted by its holder only.
 
 A holder that dies leaves the item behind until `expires_at` passes (the condition compares it
-with the clock, since DynamoDB's TTL deletes expired items only eventually). Holding is
+with the clock, since DynamoDB's TTL deletes expired items only eventually). A holder that lets go
+leaves the item too, expired, naming the process (`holder`, one per DynamoLease) that held it, so
+that the next taker learns from the item it replaces whether another process held the source
+since it last did (`taken_elsewhere`): a Lambda container that keeps a source's state in memory
+between invocations reads it again after another container's runs (it had kept running on the
+`this.db` it last wrote, and its commits lost the others' writes). Holding is
 re-entrant within a context (a thread, and the coroutines it runs): the task queue holds a lane's
 lease while its handler runs, and the handler (`Runs.run_batch`) holds the same source's lease
 again. A coroutine's hold (`held`) makes its DynamoDB calls on a worker thread.
@@ -39,13 +44,15 @@ class DynamoLease:
         self.clock = clock
         self.sleep = sleep
         self._line = InProcessLease()
+        self._holder = secrets.token_hex(8)  # this process, as the lock items it takes name it
+        self._elsewhere: dict[str, bool] = {}  # per source: held by another process before this one took it
         self._held: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(f"leases_held_{id(self)}",
                                                                                    default=frozenset())
 
     def taken_elsewhere(self, source_id: str) -> bool:
-        # The lock item is deleted at release, so it cannot say who held it last: a machine's
-        # copy of a source is dropped by its own changes and by a commit that loses a race.
-        return False
+        """Asked with the lease held: whether the lock item this process took named another
+        holder (or none: new, or cleaned up by TTL)."""
+        return self._elsewhere.get(source_id, True)
 
     @contextmanager
     def hold(self, source_id: str, ttl_s: float, wait_s: float | None = None) -> Iterator[None]:
@@ -122,27 +129,33 @@ class DynamoLease:
         """One conditional put of the lock item: taken when there is none or it expired."""
         now = self.clock()
         try:
-            self.tables.client.put_item(
+            replaced = self.tables.client.put_item(
                 TableName=self.tables.resources,
-                Item={**key(source_id, LOCK), "owner": s(token), "expires_at": n(math.ceil(now + ttl_s))},
+                Item={**key(source_id, LOCK), "owner": s(token), "holder": s(self._holder),
+                      "expires_at": n(math.ceil(now + ttl_s))},
                 ConditionExpression="attribute_not_exists(pk) OR #e < :now",
                 ExpressionAttributeNames={"#e": "expires_at"},
                 ExpressionAttributeValues={":now": n(now)},
-            )
+                ReturnValues="ALL_OLD",
+            ).get("Attributes") or {}
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             return False
+        self._elsewhere[source_id] = (replaced.get("holder") or {}).get("S") != self._holder
         return True
 
     def _release(self, source_id: str, token: str) -> None:
+        """Expires the item (a second ago: free at once, and TTL deletes it in time) rather than
+        deleting it: its `holder` tells the next taker who held the source last."""
         try:
-            self.tables.client.delete_item(
+            self.tables.client.update_item(
                 TableName=self.tables.resources,
                 Key=key(source_id, LOCK),
+                UpdateExpression="SET #e = :gone REMOVE #o",
                 ConditionExpression="#o = :token",
-                ExpressionAttributeNames={"#o": "owner"},
-                ExpressionAttributeValues={":token": s(token)},
+                ExpressionAttributeNames={"#o": "owner", "#e": "expires_at"},
+                ExpressionAttributeValues={":token": s(token), ":gone": n(math.floor(self.clock()) - 1)},
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
