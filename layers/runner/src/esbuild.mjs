@@ -7,7 +7,7 @@ import path from 'node:path'
 import { BundleError, RUNNER_DIR, readJSON } from './bundle-common.mjs'
 import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, packageRefusal, parseSpecifier, quoted } from './imports.mjs'
 import { executablesError, executablesOf } from './executables.mjs'
-import { inside, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
+import { inside, isNativeLoader, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
 
@@ -95,6 +95,12 @@ function realOr(p) {
   }
 }
 
+// The file an import resolves to, or null.
+async function resolvedFile(build, spec, args) {
+  const r = await build.resolve(spec, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: { inner: true } })
+  return !r.errors.length && r.namespace === 'file' && !r.external ? r.path : null
+}
+
 // Pass 2: the real bundle. Every import is resolved here and must land in the component's
 // packages' trees or the runner's platform module (and its packages), nowhere else. Native loads
 // of packages and imports of left-out packages (`seen.leftOut`, natives.mjs) stay external: the
@@ -116,8 +122,9 @@ function resolvePlugin(trees, stdin, seen, mapped) {
         const refused = importRefusal(s, single && isEntry(args.importer, stdin))
         if (refused) return { errors: [{ text: refused }] }
         const p = isBare(s) ? parseSpecifier(s) : null
-        // a native load, by a package or by the component itself, is judged by natives.mjs
-        if (loadsNative(s, null)) {
+        // a native load, by a package or by the component itself, is judged by natives.mjs; a
+        // `.node` import is one only if it does not resolve to a JavaScript file
+        if (isNativeLoader(s) || (/\.node$/i.test(s) && loadsNative(s, await resolvedFile(build, s, args)))) {
           seen.natives.push({ importer: args.importer, spec: s })
           return { path: s, external: true }
         }

@@ -17,11 +17,12 @@ import util from 'node:util'
 import { handOn, serviceDb } from './db.mjs'
 import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
 import { installEgress, closeSockets } from './egress.mjs'
-import { denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
+import { answerNativesBinding, denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
 import { installStackFilter, cleanStack } from './stacks.mjs'
 
 const egressSockets = workerData.egress ? installEgress(workerData.egress) : new Set()
 denyWorkers()
+answerNativesBinding()
 const realTimers = trackTimers()
 publish()
 installStackFilter(workerData.code, workerData.file)
