@@ -11,6 +11,8 @@ npm.mjs leaves them), so no registry is asked for them (an exact version needs n
   Node's resolution adds `.js`), as `@jsdevtools/ono` does.
 - `hwtest-precinct`: lists Node's builtin modules with `process.binding('natives')` when it loads,
   as `precinct` does.
+- `hwtest-tla`: an ES module with top-level await (ky-universal's shape), which a CommonJS bundle
+  cannot hold.
 """
 
 from __future__ import annotations
@@ -80,6 +82,17 @@ TREES: dict[str, dict[str, dict[str, object]]] = {
             "package.json": {"name": "hwtest-precinct", "version": VERSION, "main": "index.js"},
             "index.js": "const natives = process.binding('natives')\n"
                         "exports.core = (names) => names.filter((n) => Boolean(natives[n]))\n",
+        },
+    },
+    "hwtest-tla": {
+        "hwtest-tla": {
+            "package.json": {"name": "hwtest-tla", "version": VERSION, "type": "module",
+                             "exports": {".": "./index.js"}},
+            "index.js": "import { sep } from 'node:path'\n"
+                        "const { answer } = await import('./answer.js')\n"
+                        "export default { answer, sep }\n"
+                        "export const loaded = await Promise.resolve('after an await')\n",
+            "answer.js": "export const answer = 42\n",
         },
     },
 }

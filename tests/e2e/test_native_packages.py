@@ -63,6 +63,14 @@ def test_a_package_listing_the_builtin_modules_loads_and_other_bindings_stay_clo
     assert run_once(api, code) == {"core": ["fs", "path"], "fs": "ERR_ACCESS_DENIED"}
 
 
+def test_a_package_with_top_level_await_is_bundled_and_runs(api: httpx.Client) -> None:
+    code = """import tla, { loaded } from "hwtest-tla@1.0.0";
+    import os from "node:os";
+    export default { name: "tla", version: "1", props: { n: { type: "integer", default: 1 } }, run() {
+      this.$emit({ ...tla, loaded, eol: os.EOL, n: this.n }) } }"""
+    assert run_once(api, code) == {"answer": 42, "sep": "/", "loaded": "after an await", "eol": "\n", "n": 1}
+
+
 def test_a_component_that_runs_a_program_says_which(api: httpx.Client) -> None:
     code = """import { spawn } from "node:child_process";
     const pattern = /x/; pattern.exec("not a program");
