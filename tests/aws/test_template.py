@@ -253,6 +253,23 @@ def test_the_runner_reaches_the_bundles_only_through_the_urls_its_callers_sign(t
     assert functions["SourcesFunction"].environment["HEADWATER_BUNDLE_BUCKET"] == {"Ref": "BundleBucket"}
 
 
+def test_the_runner_runs_in_tenant_isolation_mode_under_a_name_of_its_own(template: Template,
+                                                                          translated: dict[str, Any]) -> None:
+    """Lambda's tenant isolation mode on the runner (each invoke names a tenant, an execution
+    environment serves one: docs/aws.md "Tenant isolation"), through to the translated function. It
+    is set at creation, so the function got a new name with it (a named resource is replaced only
+    under a new one), and everything naming the function follows that name."""
+    runner = translated["Resources"]["RunnerFunction"]
+    assert runner["Type"] == "AWS::Lambda::Function"
+    assert runner["Properties"]["TenancyConfig"] == {"TenantIsolationMode": "PER_TENANT"}
+    name = "${AWS::StackName}-tenant-runner"
+    assert runner["Properties"]["FunctionName"] == {"Fn::Sub": name}
+    assert template.functions()["SourcesFunction"].environment["HEADWATER_RUNNER_FUNCTION"] == {"Fn::Sub": name}
+    assert template.resources["RunnerLogGroup"]["Properties"]["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/{name}"}
+    for unsupported in ("ProvisionedConcurrencyConfig", "FunctionUrlConfig", "SnapStart"):  # not with the mode
+        assert unsupported not in template.resources["RunnerFunction"]["Properties"], unsupported
+
+
 # ---------------------------------------------------------------- guardrails (docs/aws.md, Guardrails)
 
 def _alarms(template: Template) -> list[dict[str, Any]]:
