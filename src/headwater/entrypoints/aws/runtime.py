@@ -1,6 +1,7 @@
 """What every handler of a container shares, built at import (module level), so that a warm
 container reuses the services, boto3 clients and runner: Powertools Logger, Metrics and Tracer
-(X-Ray, `Tracing: Active` in template.yaml; the Tracer disables itself outside Lambda), the
+(X-Ray, `Tracing: Active` in template.yaml, the event path's functions per its EventPathTracing; the
+Tracer disables itself outside Lambda, and records nothing in an unsampled invocation), the
 services over the AWS adapters, Mangum for the HTTP functions, batch processing with idempotency
 for the SQS ones."""
 
