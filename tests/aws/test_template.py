@@ -39,7 +39,7 @@ SCOPE: dict[str, set[str]] = {
     "HealthFunction": {"ResourcesTable"},
     "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "RunOrderQueue", "FanOutQueue",
                          "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket", "SecretsKey", "BundleBucket"},
-    "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},
+    "TimerTickFunction": {"ResourcesTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},  # no idempotency record
     "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
                          "RunOrderQueue", "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup",
                          "SchedulerRole", "SecretsKey", "BundleBucket"},
