@@ -39,7 +39,7 @@ SCOPE: dict[str, set[str]] = {
     "HealthFunction": {"ResourcesTable"},
     "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "RunOrderQueue", "FanOutQueue",
                          "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket", "SecretsKey", "BundleBucket"},
-    "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},
+    "TimerTickFunction": {"ResourcesTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},  # no idempotency record
     "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
                          "RunOrderQueue", "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup",
                          "SchedulerRole", "SecretsKey", "BundleBucket"},
@@ -327,10 +327,18 @@ def test_every_queue_consumer_has_a_concurrency_limit(template: Template) -> Non
 
 
 def test_every_python_function_is_traced(template: Template, translated: dict[str, Any]) -> None:
-    """Tracing: Active (X-Ray, Powertools Tracer) on every Python function; the runner keeps Lambda's
-    PassThrough, since its role may write its own logs and nothing else."""
+    """Tracing: Active (X-Ray, Powertools Tracer) on every Python function but the event path's,
+    which follow EventPathTracing (PassThrough unless asked: at a low rate each of their
+    invocations would be a trace, docs/aws.md, Cost); the runner keeps Lambda's PassThrough,
+    since its role may write its own logs and nothing else."""
+    event_path = {"HttpIngestFunction", "TimerTickFunction", "RunQueueFunction", "FanOutFunction",
+                  "WebhookDeliveryFunction", "EventDeletionFunction"}
+    assert template.body["Parameters"]["EventPathTracing"]["Default"] == "PassThrough"
+    assert template.body["Parameters"]["EventPathTracing"]["AllowedValues"] == ["Active", "PassThrough"]
     for name, function in template.of_type("AWS::Serverless::Function").items():
         config = translated["Resources"][name]["Properties"].get("TracingConfig", {})
         runtime = function["Properties"].get("Runtime", template.body["Globals"]["Function"]["Runtime"])
-        expected = "PassThrough" if runtime.startswith("nodejs") else "Active"
+        expected: Any = "PassThrough" if runtime.startswith("nodejs") else "Active"
+        if name in event_path:
+            expected = {"Ref": "EventPathTracing"}
         assert config.get("Mode") == expected, (name, config)
