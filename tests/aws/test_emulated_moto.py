@@ -1,6 +1,7 @@
 """The emulated deployment's moto server keeps SQS's FIFO promise to concurrent long polls (a
 group's messages go to one receiver at a time) and does not spin while a poll waits behind a
-group in flight (which held the server's interpreter and slowed every other call of the stack)."""
+group in flight (which held the server's interpreter and slowed every other call of the stack);
+and its DynamoDB transactions roll back what they touched without copying whole tables."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
+from moto.dynamodb.models.table import Table
 from moto.sqs.models import Queue
 
 from headwater.emulated import deployment
@@ -17,12 +20,21 @@ from headwater.emulated.deployment import start_moto
 
 
 @pytest.fixture(scope="module")
-def sqs() -> Iterator[Any]:
+def endpoint() -> Iterator[str]:
     server = start_moto()
     host, port = server.get_host_and_port()
-    yield boto3.session.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x").client(
-        "sqs", endpoint_url=f"http://{host}:{port}")
+    yield f"http://{host}:{port}"
     server.stop()
+
+
+def client(endpoint: str, service: str) -> Any:
+    return boto3.session.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x").client(
+        service, endpoint_url=endpoint)
+
+
+@pytest.fixture(scope="module")
+def sqs(endpoint: str) -> Any:
+    return client(endpoint, "sqs")
 
 
 def fifo(sqs: Any, name: str) -> str:
@@ -75,3 +87,47 @@ def test_two_long_polls_never_hold_one_groups_messages_at_once(sqs: Any, monkeyp
     for thread in polls:
         thread.join(30)
     assert received == ["first"]
+
+
+def test_a_failed_transaction_puts_back_every_item_it_touched_and_copies_no_table(
+        endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put, an update and a delete, then a condition that fails: the three items are as they were.
+    No table is deep-copied on the way (moto copied each table once per item: a commit's cost grew
+    with the table, and the emulated stack's answers queued past API Gateway's 30 s)."""
+    dynamodb = client(endpoint, "dynamodb")
+    dynamodb.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
+                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                                {"AttributeName": "sk", "AttributeType": "S"}],
+                          KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                     {"AttributeName": "sk", "KeyType": "RANGE"}])
+    for sk in ("updated", "deleted"):
+        dynamodb.put_item(TableName="t", Item={"pk": {"S": "p"}, "sk": {"S": sk}, "n": {"N": "1"}})
+    copies = 0
+
+    def counted(self: Table, memo: Any) -> Any:
+        nonlocal copies
+        copies += 1
+        raise AssertionError("a table was deep-copied")
+
+    monkeypatch.setattr(Table, "__deepcopy__", counted, raising=False)  # moto's server runs in this process
+    key = lambda sk: {"pk": {"S": "p"}, "sk": {"S": sk}}  # noqa: E731
+    with pytest.raises(ClientError) as failed:
+        dynamodb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": "t", "Item": {**key("new"), "n": {"N": "1"}}}},
+            {"Update": {"TableName": "t", "Key": key("updated"), "UpdateExpression": "SET n = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}}}},
+            {"Delete": {"TableName": "t", "Key": key("deleted")}},
+            {"ConditionCheck": {"TableName": "t", "Key": key("absent"), "ConditionExpression": "attribute_exists(pk)"}},
+        ])
+    assert failed.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert copies == 0
+    items = dynamodb.scan(TableName="t", ConsistentRead=True)["Items"]
+    assert sorted((i["sk"]["S"], i["n"]["N"]) for i in items) == [("deleted", "1"), ("updated", "1")]
+    dynamodb.transact_write_items(TransactItems=[
+        {"Put": {"TableName": "t", "Item": {**key("new"), "n": {"N": "1"}}}},
+        {"Update": {"TableName": "t", "Key": key("updated"), "UpdateExpression": "SET n = :two",
+                    "ExpressionAttributeValues": {":two": {"N": "2"}}}},
+        {"Delete": {"TableName": "t", "Key": key("deleted")}},
+    ])
+    items = dynamodb.scan(TableName="t", ConsistentRead=True)["Items"]
+    assert sorted((i["sk"]["S"], i["n"]["N"]) for i in items) == [("new", "1"), ("updated", "2")]

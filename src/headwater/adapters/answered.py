@@ -18,7 +18,10 @@ finish here (the queue retries it)."""
 
 async def answer_of(run_of: RunOf, timeout_s: float, running: set[asyncio.Future[Any]]) -> RunAnswer:
     """The run's first `respond()`, else its result, else None (nothing in `timeout_s`, or it
-    failed). `running` keeps the run's task until it ends (a loop keeps its tasks weakly)."""
+    failed). A run that ended without its `respond()` having been heard but whose result carries
+    the response (the runner reports it in both) is answered with that response: "ended without
+    calling respond()" only ever means the component did not call it. `running` keeps the run's
+    task until it ends (a loop keeps its tasks weakly)."""
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -44,7 +47,10 @@ async def answer_of(run_of: RunOf, timeout_s: float, running: set[asyncio.Future
     if run.done() and not run.cancelled():
         results = run.result()
         if results:
-            return cast(RunResult | None, results[0])
+            result = cast(RunResult | None, results[0])
+            if result is not None and result.response is not None:
+                return result.response  # it did respond (its result says so), though that was not heard
+            return result
     return None
 
 

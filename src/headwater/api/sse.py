@@ -7,7 +7,13 @@ retained events after that id, so a reconnecting reader misses nothing still ret
 A bounded stream (`HEADWATER_SSE_MAX_S` > 0, the AWS deployment: API Gateway buffers a Lambda's
 answer whole) ends as soon as it has sent events, else after the bound with none; EventSource
 clients reconnect with `Last-Event-ID`, so an event reaches them about a second after it is stored,
-not at the bound.
+not at the bound (docs/aws.md, Consistency with local). It looks for events each `BOUNDED_POLL_S`
+and listens to nothing: on AWS its function's process commits no events, so a bounded stream
+hears of none, and the emulated deployment (one process) must not hear of them either. Its answer
+tells the client to reconnect after `RECONNECT_MS` (EventSource's default is about 3 s), and
+carries its cursor as the last event id even when it has no events (an `id:` field alone
+dispatches nothing): a client that has had no event yet resumes where this answer left off, not
+"from now" again, which would skip what was stored while it reconnected.
 
 A stream lasts no longer than its caller's right to it (issue 31): every `RECHECK_S` (2 s), and
 before it sends any event it has read, it looks its API key up again and checks that the caller
@@ -42,6 +48,8 @@ HEARTBEAT_S = 15.0
 # How often an open stream asks again whether its caller may read it (docs/security.md): a revoked
 # key, or an emitter the caller can no longer see, ends the stream within this (plus one lookup).
 RECHECK_S = 2.0
+BOUNDED_POLL_S = 1.0
+RECONNECT_MS = 250
 ACCESS_ENDED = b": the stream's key or access ended\n\n"
 
 Check = Callable[[], None]
@@ -76,15 +84,19 @@ def read_allowed(svc: Services, emitter_id: str, channel: str, last: EventId | N
     return [frame(item, channel) for item in items], EventId.parse(items[-1]["id"]) if items else last
 
 
+def bounded_tail(last: EventId | None) -> bytes:
+    """What a bounded answer carries besides its events: how soon to reconnect, and where from."""
+    return f"retry: {RECONNECT_MS}\n".encode() + (f"id: {last}\n".encode() if last is not None else b"")
+
+
 async def stream(svc: Services, request: Request, source_id: str, channel: str,
                  last: EventId | None, check: Check) -> AsyncIterator[bytes]:
     bus = svc.adapters.bus
-    signal = bus.listen(source_id, channel)
     limit = svc.settings.sse_max_s
+    signal = bus.listen(source_id, channel) if limit <= 0 else asyncio.Event()  # bounded: never set
     now = time.monotonic()
     ends = now + limit if limit > 0 else float("inf")
-    # A bounded stream (one Lambda invocation) hears no other process's events: it looks each second.
-    poll_s = 1.0 if limit > 0 else HEARTBEAT_S
+    poll_s = BOUNDED_POLL_S if limit > 0 else HEARTBEAT_S
     next_read, next_check, next_heartbeat = now, now + RECHECK_S, now + HEARTBEAT_S
     try:
         while now < ends:
@@ -101,14 +113,15 @@ async def stream(svc: Services, request: Request, source_id: str, channel: str,
                     next_read = now + poll_s
                 if frames or check_due:
                     next_check = now + RECHECK_S
+                if frames and limit > 0:
+                    # Bounded means buffered (API Gateway hands the client a Lambda's answer whole):
+                    # the events reach the client only when the answer ends, so it ends once it has
+                    # some; the client's next request resumes from their last id (Last-Event-ID).
+                    yield b"".join([bounded_tail(None), *frames])
+                    return
                 for framed in frames:
                     yield framed
                 if frames:
-                    if limit > 0:
-                        # Bounded means buffered (API Gateway hands the client a Lambda's answer whole):
-                        # the events reach the client only when the answer ends, so it ends once it has
-                        # some; the client's next request resumes from their last id (Last-Event-ID).
-                        return
                     next_heartbeat = time.monotonic() + HEARTBEAT_S
             wake = min(next_read, next_check, ends, next_heartbeat if limit <= 0 else ends)
             try:
@@ -120,8 +133,10 @@ async def stream(svc: Services, request: Request, source_id: str, channel: str,
                     next_heartbeat = time.monotonic() + HEARTBEAT_S
                     yield b": heartbeat\n\n"
             now = time.monotonic()
+        yield bounded_tail(last) + b"\n"  # the bound passed with no event (an unbounded stream never ends here)
     finally:
-        bus.unlisten(source_id, channel, signal)
+        if limit <= 0:
+            bus.unlisten(source_id, channel, signal)
 
 
 class EventStream(StreamingResponse):

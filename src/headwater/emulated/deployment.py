@@ -89,9 +89,98 @@ def _fifo_safe_long_polls() -> None:
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
 
 
+def _one_clock_read_per_scan() -> None:
+    """moto lists a queue's receivable messages by asking each message whether it is visible and
+    not delayed, each answer a read and conversion of the clock. Every customResponse request
+    leaves a message delayed by 15 minutes (its fallback, sqs_queue.py), and the pollers receive
+    every 50 ms: with a few hundred of them waiting, those scans took half the server's
+    interpreter and one source's concurrent requests queued past API Gateway's 30 s (503s that AWS,
+    whose delayed messages cost a receiver nothing, would not give). Here a scan reads the clock
+    once."""
+    from moto.core.utils import unix_time_millis
+    from moto.sqs.models import Queue
+
+    if getattr(Queue.messages.fget, "one_clock_read", False):  # type: ignore[attr-defined]
+        return
+
+    def messages(self: Any) -> list[Any]:
+        now = unix_time_millis()
+        return [m for m in self._messages if now > m.visible_at and now >= m.delayed_until]
+
+    messages.one_clock_read = True  # type: ignore[attr-defined]
+    Queue.messages = property(messages)  # type: ignore[method-assign, assignment]
+
+
+def _item_level_transactions() -> None:
+    """moto's TransactWriteItems deep-copies every table it touches (once per item) to roll back
+    a failed transaction, so a commit cost grew with the table: with a few thousand events stored,
+    a run's commit took a third of a second, one source's concurrent customResponse requests queued
+    past API Gateway's 30 s and were answered 503, where AWS (whose transactions copy nothing)
+    answers them all. Here only the items the transaction touches are kept, and put back on a
+    failure; the tables are not copied. Requests are one at a time (_OneDynamoDBRequestAtATime)."""
+    import copy
+
+    import moto.dynamodb.models as models
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    transact = DynamoDBBackend.transact_write_items
+    if getattr(transact, "item_level", False):
+        return
+
+    class _TablesNotCopied:
+        """The module's `copy`, but a Table "copied" for a rollback is the table itself."""
+
+        @staticmethod
+        def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+            return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    def before(backend: Any, items: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, Any]]:
+        """(table, hash, range, a copy of the item or None) of each item the transaction names."""
+        kept = []
+        for item in items:
+            try:
+                _, op = next(iter(item.items()))
+                table = backend.get_table(op["TableName"])
+                key = op["Item"] if "Item" in op else op["Key"]
+                hash_value = DynamoType(key[table.hash_key_attr])
+                range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+                kept.append((table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))))
+            except Exception:  # noqa: BLE001, S112 - moto's own call reports it; nothing of it is written
+                continue
+        return kept
+
+    def put_back(kept: list[tuple[Any, Any, Any, Any]]) -> None:
+        for table, hash_value, range_value, item in reversed(kept):
+            if range_value is not None:
+                if item is None:
+                    table.items[hash_value].pop(range_value, None)
+                else:
+                    table.items[hash_value][range_value] = item
+            elif item is None:
+                table.items.pop(hash_value, None)
+            else:
+                table.items[hash_value] = item
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        kept = before(self, transact_items) if len(transact_items) <= 100 else []
+        try:
+            transact(self, transact_items)
+        except Exception:
+            put_back(kept)
+            raise
+
+    models.copy = _TablesNotCopied  # type: ignore[assignment]
+    transact_write_items.item_level = True  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
 def start_moto() -> Any:
     """moto's threaded server on a free loopback port."""
     _fifo_safe_long_polls()
+    _one_clock_read_per_scan()
+    _item_level_transactions()
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
