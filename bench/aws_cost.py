@@ -10,7 +10,7 @@ handler's own lines, Lambda's START/END/REPORT, API Gateway's access log line; i
 stored for the template's retention), X-Ray traces (the invocations of `Tracing: Active`
 functions that start one, recorded at the default sampling rule, 1 a second and 5% of the rest,
 at the rate the mode assumes) and Lambda's init phase (billed since August 2025: each function's
-init time, measured as bench/aws_cold_start.py does, times the mode's cold-start fraction). The
+init time, measured as `bench/aws_cold_start.py --cpu` does, times the mode's cold-start fraction). The
 two modes:
 
 - `one_by_one` (the headline): each event after the one before it was delivered, a source at low
@@ -623,7 +623,7 @@ def main() -> None:
     # the init times once the stack is down (it would slow them down)
     missing = sorted({f for t in measured.values() for f in t if f in template.functions() and f not in init})
     if args.init_samples > 0:
-        init.update(init_ms(missing, args.init_samples))
+        init.update(init_ms(missing, args.init_samples, cpu=True))
     for (mode, name), tallies in measured.items():
         if not args.json:
             print(table(name, tallies, price, model(mode)), file=out, flush=True)
