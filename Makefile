@@ -44,6 +44,8 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	touch $@
 
 $(RUNNER)/node_modules/.installed: $(RUNNER)/package.json $(RUNNER)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the runner's packages (Node 22, esbuild, npm) are installed with npm:" \
+	  "install it with 'sudo apt-get install npm'" >&2; exit 1; }
 	cd $(RUNNER) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -106,7 +108,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(RUNNER)/node_modules $(WEB)/node_modules .headwater
+	rm -rf $(VENV) $(SAM_VENV) .venv-build $(RUNNER)/node_modules $(WEB)/node_modules .headwater
 
 # `make bench`: Headwater side by side with Node-RED, n8n and bare Starlette (docs/performance.md).
 # The peers install from bench/peers/{,n8n/}package-lock.json into the git-ignored bench/.peers and
@@ -153,7 +155,12 @@ run-aws: setup
 # and no Python 3.12 (the layer is Lambda's wheels, fetched by pip). `make package` builds the same
 # artifacts without the SAM CLI, zipped, with a template pointing at the zips under .aws-sam/package/.
 SAM := $(SAM_VENV)/bin/sam
-PACKAGE := $(CURDIR)/$(PY) $(CURDIR)/scripts/package_aws.py build
+# Bare `sam build` (samconfig.toml's header) works in a fresh clone too: the build-<LogicalId>
+# targets make what they need. package_aws.py needs only the standard library, so it runs on
+# .venv's Python if `make setup` made it, else on $(PYTHON); the deps layer's pip is that
+# Python's, or one of a venv of its own (.venv-build, made once); the runner layer's npm
+# packages, launcher and undumpable.node are made by their rules below.
+PACKAGE := $(if $(wildcard $(PY)),$(CURDIR)/$(PY),$(PYTHON)) $(CURDIR)/scripts/package_aws.py build
 
 .PHONY: package aws-build
 package: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(LAUNCHER) $(UNDUMPABLE)
@@ -165,7 +172,7 @@ aws-build: $(VENV)/.installed $(RUNNER)/node_modules/.installed $(SAM_VENV)/.ins
 # Called by `sam build` with ARTIFACTS_DIR set (not phony: a pattern rule must not be).
 build-PythonDepsLayer:
 	$(PACKAGE) python-deps "$(ARTIFACTS_DIR)"
-build-RunnerLayer: $(LAUNCHER) $(UNDUMPABLE)
+build-RunnerLayer: $(RUNNER)/node_modules/.installed $(LAUNCHER) $(UNDUMPABLE)
 	$(PACKAGE) runner-layer "$(ARTIFACTS_DIR)"
 build-RunnerFunction:
 	$(PACKAGE) runner-code "$(ARTIFACTS_DIR)"

@@ -22,6 +22,16 @@ touched), priced by the units AWS bills:
   work (the before-images it reads to size a write) is not the function's and is taken off its
   CPU time. The runner's own duration is its wall time.
 
+- CloudWatch Logs: the bytes each invocation writes to its log, as CloudWatch bills them (each
+  line a log event, 26 bytes of metadata on top): the lines the handler itself writes (stdout and
+  stderr while it runs, counted by `install_logs`: Powertools' JSON lines, EMF metric lines,
+  anything logged at the function's level), plus the lines Lambda writes for every invocation
+  (`platform_log_bytes`: START, END, REPORT with its XRAY line when the function traces), plus
+  an API Gateway access log line (the template's format, filled in) for each API request.
+- X-Ray: each invocation of a function with `Tracing: Active` that is not called from within
+  another invocation (those continue their caller's trace) starts a trace; which of them are
+  recorded depends on the rate (the sampling rule), so the bench prices them (bench/aws_cost.py).
+
 Each call is put to the invocation it was made in (a context variable, which threads started by
 anyio and asyncio inherit), else, for the pollers' receives and deletes, to the queue's consumer.
 """
@@ -30,7 +40,10 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import io
 import math
+import re
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -58,6 +71,8 @@ class Invocation:
     # one thread's consecutive calls never overlap on the modelled clock
     ahead_s: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # by service
+    log_bytes: int = 0  # its own lines (with each event's 26 bytes of metadata)
+    log_events: int = 0
 
     @property
     def waited_ms(self) -> float:
@@ -71,6 +86,73 @@ class Invocation:
 
 
 _current: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("metered_invocation", default=None)
+
+# ---- CloudWatch Logs (https://aws.amazon.com/cloudwatch/pricing/: ingested bytes, each log event
+# with 26 bytes of metadata)
+
+LOG_EVENT_OVERHEAD = 26
+_REQUEST_ID = "8f5a3c2e-1b2d-4e6f-9a0b-1c2d3e4f5a6b"
+
+
+def platform_log_lines(memory_mb: int, billed_ms: float, traced: bool, cold: bool = False) -> list[str]:
+    """The lines Lambda writes to a function's log for one invocation (the text log format, the
+    template's), with realistic values: START, END and REPORT (its XRAY part when the function
+    traces; its Init Duration, and an INIT_START line before, on a cold start)."""
+    lines = []
+    if cold:
+        lines.append("INIT_START Runtime Version: python:3.12.v40\tRuntime Version ARN: arn:aws:lambda:us-east-1::"
+                     "runtime:" + "0" * 64)
+    lines.append(f"START RequestId: {_REQUEST_ID} Version: $LATEST")
+    lines.append(f"END RequestId: {_REQUEST_ID}")
+    report = (f"REPORT RequestId: {_REQUEST_ID}\tDuration: {billed_ms - 0.43:.2f} ms\tBilled Duration: "
+              f"{billed_ms:.0f} ms\tMemory Size: {memory_mb} MB\tMax Memory Used: 143 MB\t")
+    if cold:
+        report += "Init Duration: 812.34 ms\t"
+    if traced:
+        report += "\nXRAY TraceId: 1-6567a0b2-3c4d5e6f7a8b9c0d1e2f3a4b\tSegmentId: 4f5a6b7c8d9e0f1a\tSampled: true\t"
+    lines.append(report)
+    return lines
+
+
+def log_bytes(lines: list[str]) -> int:
+    """What CloudWatch ingests for these log events."""
+    return sum(len(line.encode()) + LOG_EVENT_OVERHEAD for line in lines)
+
+
+def access_log_line(template_format: str) -> str:
+    """An API Gateway access log line of the template's format (`$context.x` filled in as for a
+    POST to an HTTP source: ids, an address, a time)."""
+    values = {"requestId": "Qm3xZg2YIAMEbXw=", "identity.sourceIp": "203.0.113.45",
+              "requestTime": "29/Nov/2026:12:04:05 +0000", "httpMethod": "POST",
+              "routeKey": "ANY /http/{endpoint_id}", "path": "/http/en_2xq7mwk9d3lz", "status": "200",
+              "responseLength": "54", "responseLatency": "23", "integrationErrorMessage": "-"}
+    return re.sub(r"\$context\.([\w.]+)", lambda m: values.get(m.group(1), "-"), template_format)
+
+
+class _CountingStream(io.TextIOBase):
+    """A stream that counts, for the current invocation, the lines written to it (each a log
+    event), and passes them on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        record = _current.get()
+        if record is not None and text:  # a line is an event once its newline is written (print writes it apart)
+            lines = text.count("\n")
+            record.log_bytes += len(text.encode()) - lines + lines * LOG_EVENT_OVERHEAD
+            record.log_events += lines
+        return int(self.inner.write(text))
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "encoding", "utf-8"))
 
 
 @dataclass
@@ -91,6 +173,9 @@ class Tally:
     s3_get: int = 0
     kms: int = 0
     scheduler_api: int = 0
+    log_bytes: float = 0.0  # CloudWatch Logs, as ingested: its own lines, Lambda's, API access logs
+    log_events: float = 0.0
+    trace_starts: float = 0.0  # invocations that would start an X-Ray trace (Tracing: Active, not called by another)
     calls: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     units_by_call: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # DynamoDB units
 
@@ -218,7 +303,8 @@ class _Tables:
 class Meter:
     """Installs the hooks; `tally()` is what was billed since the last `reset()`, by function."""
 
-    def __init__(self, endpoint: str, memory_mb: dict[str, int], queue_consumers: dict[str, str]) -> None:
+    def __init__(self, endpoint: str, memory_mb: dict[str, int], queue_consumers: dict[str, str],
+                 tracing: dict[str, str] | None = None, access_log_format: str = "") -> None:
         shadow = boto3.session.Session(region_name="us-east-1", aws_access_key_id="emulated",  # moto's
                                        aws_secret_access_key="emulated")  # noqa: S106 - its clients carry no hooks
         self.tables = _Tables(shadow.client("dynamodb", endpoint_url=endpoint))
@@ -227,6 +313,21 @@ class Meter:
         self.lock = threading.Lock()
         self.tallies: dict[str, Tally] = defaultdict(Tally)
         self.last_call = time.monotonic()
+        self.tracing = tracing or {}  # function -> its Tracing mode (Active, PassThrough)
+        self.access_log_bytes = log_bytes([access_log_line(access_log_format)]) if access_log_format else 0
+        self._streams: tuple[Any, Any] | None = None
+
+    def install_logs(self) -> None:
+        """Counts what the functions write to stdout and stderr (their log) from here on: Powertools'
+        handlers take `sys.stdout` when they are made, so this comes before the handlers are imported."""
+        self._streams = (sys.stdout, sys.stderr)
+        sys.stdout = _CountingStream(sys.stdout)  # type: ignore[assignment]
+        sys.stderr = _CountingStream(sys.stderr)  # type: ignore[assignment]
+
+    def uninstall_logs(self) -> None:
+        if self._streams is not None:
+            sys.stdout, sys.stderr = self._streams
+            self._streams = None
 
     def install(self, events: Any = None) -> None:
         """On the default session (every `boto3.client` built after this), or the given events."""
@@ -263,9 +364,14 @@ class Meter:
             else:
                 own_cpu_ms = (time.thread_time() - cpu) * 1000 + record.cpu_ms_elsewhere - record.meter_cpu_ms
                 billed = max(1.0, math.ceil(max(0.0, own_cpu_ms) + record.waited_ms))
+            traced = self.tracing.get(function) == "Active"
+            logs = log_bytes(platform_log_lines(record.memory_mb, billed, traced))
             with self.lock:
                 tally = self.tallies[function]
                 tally.invocations += 1
+                tally.log_bytes += record.log_bytes + logs + (self.access_log_bytes if api else 0)
+                tally.log_events += record.log_events + 3 + int(api)
+                tally.trace_starts += int(traced and parent is None)
                 tally.billed_ms += billed
                 tally.gb_s += billed / 1000 * record.memory_mb / 1024
                 tally.api_requests += int(api)

@@ -6,7 +6,8 @@ Four artifacts, each a directory laid out as Lambda unpacks it:
 - `python-code`: the Python functions' code (`src/headwater`); every Python function has it
   (about 1 MB), and nothing else,
 - `python-deps`: the layer of their dependencies, `python/` (on Lambda `/opt/python`, on
-  `sys.path`): `src/requirements.txt`, hash-pinned, as Lambda's Linux x86_64 wheels for Python
+  `sys.path`): `src/requirements.txt` (what the handlers import, nothing of the local server's),
+  hash-pinned, as Lambda's Linux x86_64 wheels for Python
   3.12, fetched by pip from PyPI. Wheels only, no build step: no Docker and no Python 3.12,
 - `runner-layer`: the Node runner, `nodejs/runner/` (on Lambda `/opt/nodejs/runner`): its code
   and its npm dependencies (`layers/runner/node_modules`), without the Node binary package (the
@@ -30,12 +31,14 @@ ContentUri point at the zips, for `sam deploy --template-file .aws-sam/package/t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / ".aws-sam" / "package"
 RUNNER = ROOT / "layers" / "runner"
+BUILD_VENV = ROOT / ".venv-build"
 MB = 1024 * 1024
 UNZIPPED_LIMIT = 250 * MB  # a function's code and all its layers, unzipped
 ZIP_LIMIT = 50 * MB  # a zip uploaded directly; through S3 (sam deploy) the unzipped limit is what binds
@@ -60,12 +64,47 @@ def python_code(target: Path) -> None:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
+def _pip() -> list[str]:
+    """A pip to fetch the layer's wheels with: this interpreter's, else that of a venv of its own
+    (`.venv-build`, made once with this interpreter's venv module, which brings pip): bare `sam
+    build` in a fresh clone runs this script on the system's Python, which may have no pip."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    python = BUILD_VENV / "bin" / "python"
+    if not python.exists():
+        made = subprocess.run([sys.executable, "-m", "venv", str(BUILD_VENV)])
+        if made.returncode != 0:
+            raise SystemExit(f"{sys.executable} has no pip and cannot make a venv: install pip or venv "
+                             "(e.g. `sudo apt-get install python3-venv`), or run `make setup` first")
+    return [str(python), "-m", "pip"]
+
+
+LAMBDA_WHEELS = ["--require-hashes", "--no-deps", "--only-binary=:all:", "--platform", "manylinux2014_x86_64",
+                 "--platform", "manylinux_2_28_x86_64", "--implementation", "cp", "--python-version", "3.12"]
+DOWNLOADS = 6  # pip processes fetching wheels at once
+
+
 def python_deps(target: Path) -> None:
-    # --no-compile: pip's .pyc would be this interpreter's, not Lambda's 3.12.
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
-                    "--no-compile", "--only-binary=:all:", "--platform", "manylinux2014_x86_64",
-                    "--platform", "manylinux_2_28_x86_64", "--implementation", "cp", "--python-version", "3.12",
-                    "--target", str(target / "python"), "-r", str(ROOT / "src" / "requirements.txt")], check=True)
+    """The wheels are fetched by DOWNLOADS pip processes at once, each a share of the requirements
+    (one pip looks packages up one after another: 34 took 45 s, mostly waiting on the index), then
+    installed from that folder alone, their hashes checked again."""
+    pip = _pip()
+    requirements = ROOT / "src" / "requirements.txt"
+    pinned = re.split(r"(?m)^(?=[A-Za-z0-9])", requirements.read_text())
+    pinned = [block for block in pinned if "==" in block.split("\n", 1)[0]]
+    with tempfile.TemporaryDirectory(prefix="python-deps-") as tmp:
+        wheels = Path(tmp) / "wheels"
+        fetches = []
+        for i in range(DOWNLOADS):
+            share = Path(tmp) / f"requirements-{i}.txt"
+            share.write_text("".join(pinned[i::DOWNLOADS]))
+            fetches.append(subprocess.Popen([*pip, "download", "--quiet", *LAMBDA_WHEELS, "--dest", str(wheels),
+                                             "-r", str(share)]))
+        if any(fetch.wait() != 0 for fetch in fetches):
+            raise SystemExit("pip could not fetch the deps layer's wheels (see above)")
+        # --no-compile: pip's .pyc would be this interpreter's, not Lambda's 3.12.
+        subprocess.run([*pip, "install", "--quiet", *LAMBDA_WHEELS, "--no-compile", "--no-index", "--find-links",
+                        str(wheels), "--target", str(target / "python"), "-r", str(requirements)], check=True)
 
 
 def runner_layer(target: Path) -> None:

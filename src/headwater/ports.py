@@ -464,6 +464,9 @@ class Bundle:
     hash: str
     code: str
     packages: dict[str, str] = field(default_factory=dict)  # npm name -> version bundled
+    # SHA-256 of the bundle's content (`code`), hex: its name where it is kept apart from its code (the
+    # bundle bucket, a runner's /tmp), checked before it is loaded; "" where the code travels with it.
+    sha256: str = ""
 
 
 class Bundler(Protocol):

@@ -119,6 +119,14 @@ class Settings:
     timer_timeout_ms: int = field(default_factory=lambda: _int("TIMER_TIMEOUT_MS", 60_000))
     # how often a serving process looks for stalled sources (services/stalls.py; on AWS the sweep's minute)
     stall_check_s: float = field(default_factory=lambda: _float("STALL_CHECK_S", 5.0))
+    # a timer tick this much later than two intervals is a stall (domain.health.tick_deadline)
+    # the least time between two looks at one source (services.stalls.MIN_LOOK_S)
+    stall_min_look_s: float = field(default_factory=lambda: _float("STALL_MIN_LOOK_S", 30.0))
+    tick_grace_s: float = field(default_factory=lambda: _float("TICK_GRACE_S", 10.0))  # health.TICK_GRACE_S
+    # The emulated deployment only: the template's own schedules (the sweep's rate(1 minute)) fire
+    # this often instead, when set (tests; emulated/pollers.StackSchedules).
+    emulated_schedule_s: float | None = field(
+        default_factory=lambda: _float("EMULATED_SCHEDULE_S", 60.0) if _env("EMULATED_SCHEDULE_S", "") else None)
     hook_timeout_ms: int = field(default_factory=lambda: _int("HOOK_TIMEOUT_MS", 60_000))
     run_memory_mb: int = field(default_factory=lambda: _int("RUN_MEMORY_MB", 256))
     http_max_body_bytes: int = field(default_factory=lambda: _int("HTTP_MAX_BODY_BYTES", 512 * 1024))

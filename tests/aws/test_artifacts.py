@@ -5,9 +5,12 @@ once and working from where the layer puts it."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +127,68 @@ def test_the_runner_layer_has_no_node_binary_and_esbuild_once(
                            "{loader: 'ts'}); console.log(r.code.trim())"],
                           cwd=runner / "src", capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0 and proc.stdout.strip() == "let a = 1;", proc.stderr
+
+
+# Packages of the deps layer that no handler's import loads, each with why it is there anyway.
+LOADED_INDIRECTLY = {
+    "pycparser": "cffi's own dependency (cryptography's bindings use cffi): it parses C declarations when a cffi "
+                 "module defines some at run time, which an import alone does not show",
+}
+
+
+def _lambda_python() -> str:
+    """A Python 3.12, Lambda's runtime (the layer's compiled wheels are for it): on PATH, or pyenv's."""
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
+    for candidate in filter(None, [shutil.which("python3.12"), *pyenv]):
+        proc = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                              text=True)
+        if proc.returncode == 0 and proc.stdout.strip() == "(3, 12)":
+            return candidate
+    pytest.fail("no Python 3.12 (Lambda's runtime) to import the handlers from the built layer with")
+
+
+_IMPORT_EVERY_HANDLER = """
+import importlib, json, sys
+from importlib.metadata import packages_distributions
+before = set(sys.modules)
+for handler in sys.argv[1:]:
+    module, _, name = handler.rpartition(".")
+    assert callable(getattr(importlib.import_module(module), name)), handler
+loaded = {top.split(".")[0] for top in set(sys.modules) - before}
+names = packages_distributions()
+print(json.dumps(sorted({dist for top in loaded for dist in names.get(top, [])})))
+"""
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_handlers_import_from_the_layer_alone_and_the_layer_holds_only_what_they_import(
+        built: tuple[Path, dict[str, Any], dict[str, dict[str, int]]], tmp_path: Path) -> None:
+    """Every Python handler of the built template imported as Lambda does (Python 3.12, its code
+    and /opt/python on sys.path, no site-packages, the template's environment), all in one
+    process: none misses a package, and every package of the layer is one an import loads (or in
+    LOADED_INDIRECTLY), so the local server's (uvicorn, uvloop, httptools, watchfiles, websockets)
+    stay out."""
+    build, body, _ = built
+    python_functions = {name: r for name, r in body["Resources"].items() if r["Type"] == "AWS::Serverless::Function"
+                        and r["Properties"].get("Runtime", body["Globals"]["Function"]["Runtime"]).startswith("python")}
+    handlers = sorted({r["Properties"]["Handler"] for r in python_functions.values()})
+    code = build / next(iter(python_functions.values()))["Properties"]["CodeUri"]
+    layer = build / "PythonDepsLayer" / "python"
+    defaults = {name: str(p.get("Default", name)) for name, p in body["Parameters"].items()}
+    variables = {name: value if isinstance(value, str) else defaults.get(value.get("Ref"), name.lower())
+                 for name, value in body["Globals"]["Function"]["Environment"]["Variables"].items()}
+    env = {**variables, "PATH": "/usr/bin:/bin", "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_LAMBDA_FUNCTION_NAME": "x",
+           "HEADWATER_DATA_DIR": str(tmp_path), "HEADWATER_RUN_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q",
+           "PYTHONPATH": f"{code}:{layer}", "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([_lambda_python(), "-S", "-c", _IMPORT_EVERY_HANDLER, *handlers], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = {_normalized(dist) for dist in json.loads(proc.stdout)}
+    in_layer = {_normalized(path.name.split("-")[0]) for path in layer.glob("*.dist-info")}
+    assert loaded - {"headwater"} <= in_layer
+    assert in_layer - loaded == set(LOADED_INDIRECTLY), "in the layer, loaded by no handler"
+    assert not {"uvicorn", "uvloop", "httptools", "watchfiles", "websockets"} & in_layer

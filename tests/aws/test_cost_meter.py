@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,3 +114,30 @@ def test_waits_that_overlap_are_billed_once() -> None:
     record = Invocation("F", 512)
     record.waits += [(10.0, 10.1), (10.02, 10.1), (10.05, 10.12), (11.0, 11.005)]
     assert record.waited_ms == pytest.approx(125.0)
+
+
+def test_an_invocations_log_is_its_lines_and_lambdas_with_their_metadata(endpoint: str) -> None:
+    """Each line a log event with 26 bytes of metadata; Lambda's START, END and REPORT lines on
+    top (REPORT's XRAY part when the function traces); an API request's access log line."""
+    from bench.aws_meter import LOG_EVENT_OVERHEAD, log_bytes, platform_log_lines
+
+    meter = Meter(endpoint, {"F": 512, "G": 512}, {}, tracing={"F": "Active", "G": "PassThrough"},
+                  access_log_format='{"requestId":"$context.requestId"}')
+    meter.install_logs()
+    try:
+        with meter.invocation("F", api=True):
+            print("hello")  # print writes the newline apart: still one event
+            sys.stdout.write("two\nlines\n")
+        with meter.invocation("G"), meter.invocation("F"):  # called by G: continues G's trace, starts none
+            pass
+        print("outside any invocation")
+    finally:
+        meter.uninstall_logs()
+    tally = meter.tally()
+    own = len("hello") + len("two") + len("lines") + 3 * LOG_EVENT_OVERHEAD
+    access = len('{"requestId":"Qm3xZg2YIAMEbXw="}') + LOG_EVENT_OVERHEAD
+    platform_f = tally["F"].log_bytes - own - access - log_bytes(platform_log_lines(512, 1, True))
+    assert 0 <= platform_f <= log_bytes(platform_log_lines(512, 1, True)) + 10  # the nested call's lines
+    assert tally["F"].log_events == 3 + 3 + 1 + 3
+    assert 250 <= log_bytes(platform_log_lines(512, 57, False)) <= 350
+    assert tally["F"].trace_starts == 1 and tally["G"].trace_starts == 0

@@ -85,3 +85,19 @@ def test_the_stacks_own_schedule_invokes_the_sweep_every_minute() -> None:
     assert stack.fire_due(1100.0) == 0
     assert stack.fire_due(1300.0) == 1  # missed firings are one sweep, not four
     assert calls == ["SweepFunction", "SweepFunction"]
+
+
+def test_the_stacks_own_schedules_fire_at_the_period_a_test_sets() -> None:
+    """HEADWATER_EMULATED_SCHEDULE_S (tests that wait on the sweep): every period_s from the start."""
+    from headwater.emulated.pollers import StackSchedules
+
+    recorder = Recorder()
+    calls: list[float] = []
+    stack = StackSchedules(recorder, [("SweepFunction", "rate(1 minute)")], start=1000.0,  # type: ignore[arg-type]
+                           period_s=2.0)
+    recorder.invoke = lambda name, event: calls.append(now)  # type: ignore[method-assign]
+    fired = []
+    for now in (1001.0, 1002.0, 1003.0, 1004.5, 1010.0):
+        fired.append(stack.fire_due(now))
+    assert fired == [0, 1, 0, 1, 1] and calls == [1002.0, 1004.5, 1010.0]
+    assert stack.interval_s == 1.0

@@ -84,3 +84,30 @@ def test_a_fifo_batch_reports_the_failures_the_queue_kept(monkeypatch: pytest.Mo
     assert handler({"Records": fifo}, context()) == {"batchItemFailures": [{"itemIdentifier": "m-1"},
                                                                            {"itemIdentifier": "m-2"}]}
     assert queue.calls == [["m-0", "m-1", "m-2"]]
+
+
+def test_the_timer_target_hands_every_delivery_to_the_tick_without_a_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scheduler delivers at least once: the handler keeps no idempotency record (no table here:
+    one would fail), each delivery goes to `timers.tick`, whose conditional state save drops a
+    repeat (tests/services/test_services.py: a tick delivered twice fires once)."""
+    from headwater.domain.commands import SyncSchedule, TimerTick, to_message
+
+    for name, value in {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t",
+                        "HEADWATER_IDEMPOTENCY_TABLE": "no-such-table"}.items():
+        monkeypatch.setenv(name, value)
+    taken: list[str] = []
+
+    class Timers:
+        def tick(self, tasks: list[Any]) -> list[bool]:
+            fresh = [t.id not in taken for t in tasks]
+            taken.extend(t.id for t in tasks)
+            return fresh
+
+    with mock_aws():
+        monkeypatch.setattr(runtime, "services", lambda: SimpleNamespace(timers=Timers()))
+        handler = runtime.timer_handler()
+        event = to_message(TimerTick("src_1", 1_795_800_000.0))
+        assert [handler(event, context()) for _ in range(2)] == [{"ticked": True}, {"ticked": False}]
+        assert taken == ["tick:src_1:1795800000.0"] * 2
+        with pytest.raises(ValueError, match="not a timer tick"):
+            handler(to_message(SyncSchedule("src_1")), context())

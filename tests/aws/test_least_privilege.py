@@ -98,7 +98,7 @@ def test_the_runner_role_can_write_its_own_logs_and_nothing_else(template: Templ
         assert statement["Effect"] == "Allow"
         assert set(_actions(statement)) <= {"logs:CreateLogStream", "logs:PutLogEvents"}, statement
         assert statement["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:"
-                                                    "log-group:/aws/lambda/${AWS::StackName}-runner:*"}
+                                                    "log-group:/aws/lambda/${AWS::StackName}-tenant-runner:*"}
     assert template.resources["RunnerFunction"]["Properties"]["Role"] == {"Fn::GetAtt": ["RunnerRole", "Arn"]}
     for name in template.resources:  # no policy of another resource adds to it
         if name not in ("RunnerRole", "RunnerFunction"):

@@ -5,7 +5,9 @@ the same program can (so the checks can fail). And the runner's own process, mad
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -38,6 +40,8 @@ int main(void) {
   report("unix-pair", socketpair(AF_UNIX, SOCK_STREAM, 0, pair));
   report("io_uring", syscall(SYS_io_uring_setup, 1, &params));
   report("ptrace", ptrace(PTRACE_TRACEME, 0, 0, 0));
+  report("setpgid", setpgid(0, getpgid(0)));  /* a no-op where it is allowed */
+  report("setsid", setsid());
   return 0;
 }
 """
@@ -62,13 +66,15 @@ def results(*argv: str) -> dict[str, str]:
 def test_under_the_launcher_only_unix_sockets_can_be_made(probe: Path) -> None:
     assert results(str(LAUNCHER), str(probe)) == {
         "inet": "EACCES", "inet6": "EACCES", "udp": "EACCES", "netlink": "EACCES", "inet-high-bits": "EACCES",
-        "inet-pair": "EACCES", "unix": "ok", "unix-pair": "ok", "io_uring": "ENOSYS", "ptrace": "EPERM"}
+        "inet-pair": "EACCES", "unix": "ok", "unix-pair": "ok", "io_uring": "ENOSYS", "ptrace": "EPERM",
+        "setpgid": "EPERM", "setsid": "EPERM"}
 
 
 def test_without_the_launcher_the_probe_makes_network_sockets(probe: Path) -> None:
     seen = results(str(probe))
     assert seen["inet"] == seen["inet6"] == seen["udp"] == seen["inet-high-bits"] == "ok", seen
     assert seen["io_uring"] != "ENOSYS" and seen["ptrace"] != "EPERM", seen
+    assert seen["setpgid"] == seen["setsid"] == "ok", seen
 
 
 def test_the_launcher_says_why_it_cannot_exec() -> None:
@@ -131,3 +137,77 @@ def test_the_runner_made_undumpable_keeps_its_proc_from_its_child(tmp_path: Path
         assert probed(str(module)) == {"environ": "EACCES", "mem": "EACCES"}
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+# ---- the child as a process group (layers/runner/src/group.mjs) ------------------------------------
+
+GROUP = LAUNCHER.parents[1] / "src" / "group.mjs"
+# lambda.mjs's launch of its child, with a stand-in child under the launcher that forks a grandchild
+# (component code cannot fork: Node's permission model lets it start no process; this is what code
+# that got past it could do). `pid`: the child is killed by its pid alone, as before group.mjs.
+STAND_IN = """import fs from 'node:fs'
+const { spawnGroup, signalGroup, groupStates, stopped, members } = await import(process.env.GROUP_MJS)
+const [launcher, mode] = process.argv.slice(2)
+const proc = spawnGroup(launcher, ['/bin/sh', '-c', 'sleep 1000 & echo $!; wait'],
+  { stdio: ['ignore', 'pipe', 'ignore'] })
+const grandchild = await new Promise((r) => proc.stdout.once('data', (d) => r(Number(String(d).trim()))))
+const state = (pid) => {
+  try { const s = fs.readFileSync(`/proc/${pid}/stat`, 'latin1'); return s[s.lastIndexOf(')') + 2] } catch { return '' }
+}
+const out = { child: proc.pid, grandchild, members: members(proc.pid).sort((a, b) => a - b) }
+if (mode === 'pid') proc.kill('SIGKILL')
+else {
+  signalGroup(proc, 'SIGSTOP') // lambda.mjs's pause
+  while (!stopped(groupStates(proc.pid))) await new Promise((r) => setTimeout(r, 1))
+  out.stopped = state(grandchild)
+  signalGroup(proc, 'SIGKILL') // lambda.mjs's kill
+}
+await new Promise((r) => proc.once('exit', r))
+console.log(JSON.stringify(out))
+process.exit(0)
+"""
+
+
+def ended(pid: int) -> bool:
+    """Waits (30 s at most) for the process to end: its pidfd turns readable when it has."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 30)[0])
+    finally:
+        os.close(fd)
+
+
+def stand_in(tmp_path: Path, mode: str) -> dict[str, object]:
+    from headwater.settings import Settings
+
+    (tmp_path / "stand_in.mjs").write_text(STAND_IN)
+    proc = subprocess.run([str(Settings().node), str(tmp_path / "stand_in.mjs"), str(LAUNCHER), mode],
+                          env={"PATH": "/usr/bin:/bin", "GROUP_MJS": str(GROUP)}, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_what_the_child_forks_is_stopped_and_killed_with_it(tmp_path: Path) -> None:
+    """The child leads a process group of its own, which the stop between invocations and the kill
+    reach: its grandchild is stopped with it, and dead once it is killed (under the launcher, it
+    cannot leave the group: setsid and setpgid fail, above)."""
+    out = stand_in(tmp_path, "group")
+    grandchild = int(str(out["grandchild"]))
+    assert out["members"] == sorted([out["child"], grandchild]), out
+    assert out["stopped"] == "T", out
+    assert ended(grandchild), f"the grandchild {grandchild} outlived its group's kill"
+
+
+def test_killed_by_its_pid_alone_the_child_leaves_its_grandchild_running(tmp_path: Path) -> None:
+    """What the group is for: the child's own kill (lambda.mjs before group.mjs) leaves what it forked."""
+    out = stand_in(tmp_path, "pid")
+    grandchild = int(str(out["grandchild"]))
+    try:
+        stat = Path(f"/proc/{grandchild}/stat").read_text()
+        assert stat[stat.rindex(")") + 2] in "RSD", stat  # alive, running on
+    finally:
+        os.kill(grandchild, 9)

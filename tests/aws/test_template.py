@@ -39,7 +39,7 @@ SCOPE: dict[str, set[str]] = {
     "HealthFunction": {"ResourcesTable"},
     "FallbackFunction": {"ResourcesTable", "EventsTable", "RunnerFunction", "RunQueue", "RunOrderQueue", "FanOutQueue",
                          "WebhookDeliveryQueue", "EventDeletionQueue", "PayloadBucket", "SecretsKey", "BundleBucket"},
-    "TimerTickFunction": {"ResourcesTable", "IdempotencyTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},
+    "TimerTickFunction": {"ResourcesTable", "RunQueue", "RunOrderQueue", "PayloadBucket"},  # no idempotency record
     "RunQueueFunction": {"ResourcesTable", "EventsTable", "IdempotencyTable", "RunnerFunction", "RunQueue",
                          "RunOrderQueue", "FanOutQueue", "WebhookDeliveryQueue", "PayloadBucket", "TimerScheduleGroup",
                          "SchedulerRole", "SecretsKey", "BundleBucket"},
@@ -253,6 +253,23 @@ def test_the_runner_reaches_the_bundles_only_through_the_urls_its_callers_sign(t
     assert functions["SourcesFunction"].environment["HEADWATER_BUNDLE_BUCKET"] == {"Ref": "BundleBucket"}
 
 
+def test_the_runner_runs_in_tenant_isolation_mode_under_a_name_of_its_own(template: Template,
+                                                                          translated: dict[str, Any]) -> None:
+    """Lambda's tenant isolation mode on the runner (each invoke names a tenant, an execution
+    environment serves one: docs/aws.md "Tenant isolation"), through to the translated function. It
+    is set at creation, so the function got a new name with it (a named resource is replaced only
+    under a new one), and everything naming the function follows that name."""
+    runner = translated["Resources"]["RunnerFunction"]
+    assert runner["Type"] == "AWS::Lambda::Function"
+    assert runner["Properties"]["TenancyConfig"] == {"TenantIsolationMode": "PER_TENANT"}
+    name = "${AWS::StackName}-tenant-runner"
+    assert runner["Properties"]["FunctionName"] == {"Fn::Sub": name}
+    assert template.functions()["SourcesFunction"].environment["HEADWATER_RUNNER_FUNCTION"] == {"Fn::Sub": name}
+    assert template.resources["RunnerLogGroup"]["Properties"]["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/{name}"}
+    for unsupported in ("ProvisionedConcurrencyConfig", "FunctionUrlConfig", "SnapStart"):  # not with the mode
+        assert unsupported not in template.resources["RunnerFunction"]["Properties"], unsupported
+
+
 # ---------------------------------------------------------------- guardrails (docs/aws.md, Guardrails)
 
 def _alarms(template: Template) -> list[dict[str, Any]]:
@@ -310,10 +327,18 @@ def test_every_queue_consumer_has_a_concurrency_limit(template: Template) -> Non
 
 
 def test_every_python_function_is_traced(template: Template, translated: dict[str, Any]) -> None:
-    """Tracing: Active (X-Ray, Powertools Tracer) on every Python function; the runner keeps Lambda's
-    PassThrough, since its role may write its own logs and nothing else."""
+    """Tracing: Active (X-Ray, Powertools Tracer) on every Python function but the event path's,
+    which follow EventPathTracing (PassThrough unless asked: at a low rate each of their
+    invocations would be a trace, docs/aws.md, Cost); the runner keeps Lambda's PassThrough,
+    since its role may write its own logs and nothing else."""
+    event_path = {"HttpIngestFunction", "TimerTickFunction", "RunQueueFunction", "FanOutFunction",
+                  "WebhookDeliveryFunction", "EventDeletionFunction"}
+    assert template.body["Parameters"]["EventPathTracing"]["Default"] == "PassThrough"
+    assert template.body["Parameters"]["EventPathTracing"]["AllowedValues"] == ["Active", "PassThrough"]
     for name, function in template.of_type("AWS::Serverless::Function").items():
         config = translated["Resources"][name]["Properties"].get("TracingConfig", {})
         runtime = function["Properties"].get("Runtime", template.body["Globals"]["Function"]["Runtime"])
-        expected = "PassThrough" if runtime.startswith("nodejs") else "Active"
+        expected: Any = "PassThrough" if runtime.startswith("nodejs") else "Active"
+        if name in event_path:
+            expected = {"Ref": "EventPathTracing"}
         assert config.get("Mode") == expected, (name, config)

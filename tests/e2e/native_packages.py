@@ -7,6 +7,12 @@ npm.mjs leaves them), so no registry is asked for them (an exact version needs n
   through `bindings`, like cpu-features) inside a try/catch, and its own `.node` file inside
   another (ssh2); it runs without both.
 - `hwtest-real`: loads its addon unconditionally through `node-gyp-build`.
+- `hwtest-ono`: requires `./isomorphic.node`, which is the file `isomorphic.node.js` (no addon:
+  Node's resolution adds `.js`), as `@jsdevtools/ono` does.
+- `hwtest-precinct`: lists Node's builtin modules with `process.binding('natives')` when it loads,
+  as `precinct` does.
+- `hwtest-tla`: an ES module with top-level await (ky-universal's shape), which a CommonJS bundle
+  cannot hold.
 """
 
 from __future__ import annotations
@@ -62,6 +68,32 @@ TREES: dict[str, dict[str, dict[str, object]]] = {
             "index.js": "module.exports = require('node-gyp-build')(__dirname)\n",
         },
         "node-gyp-build": GYP_BUILD,
+    },
+    "hwtest-ono": {
+        "hwtest-ono": {
+            "package.json": {"name": "hwtest-ono", "version": VERSION, "main": "cjs/index.js"},
+            "cjs/index.js": "const { addInspectMethod } = require('./isomorphic.node')\n"
+                            "exports.ono = (message) => addInspectMethod({ message })\n",
+            "cjs/isomorphic.node.js": "exports.addInspectMethod = (e) => ({ ...e, inspected: true })\n",
+        },
+    },
+    "hwtest-precinct": {
+        "hwtest-precinct": {
+            "package.json": {"name": "hwtest-precinct", "version": VERSION, "main": "index.js"},
+            "index.js": "const natives = process.binding('natives')\n"
+                        "exports.core = (names) => names.filter((n) => Boolean(natives[n]))\n",
+        },
+    },
+    "hwtest-tla": {
+        "hwtest-tla": {
+            "package.json": {"name": "hwtest-tla", "version": VERSION, "type": "module",
+                             "exports": {".": "./index.js"}},
+            "index.js": "import { sep } from 'node:path'\n"
+                        "const { answer } = await import('./answer.js')\n"
+                        "export default { answer, sep }\n"
+                        "export const loaded = await Promise.resolve('after an await')\n",
+            "answer.js": "export const answer = 42\n",
+        },
     },
 }
 

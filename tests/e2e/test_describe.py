@@ -486,3 +486,18 @@ def test_app_specific_prop_types_of_registry_components_load(api):
         {"name": "baseId", "type": "$.airtable.baseId"},
         {"name": "tables", "type": "$.airtable.tableId[]", "label": "Tables"},
     ]
+
+
+def test_a_prop_given_as_its_type_alone_is_that_type(api):
+    code = """export default {
+      name: "Create Document", version: "0.1.2", type: "action",
+      props: { title: "string", ids: "integer[]", sheet: "app" },
+      async run() { return this.title },
+    };"""
+    resp = api.post("/components", json={"component_code": code}, timeout=SLOW)
+    assert resp.status_code == 422, resp.text
+    assert 'prop "sheet": "app" is not a known prop shorthand' in resp.json()["error"]
+    resp = api.post("/components", json={"component_code": code.replace(', sheet: "app"', "")}, timeout=SLOW)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["data"]["configurable_props"] == [
+        {"name": "title", "type": "string"}, {"name": "ids", "type": "integer[]"}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,16 +44,23 @@ def runner_processes(data_dir: Path) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("custom", [False, True], ids=["default-response", "custom-response"])
-def test_every_acknowledged_request_survives_kill_9(tmp_path: Path, custom: bool) -> None:
-    """A customResponse request is answered by its run, before the run's outcome commits: what
-    makes it durable is its task, committed before the run started, which runs again."""
-    server = make_server(tmp_path)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One service for both tests (a start and a stop fewer): each kills it -9 mid-stream and starts
+    it again, so the second kill is of a service that recovered from the first."""
+    server = make_server(tmp_path_factory.mktemp("durability"))
     server.start()
     try:
-        check_kill_9(server, custom)
+        yield server
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("custom", [False, True], ids=["default-response", "custom-response"])
+def test_every_acknowledged_request_survives_kill_9(server: Server, custom: bool) -> None:
+    """A customResponse request is answered by its run, before the run's outcome commits: what
+    makes it durable is its task, committed before the run started, which runs again."""
+    check_kill_9(server, custom)
 
 
 def check_kill_9(server: Server, custom: bool = False) -> None:

@@ -1,7 +1,9 @@
 """Source health end to end (issue 33): a timer whose run hangs stalls, says so once on `$errors`,
 and recovers once when its run ends; after downtime, missed ticks follow the catch-up policy and
-the skipped ones are counted on /health. On a private server of each mode (the stall check runs
-every second locally, a source at most every 30 s; on AWS the sweep looks every minute)."""
+the skipped ones are counted on /health. On a private server of each mode, whose waits are the
+test's: the stall check runs every second locally and looks at a source at most every 2 s (not
+30), on AWS the sweep looks every 2 s (not every minute), and a tick 2 s later than two intervals
+is a stall (not 10: HEADWATER_TICK_GRACE_S)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ TICKER = """export default {
 @pytest.fixture(scope="module", params=BOTH_MODES)
 def health_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # a held timer run outlives the default 60 s limit on AWS, where the sweep looks once a minute
-    env = {"HEADWATER_STALL_CHECK_S": "1", "HEADWATER_TIMER_TIMEOUT_MS": "240000"}
+    env = {"HEADWATER_STALL_CHECK_S": "1", "HEADWATER_TIMER_TIMEOUT_MS": "240000", "HEADWATER_TICK_GRACE_S": "2",
+           "HEADWATER_STALL_MIN_LOOK_S": "2", "HEADWATER_EMULATED_SCHEDULE_S": "2"}
     if request.param != "local":
         env["HEADWATER_BACKEND"] = request.param
     with running_server(Path(tmp_path_factory.mktemp(f"health-{request.param}")), **env) as srv:

@@ -48,6 +48,29 @@ def test_an_addon_loaded_on_the_path_is_refused_naming_the_package(api: httpx.Cl
     assert '"hwtest-real"' in r.json()["error"] and "native addon" in r.json()["error"]
 
 
+def test_a_file_named_like_an_addon_that_resolves_to_javascript_is_bundled(api: httpx.Client) -> None:
+    code = """import { ono } from "hwtest-ono@1.0.0";
+    export default { name: "ono", version: "1", props: {}, run() { this.$emit(ono("bad")) } }"""
+    assert run_once(api, code) == {"message": "bad", "inspected": True}
+
+
+def test_a_package_listing_the_builtin_modules_loads_and_other_bindings_stay_closed(api: httpx.Client) -> None:
+    code = """import { core } from "hwtest-precinct@1.0.0";
+    export default { name: "precinct", version: "1", props: {}, run() {
+      let fs = "open"
+      try { process.binding("fs") } catch (e) { fs = e.code }
+      this.$emit({ core: core(["fs", "path", "left-pad"]), fs }) } }"""
+    assert run_once(api, code) == {"core": ["fs", "path"], "fs": "ERR_ACCESS_DENIED"}
+
+
+def test_a_package_with_top_level_await_is_bundled_and_runs(api: httpx.Client) -> None:
+    code = """import tla, { loaded } from "hwtest-tla@1.0.0";
+    import os from "node:os";
+    export default { name: "tla", version: "1", props: { n: { type: "integer", default: 1 } }, run() {
+      this.$emit({ ...tla, loaded, eol: os.EOL, n: this.n }) } }"""
+    assert run_once(api, code) == {"answer": 42, "sep": "/", "loaded": "after an await", "eol": "\n", "n": 1}
+
+
 def test_a_component_that_runs_a_program_says_which(api: httpx.Client) -> None:
     code = """import { spawn } from "node:child_process";
     const pattern = /x/; pattern.exec("not a program");

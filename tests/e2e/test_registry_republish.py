@@ -20,12 +20,15 @@ SDK_KB = 100
 BROKEN = "app0/actions/broken/broken.mjs"  # a native addon on its path: fails, alone in its batch
 
 
-def publish(server: Server, root: Path) -> tuple[Measured, dict[str, dict]]:
-    measured = measure([*HEADWATER, "registry", "publish", str(root), "--data-dir", str(server.data_dir), "--json"],
-                       server.env)
+def publish(server: Server, root: Path, *options: str, remembered: bool = False) -> tuple[Measured, dict[str, dict]]:
+    measured = measure([*HEADWATER, "registry", "publish", str(root), "--data-dir", str(server.data_dir), "--json",
+                        *options], server.env)
     assert measured.result.get("failed") == 1, measured.result
     results = {r["file"]: r for r in measured.result["results"]}
-    assert results.pop(BROKEN)["reason"].startswith('npm package "hwtest-real" loads a native addon')
+    broken = results.pop(BROKEN)
+    assert broken["reason"].startswith('npm package "hwtest-real" loads a native addon')
+    # a failure is remembered by content hash, as a success is: not bundled again while unchanged
+    assert (broken["remembered"], broken["transient"]) == (remembered, False), broken
     return measured, results
 
 
@@ -46,19 +49,19 @@ def test_publishing_a_tree_costs_per_component_what_it_bundles_and_again_only_wh
     assert per_component < sdk_bytes(SDK_KB) + 40_000, per_component  # no platform and axios copy (~550 KB)
 
     generate(tmp_path, store, apps=4, per_app=2, sdk_kb=SDK_KB, prefix=prefix)  # 4x the components
-    large, grown = publish(server, tmp_path)
+    large, grown = publish(server, tmp_path, remembered=True)
     assert {f for f, r in grown.items() if r["status"] == "unchanged"} == set(first)
     assert sum(r["status"] == "published" for r in grown.values()) == 6
     # peak memory per component falls as the tree grows: it does not grow with the components (4x would)
     assert large.peak_rss_bytes < 2 * small.peak_rss_bytes, (small.peak_rss_bytes, large.peak_rss_bytes)
 
-    _, again = publish(server, tmp_path)
+    _, again = publish(server, tmp_path, remembered=True)
     assert {f: r["status"] for f, r in again.items()} == {f: "unchanged" for f in grown}
     assert {f: r["id"] for f, r in again.items()} == {f: r["id"] for f, r in grown.items()}
 
     (tmp_path / "app1" / "common" / "base.mjs").write_text(
         (tmp_path / "app1" / "common" / "base.mjs").read_text() + "// changed\n")
-    _, changed = publish(server, tmp_path)
+    _, changed = publish(server, tmp_path, "--retry-failed")
     republished = {f for f, r in changed.items() if r["status"] == "published"}
     assert republished == {f for f in grown if f.startswith("app1/")} and len(republished) == 2
     assert all(changed[f]["id"] == grown[f]["id"] for f in grown if f not in republished)

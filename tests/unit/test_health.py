@@ -98,6 +98,11 @@ def test_verdicts_of_a_timer_and_of_an_expected_cadence() -> None:
     assert health.verdict(T0 + 60, T0 + 100, both, T0 + 131) == health.Verdict("events", T0 + 130)
     assert "within 30 s" in health.stall_message("events", T0 + 130, both)
     assert "every 60 s" in health.stall_message("timer", T0 + 130, both)
+    # the grace is the watch's (the setting HEADWATER_TICK_GRACE_S), TICK_GRACE_S by default
+    assert grace == 10 and health.Watch(timer, None, T0).grace_s == grace
+    quick = health.Watch(timer, None, saved_at=T0, grace_s=2)
+    assert health.verdict(T0 + 60, 0, quick, T0 + 181).why is None
+    assert health.verdict(T0 + 60, 0, quick, T0 + 183) == health.Verdict("timer", T0 + 182)
 
 
 @pytest.mark.parametrize(("value", "error"), [(0, "from 1"), (-5, "from 1"), (10**9, "from 1"), (1.5, "whole"),

@@ -45,3 +45,31 @@ def test_records_are_kept_per_root_and_ignored_when_forced(tmp_path: Path) -> No
     assert PublishCache(path, tmp_path / "tree", "v1").get("a.mjs", "f2") is None
     assert PublishCache(path, tmp_path / "other", "v1").get("a.mjs", "f1") is None
     assert PublishCache(path, tmp_path / "tree", "v1", ignore_records=True).get("a.mjs", "f1") is None
+
+
+def test_a_lasting_failure_is_remembered_a_transient_one_is_not(tmp_path: Path) -> None:
+    from headwater.services.registry import PublishResult, Registry
+
+    cache = PublishCache(tmp_path / "records.json", tmp_path / "tree", "v1")
+    lasting = PublishResult("a.mjs", "failed", reason='npm package "x" loads a native addon')
+    unreached = PublishResult("b.mjs", "failed", reason="npm package x could not be resolved (npm error ETIMEDOUT)",
+                              transient=True)
+    Registry._record(cache, lasting, "fa")
+    Registry._record(cache, unreached, "fb")
+    assert cache.get("a.mjs", "fa") == Record("fa", "failed", reason=lasting.reason)
+    assert cache.get("b.mjs", "fb") is None
+    assert cache.get("a.mjs", "changed") is None
+    cache.save()
+    assert PublishCache(tmp_path / "records.json", tmp_path / "tree", "v1").get("a.mjs", "fa") is not None
+    retried = PublishCache(tmp_path / "records.json", tmp_path / "tree", "v1", retry_failed=True)
+    assert retried.get("a.mjs", "fa") is None
+
+
+def test_npm_failures_that_are_not_the_package_s_fault_are_transient() -> None:
+    from headwater.services.registry import _NPM_UNREACHED
+
+    assert _NPM_UNREACHED.search("npm package ky could not be resolved (npm error ETIMEDOUT)")
+    assert _NPM_UNREACHED.search("npm package ky could not be installed (npm error E503)")
+    assert _NPM_UNREACHED.search("npm package ky could not be installed (npm exited with status 1)")
+    assert not _NPM_UNREACHED.search("npm package ky does not exist")
+    assert not _NPM_UNREACHED.search('no version of npm package ky matches "^99"')

@@ -9,6 +9,8 @@
  *   seccomp; libuv falls back to its thread pool);
  * - ptrace, process_vm_readv/writev and pidfd_getfd fail with EPERM: ways to act through, or
  *   take a socket from, another process of the same user (lambda.mjs holds the runtime API's);
+ * - setsid and setpgid fail with EPERM: whatever the program forks stays in the process group
+ *   lambda.mjs started it in (group.mjs), which the stop between invocations and the kill reach;
  * - any other architecture (i386's int 0x80, whose socketcall() multiplexes socket()) kills the
  *   process, and so does an x32 syscall number.
  *
@@ -65,6 +67,8 @@ static struct sock_filter filter[] = {
     IS(__NR_process_vm_readv), FAIL(EPERM),
     IS(__NR_process_vm_writev), FAIL(EPERM),
     IS(__NR_pidfd_getfd), FAIL(EPERM),
+    IS(__NR_setsid), FAIL(EPERM),
+    IS(__NR_setpgid), FAIL(EPERM),
     RET(SECCOMP_RET_ALLOW),
 };
 

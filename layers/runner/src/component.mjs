@@ -39,7 +39,9 @@ export function pickComponent(exp) {
 export function resolveProp(name, p) {
   const where = `prop "${name}"`
   if (typeof p === 'string') {
-    if (SHORTHANDS.has(p)) return { type: p }
+    // `title: "string"` is `title: { type: "string" }` (registry components use it); `"app"` alone
+    // names no app, so it is no shorthand
+    if (SHORTHANDS.has(p) || (VALID_TYPES.has(p) && p !== 'app')) return { type: p }
     throw new LoadError(`${where}: "${p}" is not a known prop shorthand (use an object with a type)`)
   }
   if (!isObj(p)) throw new LoadError(`${where}: must be an object or a shorthand string, got ${p === null ? 'null' : Array.isArray(p) ? 'an array' : typeof p}`)

@@ -13,7 +13,7 @@
 import workerThreads from 'node:worker_threads'
 import timers from 'node:timers'
 import timersPromises from 'node:timers/promises'
-import { syncBuiltinESMExports } from 'node:module'
+import { builtinModules, syncBuiltinESMExports } from 'node:module'
 import util from 'node:util'
 
 function accessDenied(message) {
@@ -25,6 +25,19 @@ function accessDenied(message) {
 export function denyWorkers() {
   workerThreads.Worker = function Worker() {
     throw accessDenied('worker threads are not available to components (a run has one thread, bounded by its memory limit)')
+  }
+}
+
+// `process.binding` is closed by the permission model. Packages ask it for 'natives' only to
+// list Node's builtin modules (precinct, detective-*): that list is answered, keyed by name as
+// Node's was, with a placeholder for each module's source, which components cannot read.
+export function answerNativesBinding() {
+  const closed = process.binding
+  const natives = Object.freeze(Object.fromEntries(builtinModules.filter((m) => !m.startsWith('node:'))
+    .map((m) => [m, `/* node:${m}: source not available to components */`])))
+  process.binding = function binding(name) {
+    if (name === 'natives') return natives
+    return closed.call(process, name)
   }
 }
 

@@ -7,7 +7,7 @@ import path from 'node:path'
 import { BundleError, RUNNER_DIR, readJSON } from './bundle-common.mjs'
 import { builtinName, importRefusal, insideRoots, isBare, isEntry, isPipedream, packageRefusal, parseSpecifier, quoted } from './imports.mjs'
 import { executablesError, executablesOf } from './executables.mjs'
-import { inside, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
+import { inside, isNativeLoader, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
 
@@ -95,11 +95,46 @@ function realOr(p) {
   }
 }
 
+// The file an import resolves to, or null.
+async function resolvedFile(build, spec, args) {
+  const r = await build.resolve(spec, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: { inner: true } })
+  return !r.errors.length && r.namespace === 'file' && !r.external ? r.path : null
+}
+
+// A bundle with top-level await (a dependency's, as ky-universal has) cannot be CommonJS: it is
+// built as ESM and run as the body of an async function (worker.mjs). Its externals (builtins, the
+// platform, left-out packages) are reached through small CommonJS modules that `require` them, so
+// the output has no `import` statement left, and its exports are returned.
+const TOP_LEVEL_AWAIT = 'Top-level await is currently not supported with the "cjs" output format'
+const EXTERNAL_NS = 'hw-external'
+export const ASYNC_MARK = '/* headwater: top-level await */'
+
+function requiredExternals(build) {
+  build.onResolve({ filter: /.*/, namespace: EXTERNAL_NS }, (args) => ({ path: args.path, external: true }))
+  build.onLoad({ filter: /.*/, namespace: EXTERNAL_NS }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)})`, loader: 'js' }))
+  return (resolve) => async (args) => {
+    const r = await resolve(args)
+    return r && r.external ? { path: r.path, namespace: EXTERNAL_NS } : r
+  }
+}
+
+// The ESM output as the body of an async function: its closing `export { a as default, b }`
+// made a return of the same names (flagged as an ES module's exports, as CommonJS output is).
+function asyncBody(text) {
+  const m = /\nexport \{([^}]*)\};?\s*$/.exec(text)
+  const names = m ? m[1].split(',').map((x) => x.trim()).filter(Boolean).map((x) => {
+    const [local, exported = local] = x.split(/\s+as\s+/)
+    return `${JSON.stringify(exported.replace(/^"|"$/g, ''))}: ${local}`
+  }) : []
+  const body = m ? text.slice(0, m.index) : text
+  return `${ASYNC_MARK}${body}\nreturn { __esModule: true, ${names.join(', ')} };\n`
+}
+
 // Pass 2: the real bundle. Every import is resolved here and must land in the component's
 // packages' trees or the runner's platform module (and its packages), nowhere else. Native loads
 // of packages and imports of left-out packages (`seen.leftOut`, natives.mjs) stay external: the
 // runner's `require` throws MODULE_NOT_FOUND for them; `seen` gathers them and package imports.
-function resolvePlugin(trees, stdin, seen, mapped) {
+function resolvePlugin(trees, stdin, seen, mapped, asyncModule) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
@@ -109,15 +144,17 @@ function resolvePlugin(trees, stdin, seen, mapped) {
   return {
     name: 'headwater',
     setup(build) {
-      build.onResolve({ filter: /.*/ }, async (args) => {
+      const onResolve = asyncModule ? requiredExternals(build) : (f) => f
+      build.onResolve({ filter: /.*/ }, onResolve(async (args) => {
         if (args.kind === 'entry-point' || (args.pluginData && args.pluginData.inner)) return undefined
         const s = args.path
         if (builtinName(s)) return { path: s, external: true }
         const refused = importRefusal(s, single && isEntry(args.importer, stdin))
         if (refused) return { errors: [{ text: refused }] }
         const p = isBare(s) ? parseSpecifier(s) : null
-        // a native load, by a package or by the component itself, is judged by natives.mjs
-        if (loadsNative(s, null)) {
+        // a native load, by a package or by the component itself, is judged by natives.mjs; a
+        // `.node` import is one only if it does not resolve to a JavaScript file
+        if (isNativeLoader(s) || (/\.node$/i.test(s) && loadsNative(s, await resolvedFile(build, s, args)))) {
           seen.natives.push({ importer: args.importer, spec: s })
           return { path: s, external: true }
         }
@@ -147,7 +184,7 @@ function resolvePlugin(trees, stdin, seen, mapped) {
           if (r.path.split(path.sep).includes('node_modules')) seen.edges.push({ importer, spec: s, path: r.path })
         }
         return { path: r.path, external: r.external, sideEffects: r.sideEffects, namespace: r.namespace }
-      })
+      }))
       // `require(__dirname + "/file.js")` in a package reads a file next to it, which a bundle
       // has not: made a static `require("./file.js")`, esbuild bundles the file (pg-format).
       // A package's links to map files are made inert (sourcemaps.mjs).
@@ -204,9 +241,18 @@ export async function bundlePass(stdin, loader, esm, trees) {
   // A map of the bundle (sourcemaps.mjs), unless the code links one by file name.
   const mapped = !linksAFile(stdin.contents)
   const leftOut = []
+  let asyncModule = false
   for (let round = 0; ; round++) {
     const seen = { natives: [], edges: [], leftOut }
-    const res = await bundleOnce(entry, loader, trees, seen, mapped)
+    let res
+    try {
+      res = await bundleOnce(entry, loader, trees, seen, mapped, asyncModule)
+    } catch (e) {
+      if (asyncModule || !(e instanceof BundleError) || !e.message.includes(TOP_LEVEL_AWAIT)) throw e
+      asyncModule = true
+      round--
+      continue
+    }
     const verdict = await nativeVerdict(seen.natives, seen.edges, { file: path.join(stdin.resolveDir, sourcefile), contents: stdin.contents })
     if (verdict.refused) throw nativeError(verdict.refused)
     const more = (verdict.leftOut || []).filter((root) => !leftOut.includes(root))
@@ -218,19 +264,20 @@ export async function bundlePass(stdin, loader, esm, trees) {
     if (programs.length) throw executablesError(programs)
     const js = res.outputFiles.find((f) => !f.path.endsWith('.map'))
     const map = res.outputFiles.find((f) => f.path.endsWith('.map'))
-    if (!map) return js.text
+    const text = asyncModule ? asyncBody(js.text) : js.text
+    if (!map) return text
     // a code deploy's entry is shown as `component.js` (`component.ts`): it has no file name
     const shown = loader === 'ts' && stdin.single ? 'component.ts' : stdin.sourcefile
-    return js.text + inlineMap(map.text, stdin.resolveDir, realOr(path.join(RUNNER_DIR, 'platform')), { bundled: sourcefile, shown })
+    return text + inlineMap(map.text, stdin.resolveDir, realOr(path.join(RUNNER_DIR, 'platform')), { bundled: sourcefile, shown })
   }
 }
 
-async function bundleOnce(entry, loader, trees, seen, mapped) {
+async function bundleOnce(entry, loader, trees, seen, mapped, asyncModule) {
   try {
     return await esbuild.build({
       stdin: { contents: entry.contents, resolveDir: entry.resolveDir, sourcefile: entry.sourcefile, loader },
-      bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen, mapped)], metafile: true,
+      bundle: true, write: false, platform: 'node', format: asyncModule ? 'esm' : 'cjs', target: 'node22', logLevel: 'silent',
+      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen, mapped, asyncModule)], metafile: true,
       ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(entry.resolveDir, 'component.js') } : {}),
     })
   } catch (e) {

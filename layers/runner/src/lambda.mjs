@@ -38,13 +38,28 @@
 //
 // This function's role has no AWS permission but its own logs: the bucket is reached only through
 // the URLs the trusted caller signed for this one request, and no AWS SDK is loaded here.
-import { spawn } from 'node:child_process'
+//
+// Tenant isolation (docs/aws.md "Tenant isolation"): the function runs in Lambda's tenant isolation
+// mode, every invocation naming a tenant (`context.tenantId`), and Lambda gives an execution
+// environment to one tenant only. The callers name the run's account as its tenant and the bundle op
+// as the tenant `bundler`; this process holds to it as well (`admit`): the environment keeps the
+// tenant of its first invocation and refuses any other, the bundle op is refused but as `bundler`,
+// and that tenant runs no component code. Invoked with no tenant (a function made without the mode,
+// tests), it serves the accounts in turn, a fresh child for each, as before.
+//
+// Bundles are kept by the SHA-256 of their content (`bundle.sha256` of a run, recorded when the
+// bundle was made): a bundle is loaded from /tmp/bundles or the bucket only if its content hashes to
+// that name, so neither carries one tenant's writing into another's runs (BUNDLE_CORRUPT otherwise).
+//
+// The child is a process group of its own (group.mjs): the stop between invocations, the resume and
+// the kill reach whatever it forked too, and under the launcher nothing it forks can leave the group.
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 import { egressProxy } from './lambda-egress.mjs'
+import { gone, groupStates, members, signalGroup, spawnGroup, stopped, threadStates } from './group.mjs'
 
 const RUNNER_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const TMP = process.env.HEADWATER_RUNNER_TMP || '/tmp' // set by tests only
@@ -53,6 +68,7 @@ const EGRESS = path.join(TMP, 'egress') // the children's egress directories (la
 const BUNDLES = path.join(TMP, 'bundles')
 const BUNDLE_TIMEOUT_MS = 90_000
 const HASH = /^[0-9a-f]{64}$/
+const BUNDLER_TENANT = 'bundler' // the bundle op's tenant (lambda_runner.py BUNDLER_TENANT): no component code runs as it
 const GRACE_MS = Number(process.env.HEADWATER_RUNNER_GRACE_MS) || 10_000 // past a call's own limit; set by tests only
 const STOP_WAIT_MS = 5_000 // a child whose threads are not all stopped by then is killed
 const NAP_MS = 0.05 // between looks at the stopping child
@@ -73,13 +89,15 @@ const EGRESS_POLICY = {
 
 let child = null
 let childAccount = null // the one account whose calls this child has served
+let tenant = null // the tenant this execution environment serves (its first invocation's), in tenant isolation mode
 let nextId = 1
 const pending = new Map() // id -> {resolve, partials}
 
-// Killed, stopped or not (SIGKILL ends a stopped process too): the next call gets a fresh child.
+// Killed with its whole process group, stopped or not (SIGKILL ends a stopped process too): the
+// next call gets a fresh child.
 function kill(proc) {
   if (child === proc) child = null
-  proc.kill('SIGKILL')
+  signalGroup(proc, 'SIGKILL')
 }
 
 function start() {
@@ -92,12 +110,13 @@ function start() {
   ]
   // Through the seccomp launcher: no socket but AF_UNIX, no io_uring (libuv is told so too); its
   // connections go through its egress proxy, here, whose directory is outside its /tmp/runner.
+  // A process group of its own (group.mjs), so that it is stopped and killed with all it forks.
   let proc
-  if (UNCONFINED) proc = spawn(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+  if (UNCONFINED) proc = spawnGroup(process.execPath, args, { env: {}, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
   else {
     const egress = egressProxy(EGRESS, EGRESS_POLICY)
     const env = { UV_USE_IO_URING: '0', HEADWATER_EGRESS_DIR: egress.dir }
-    proc = spawn(LAUNCHER, [process.execPath, ...args], { env, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
+    proc = spawnGroup(LAUNCHER, [process.execPath, ...args], { env, cwd: CHILD_TMP, stdio: ['pipe', 'pipe', 'inherit'] })
     proc.egress = egress
   }
   proc.stdioLinks = new Set()
@@ -131,6 +150,7 @@ function start() {
   })
   proc.on('exit', (code, signal) => {
     if (child === proc) child = null
+    signalGroup(proc, 'SIGKILL') // what it forked dies with it
     proc.egress?.close()
     const message = code === LAUNCHER_FAILED
       ? `the runner's seccomp launcher could not confine the runner process (see the function's log): component code is not run without it`
@@ -147,38 +167,24 @@ function start() {
   return proc
 }
 
-// A stopped child would outlive this process (it cannot see its stdin close): it ends with it.
-process.on('exit', () => child?.kill('SIGKILL'))
+// A stopped child would outlive this process (it cannot see its stdin close): it ends with it, with
+// all it forked.
+process.on('exit', () => {
+  if (child) signalGroup(child, 'SIGKILL')
+})
 
 // ---- the child between calls: stopped ----------------------------------------------------------
-function threadStates(pid) {
-  try {
-    return fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
-      try {
-        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1')
-        return stat[stat.lastIndexOf(')') + 2]
-      } catch {
-        return 'X' // the thread ended
-      }
-    })
-  } catch {
-    return [] // the process is gone
-  }
-}
 
-const gone = (states) => states.every((s) => s === 'Z' || s === 'X')
-
-// Stops the child and returns once every thread of it is stopped (or it is dead), so that none of
-// its code runs once this invocation is answered. False when it held a connection to the runtime
-// API: it is killed then.
+// Stops the child's process group and returns once every thread of every process in it is stopped
+// (or dead), so that none of its code runs once this invocation is answered. False when one of them
+// held a connection to the runtime API: the group is killed then.
 function pause(proc) {
-  proc.kill('SIGSTOP')
+  signalGroup(proc, 'SIGSTOP')
   proc.stopped = true
   const until = Date.now() + STOP_WAIT_MS
   const nap = new Int32Array(new SharedArrayBuffer(4))
   for (;;) {
-    const states = threadStates(proc.pid)
-    if (states.every((s) => s === 'T' || s === 'Z' || s === 'X')) break
+    if (stopped(groupStates(proc.pid))) break
     if (Date.now() > until) {
       kill(proc)
       return true // its exit ends nothing (no call in flight); the next call starts a child
@@ -186,9 +192,10 @@ function pause(proc) {
     // The threads stop when next scheduled: leave them the CPU meanwhile (Lambda's share of one is small).
     Atomics.wait(nap, 0, 0, NAP_MS)
   }
-  if (RUNTIME_API && holdsApiConnection(proc.pid, proc.stdioLinks)) {
+  const holder = RUNTIME_API ? [proc.pid, ...members(proc.pid)].find((pid) => holdsApiConnection(pid, proc.stdioLinks)) : undefined
+  if (holder !== undefined) {
     kill(proc)
-    console.error(`runner: the child (pid ${proc.pid}) held a connection to the runtime API ${RUNTIME_API}: killed`)
+    console.error(`runner: the child's process group (pid ${holder} of ${proc.pid}) held a connection to the runtime API ${RUNTIME_API}: killed`)
     return false
   }
   return true
@@ -235,12 +242,13 @@ function holdsApiConnection(pid, stdio) {
   return false
 }
 
-// A stopped child is resumed for its next call; one that died while stopped is replaced.
+// A stopped child is resumed (its process group) for its next call; one that died while stopped is
+// replaced (what it forked is killed with it).
 function resume(proc) {
   if (!proc.stopped) return true
   if (gone(threadStates(proc.pid))) return false
   proc.stopped = false
-  proc.kill('SIGCONT')
+  signalGroup(proc, 'SIGCONT')
   return true
 }
 
@@ -328,24 +336,39 @@ function writeLocal(hash, ext, text) {
   fs.renameSync(tmp, local(hash, ext))
 }
 
-// A bundle's code: this container's /tmp, else the bucket through the request's URL (kept in /tmp then).
-async function bundleCode(hash, url) {
-  if (!HASH.test(hash)) return null
-  const held = readLocal(hash, 'cjs')
-  if (held !== null || typeof url !== 'string') return held
+const sha256 = (text) => createHash('sha256').update(text).digest('hex')
+
+class Corrupt extends Error {}
+
+// A bundle's code by the SHA-256 of its content (`name`): this container's /tmp, else the bucket
+// through the request's URL (kept in /tmp then). Whatever is read is loaded only if it hashes to its
+// name: a file in /tmp that does not is removed, a bucket object that does not is refused (Corrupt).
+// Without a name to check it against, nothing is read: the caller is told BUNDLE_MISSING.
+async function bundleCode(name, url) {
+  if (typeof name !== 'string' || !HASH.test(name)) return null
+  const held = readLocal(name, 'cjs')
+  if (held !== null && sha256(held) === name) return held
+  if (held !== null) {
+    fs.rmSync(local(name, 'cjs'), { force: true })
+    console.error(`runner: /tmp/bundles/${name}.cjs did not hash to its name: removed`)
+  }
+  if (typeof url !== 'string') return null
   const code = await urlGet(url)
-  if (code !== null) writeLocal(hash, 'cjs', code)
+  if (code === null) return null
+  if (sha256(code) !== name) throw new Corrupt(`the bundle fetched from the bundle bucket does not hash to its name ${name}: it was changed after it was made, and is not run`)
+  writeLocal(name, 'cjs', code)
   return code
 }
 
 function runBundler(request) {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [path.join(RUNNER_DIR, 'src', 'bundle.mjs')], {
+    // a group of its own: npm and esbuild, which it starts, are killed with it
+    const proc = spawnGroup(process.execPath, [path.join(RUNNER_DIR, 'src', 'bundle.mjs')], {
       env: { PATH: '/usr/bin:/bin', HOME: TMP, TMPDIR: TMP }, cwd: RUNNER_DIR, stdio: ['pipe', 'pipe', 'pipe'],
     })
     let out = ''
     let err = ''
-    const timer = setTimeout(() => proc.kill('SIGKILL'), BUNDLE_TIMEOUT_MS)
+    const timer = setTimeout(() => signalGroup(proc, 'SIGKILL'), BUNDLE_TIMEOUT_MS)
     proc.stdout.on('data', (d) => (out += d))
     proc.stderr.on('data', (d) => (err += d))
     proc.on('error', (e) => (err += String(e)))
@@ -364,15 +387,26 @@ function runBundler(request) {
   })
 }
 
+// The bundle op: the bundle kept in /tmp/bundles by its content's hash (`<sha256>.cjs`), and
+// `<hash of the code>.json` ({packages, sha256}) pointing at it.
+function madeBefore(hash) {
+  try {
+    const meta = JSON.parse(readLocal(hash, 'json'))
+    const bundled = HASH.test(meta.sha256) ? readLocal(meta.sha256, 'cjs') : null
+    return bundled !== null && sha256(bundled) === meta.sha256 ? { meta, bundled } : null
+  } catch {
+    return null
+  }
+}
+
 async function bundleOp(event) {
   const { code, lock, put } = event
   if (typeof code !== 'string') return { ok: false, error: { code: 'BAD_REQUEST', message: 'the bundle op needs code' } }
-  const hash = createHash('sha256').update(code).digest('hex')
+  const hash = sha256(code)
   // Made before in this container: the pair from /tmp (the caller asks only when the bucket has not
-  // got it, so it is put there again); a pair missing its .cjs is made again.
-  let meta = readLocal(hash, 'json')
-  if (meta !== null && readLocal(hash, 'cjs') === null) meta = null
-  if (meta === null) {
+  // got it, so it is put there again); a pair missing its bundle, or one not hashing to its name, is made again.
+  let made = madeBefore(hash)
+  if (made === null) {
     const out = path.join(TMP, `bundle-${hash}.cjs`)
     const r = await runBundler({
       entry_code: code, out, store: path.join(TMP, 'npm-store'), npm_cache: path.join(TMP, 'npm-cache'),
@@ -382,27 +416,49 @@ async function bundleOp(event) {
       const failed = ['TIMEOUT', 'BUNDLER_FAILED'].includes(r.code) ? r.code : 'BUNDLE_FAILED'
       return { ok: false, error: { code: failed, message: r.message || 'the component could not be bundled' } }
     }
-    meta = JSON.stringify({ packages: r.packages || {} })
     const bundled = fs.readFileSync(out, 'utf8')
     fs.rmSync(out, { force: true })
-    writeLocal(hash, 'cjs', bundled)
+    made = { meta: { packages: r.packages || {}, sha256: sha256(bundled) }, bundled }
+    writeLocal(made.meta.sha256, 'cjs', bundled)
   }
+  const meta = JSON.stringify({ packages: made.meta.packages || {}, sha256: made.meta.sha256 })
   writeLocal(hash, 'json', meta)
   if (put && typeof put.cjs === 'string' && typeof put.json === 'string') {
-    await urlPut(put.cjs, readLocal(hash, 'cjs'), 'application/javascript')
+    await urlPut(put.cjs, made.bundled, 'application/javascript')
     await urlPut(put.json, meta, 'application/json')
   }
-  return { ok: true, result: { hash, packages: JSON.parse(meta).packages || {} } }
+  return { ok: true, result: { hash, packages: made.meta.packages || {}, sha256: made.meta.sha256 } }
 }
 
-async function answer(event, partials) {
+// Why this invocation is refused, or null (tenant isolation: see the top of this file). The
+// environment keeps the tenant of its first invocation that names one.
+function admit(event, context) {
+  const id = context && typeof context.tenantId === 'string' && context.tenantId !== '' ? context.tenantId : null
+  if (id === null) return tenant === null ? null : `this execution environment serves tenant ${tenant}: an invocation without a tenant is refused`
+  if (tenant === null) tenant = id
+  if (id !== tenant) return `this execution environment serves tenant ${tenant}: tenant ${id}'s invocation is refused`
+  if (event?.op === 'bundle') return id === BUNDLER_TENANT ? null : `the bundle op runs as the tenant ${BUNDLER_TENANT} only`
+  if (id === BUNDLER_TENANT) return `no component code runs as the tenant ${BUNDLER_TENANT}`
+  if (event?.account !== id) return `this invocation is tenant ${id}'s: a request of account ${event?.account} is refused`
+  return null
+}
+
+async function answer(event, partials, context) {
+  const refused = admit(event, context)
+  if (refused !== null) return { ok: false, error: { code: 'TENANT_REFUSED', message: refused } }
   if (event?.op === 'bundle') return bundleOp(event)
   const b = event?.bundle
   // The presigned URL stays in this process: component code gets the bundle, never a URL.
   if (b && typeof b === 'object') event = { ...event, bundle: typeof b.code === 'string' ? { hash: b.hash, code: b.code } : { hash: b.hash } }
   let res = await ask(event, partials)
   if (!res.ok && res.error?.code === 'BUNDLE_MISSING' && b && typeof b.hash === 'string' && typeof b.code !== 'string') {
-    const code = await bundleCode(b.hash, b.url)
+    let code
+    try {
+      code = await bundleCode(b.sha256, b.url)
+    } catch (e) {
+      if (!(e instanceof Corrupt)) throw e
+      return { ok: false, error: { code: 'BUNDLE_CORRUPT', message: `bundle of code ${b.hash}: ${e.message}` } }
+    }
     if (code !== null) {
       partials.length = 0
       res = await ask({ ...event, bundle: { hash: b.hash, code } }, partials)
@@ -411,11 +467,11 @@ async function answer(event, partials) {
   return res
 }
 
-export const handler = async (event) => {
+export const handler = async (event, context) => {
   const partials = []
   let res
   try {
-    res = await answer(event, partials)
+    res = await answer(event, partials, context)
   } catch (e) {
     res = { ok: false, error: { code: 'RUNNER_CRASHED', message: `runner Lambda: ${e instanceof Error ? e.message : String(e)}` } }
   }

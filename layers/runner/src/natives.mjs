@@ -28,9 +28,15 @@ export function packageOf(file) {
 
 export const inside = (file, root) => file === root || file.startsWith(root + path.sep)
 
-// Whether an import loads compiled code: a native loader package or a `.node` file.
+// Whether an import loads compiled code: a native loader package, or a `.node` file. `resolved`
+// is the file the import resolves to, null when it does not: `./isomorphic.node` may be
+// `isomorphic.node.js` (@jsdevtools/ono), which is JavaScript; an addon not built is not there.
 export function loadsNative(spec, resolved) {
-  if (/\.node$/i.test(spec) || (resolved && /\.node$/i.test(resolved))) return true
+  if (resolved ? /\.node$/i.test(resolved) : /\.node$/i.test(spec)) return true
+  return isNativeLoader(spec)
+}
+
+export function isNativeLoader(spec) {
   const p = parseSpecifier(spec)
   return Boolean(p && NATIVE_LOADERS.has(p.name))
 }

@@ -17,11 +17,12 @@ import util from 'node:util'
 import { handOn, serviceDb } from './db.mjs'
 import { pickComponent, validateComponent, describe, resolveProps, normalizeProp } from './component.mjs'
 import { installEgress, closeSockets } from './egress.mjs'
-import { denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
+import { answerNativesBinding, denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
 import { installStackFilter, cleanStack } from './stacks.mjs'
 
 const egressSockets = workerData.egress ? installEgress(workerData.egress) : new Set()
 denyWorkers()
+answerNativesBinding()
 const realTimers = trackTimers()
 publish()
 installStackFilter(workerData.code, workerData.file)
@@ -92,23 +93,40 @@ let compiled = null // the bundle as a function, compiled once (each call of it 
 
 // An instance: the bundle evaluated for it, {C: the component, PROPS: [[name, resolvedDef,
 // declared], ...], TYPE}, or {loadError}.
+// A bundle with top-level await is the body of an async function (esbuild.mjs, ASYNC_MARK): its
+// instance is a promise of one.
+const ASYNC = workerData.code.startsWith('/* headwater: top-level await */')
 function load() {
   try {
     if (compiled === null) {
-      compiled = vm.compileFunction(workerData.code, ['exports', 'require', 'module', '__filename', '__dirname'], {
+      const code = ASYNC ? `return (async () => {${workerData.code}\n})()` : workerData.code
+      compiled = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], {
         filename: FILENAME,
         importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
       })
     }
     const mod = { exports: {}, id: '.', filename: FILENAME, loaded: false, children: [], paths: [] }
-    compiled.call(mod.exports, mod.exports, requireFor(mod), mod, FILENAME, '/')
+    const returned = compiled.call(mod.exports, mod.exports, requireFor(mod), mod, FILENAME, '/')
+    if (ASYNC) return returned.then((exports) => instance(mod, exports), loadFailure)
+    return instance(mod, mod.exports)
+  } catch (e) {
+    return loadFailure(e)
+  }
+}
+
+function instance(mod, exports) {
+  try {
     mod.loaded = true
-    const v = validateComponent(pickComponent(mod.exports))
+    const v = validateComponent(pickComponent(exports))
     return { C: v.component, PROPS: v.props, TYPE: v.type, loadError: null }
   } catch (e) {
-    const i = errInfo(e)
-    return { loadError: { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack } }
+    return loadFailure(e)
   }
+}
+
+function loadFailure(e) {
+  const i = errInfo(e)
+  return { loadError: { code: 'LOAD_ERROR', message: e && e.code === 'LOAD_ERROR' ? i.message : `${i.name}: ${i.message}`, stack: e && e.code === 'LOAD_ERROR' ? null : i.stack } }
 }
 
 // The instances loaded here, least recently run first (slots.mjs keeps the same list): at most
@@ -424,14 +442,18 @@ function onCall(instance, m) {
       else left.then((l) => conclude(msg, l), () => conclude(msg, ['unknown']))
     }
     active = { c: m.c, op: m.op, finish }
+    const call = (I) => {
+      if (I.loadError) return finish({ t: 'fail', c: m.c, error: I.loadError })
+      const op = OPS[m.op]
+      if (!op) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `unknown op ${m.op}` } })
+      op(I, m, finish).catch((e) => {
+        const err = e && e.code === 'LOAD_ERROR' ? { code: 'LOAD_ERROR', message: e.message } : runError(e)
+        finish({ t: 'fail', c: m.c, error: err })
+      })
+    }
     const I = instanceOf(instance) // loaded in the call: its output and its time are the call's
-    if (I.loadError) return finish({ t: 'fail', c: m.c, error: I.loadError })
-    const op = OPS[m.op]
-    if (!op) return finish({ t: 'fail', c: m.c, error: { code: 'BAD_REQUEST', message: `unknown op ${m.op}` } })
-    op(I, m, finish).catch((e) => {
-      const err = e && e.code === 'LOAD_ERROR' ? { code: 'LOAD_ERROR', message: e.message } : runError(e)
-      finish({ t: 'fail', c: m.c, error: err })
-    })
+    if (typeof I.then === 'function') I.then(call)
+    else call(I)
   })
 }
 

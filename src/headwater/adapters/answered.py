@@ -47,10 +47,10 @@ async def answer_of(run_of: RunOf, timeout_s: float, running: set[asyncio.Future
     if run.done() and not run.cancelled():
         results = run.result()
         if results:
-            result = results[0]
+            result = results[0]  # a RunResult from the run path; the queue's contract passes any value
             if isinstance(result, RunResult) and result.response is not None:
                 return result.response  # it did respond (its result says so), though that was not heard
-            return cast(RunResult | None, result)
+            return cast(RunAnswer, result)
     return None
 
 

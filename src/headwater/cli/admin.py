@@ -195,15 +195,19 @@ def keys_revoke(key: str, data_dir: str | None, as_json: bool) -> None:
     emit(as_json, {"revoked": True}, "revoked")
 
 
-def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, force: bool = False) -> None:
+def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, force: bool = False,
+                          retry_failed: bool = False) -> None:
     """Publishes a folder of components, with a progress bar; exits 1 when one failed (helper
     modules and components without a key are counted apart, not failures). A file published
-    before with the same content (services/publish_cache.py) is `unchanged`, unless `force`."""
+    before with the same content (services/publish_cache.py) is `unchanged`, unless `force`; one
+    that failed with the same content fails again without being tried (`remembered`), unless
+    `retry_failed` or `force`."""
     with services_for(data_dir) as services:
         files = services.registry.candidates(Path(directory))
         root = Path(directory).resolve()
         cache = PublishCache(services.settings.data_dir / "registry-publish.json", root,
-                             publisher_version(services.settings.runner_dir), ignore_records=force)
+                             publisher_version(services.settings.runner_dir), ignore_records=force,
+                             retry_failed=retry_failed)
         results: list[PublishResult] = []
         progressbar: Any = click.progressbar  # its overloads do not type `length=` without items
         with progressbar(length=len(files), label="publishing", file=sys.stderr,
@@ -216,8 +220,10 @@ def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, f
               for status in ("published", "unchanged", "skipped", "helper", "failed")}
     shown = sorted((r for r in results if r.status in ("skipped", "failed")), key=lambda r: (r.status, r.file))
     lines = [f"{r.status:9} {r.file} {r.key or r.reason or ''}" for r in shown]
+    remembered = sum(1 for r in results if r.remembered)
+    again = f", {remembered} of them as before, not tried again: --retry-failed tries them" if remembered else ""
     summary = (f"{counts['published']} published, {counts['unchanged']} unchanged, {counts['skipped']} skipped,"
-               f" {counts['failed']} failed"
+               f" {counts['failed']} failed{again}"
                f" ({counts['helper']} helper modules not counted)")
     failures = failure_causes(results)
     causes = [f"{n:5} failed: {cause}" for cause, n in failures.items()]
@@ -248,12 +254,14 @@ def registry() -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, resolve_path=True))
 @data_dir_option
 @click.option("--force", is_flag=True, help="publish files whose content did not change too")
+@click.option("--retry-failed", is_flag=True, help="try again files that failed and did not change since")
 @json_option
 @handles_errors
-def registry_publish(directory: str, data_dir: str | None, as_json: bool, force: bool) -> None:
+def registry_publish(directory: str, data_dir: str | None, as_json: bool, force: bool, retry_failed: bool) -> None:
     """Publish every component under DIRECTORY to the registry (only what changed since the
-    last publish of DIRECTORY into this data dir, unless --force)."""
-    publish_with_progress(directory, data_dir, as_json, force)
+    last publish of DIRECTORY into this data dir, unless --force; a file that failed and did not
+    change fails again without being tried, unless --retry-failed)."""
+    publish_with_progress(directory, data_dir, as_json, force, retry_failed)
 
 
 @click.group()

@@ -149,6 +149,7 @@ class Watch:
     timer: Timer | None
     expect_s: int | None
     saved_at: float  # the source's last save: the start of both clocks before anything ran
+    grace_s: float = 10.0  # TICK_GRACE_S unless the settings say otherwise
 
     @property
     def any(self) -> bool:
@@ -173,17 +174,17 @@ class Verdict:
 TICK_GRACE_S = 10.0  # a tick this late is the service being busy, not a stall (a 1 s timer would flap)
 
 
-def tick_deadline(timer: Timer, ran_tick: float, saved_at: float) -> float:
+def tick_deadline(timer: Timer, ran_tick: float, saved_at: float, grace_s: float) -> float:
     """When a timer that last ran the tick due at `ran_tick` is stalled: two of its ticks later, and
-    TICK_GRACE_S more."""
+    `grace_s` more (Watch.grace_s, the setting HEADWATER_TICK_GRACE_S)."""
     base = max(ran_tick, saved_at)
-    return timer.next_fire(timer.next_fire(base)) + TICK_GRACE_S
+    return timer.next_fire(timer.next_fire(base)) + grace_s
 
 
 def verdict(last_run_tick: float, last_event_s: float, watch: Watch, now: float) -> Verdict:
     deadlines: list[tuple[float, str]] = []
     if watch.timer is not None:
-        deadlines.append((tick_deadline(watch.timer, last_run_tick, watch.saved_at), "timer"))
+        deadlines.append((tick_deadline(watch.timer, last_run_tick, watch.saved_at, watch.grace_s), "timer"))
     if watch.expect_s is not None:
         deadlines.append((max(last_event_s, watch.saved_at) + watch.expect_s, "events"))
     if not deadlines:

@@ -161,14 +161,17 @@ class SchedulePoller:
 
 class StackSchedules:
     """The template's own schedules (a function's `ScheduleV2` event: the sweep), from the start of
-    the deployment: each firing invokes its function with an empty event, one at a time."""
+    the deployment: each firing invokes its function with an empty event, one at a time. With
+    `period_s` (the setting HEADWATER_EMULATED_SCHEDULE_S, for tests), each fires that often
+    instead of as its expression says."""
 
     def __init__(self, functions: Functions, schedules: list[tuple[str, str]], start: float,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, period_s: float | None = None) -> None:
         self.functions = functions
         self.expressions = dict(schedules)
-        self.next_at = {name: next_firing({"ScheduleExpression": e}, start, first=False) for name, e in schedules}
-        self.interval_s = interval_s
+        self.period_s = period_s
+        self.next_at = {name: self._next(e, start) for name, e in schedules}
+        self.interval_s = min(interval_s, period_s or interval_s)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="stack-schedules", daemon=True)
 
@@ -182,6 +185,11 @@ class StackSchedules:
         while not self.stopping.wait(self.interval_s):
             self.fire_due(time.time())
 
+    def _next(self, expression: str, after: float) -> float | None:
+        if self.period_s:
+            return after + self.period_s
+        return next_firing({"ScheduleExpression": expression}, after, first=False)
+
     def fire_due(self, now: float) -> int:
         """Invokes each function whose firing is due (once, however many were missed: Scheduler's
         own would have run meanwhile); how many it invoked."""
@@ -189,7 +197,7 @@ class StackSchedules:
         for name, at in list(self.next_at.items()):
             if at is None or at > now:
                 continue
-            self.next_at[name] = next_firing({"ScheduleExpression": self.expressions[name]}, now, first=False)
+            self.next_at[name] = self._next(self.expressions[name], now)
             fired += 1
             try:
                 log.info("%s (scheduled): %s", name, self.functions.invoke(name, {}))

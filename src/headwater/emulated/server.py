@@ -68,7 +68,8 @@ def serve(settings: Settings, log_level: str) -> None:
             queue_urls = {deployment.arns[q]: url for q, url in deployment.queue_urls.items()}
             pollers.append(SchedulePoller(boto3.client("scheduler", endpoint_url=deployment.endpoint), sqs, functions,
                                           deployment.names[group], queue_urls))
-        pollers.append(StackSchedules(functions, template.schedules(), time.time()))
+        pollers.append(StackSchedules(functions, template.schedules(), time.time(),
+                                      period_s=settings.emulated_schedule_s))
         for poller in pollers:
             poller.start()
         gateway = Gateway(template.routes(), functions, f"{settings.host}:{settings.port}")

@@ -1,5 +1,6 @@
 """What `registry publish` already did, by content hash: a file whose fingerprint is the one it
-was published (or found a helper, or keyless) with is not bundled, described or stored again.
+was published (or found a helper, or keyless, or failed for a lasting reason) with is not bundled,
+described or stored again; its failure is reported again, as remembered.
 
 A file's fingerprint covers everything its published form is made of: its text, every file its
 relative imports reach (transitively; each import's every candidate file as esbuild resolves one,
@@ -91,7 +92,7 @@ def fingerprint(root: Path, entry: Path, salt: str) -> str:
 @dataclass(frozen=True)
 class Record:
     fingerprint: str
-    status: str  # published | skipped | helper
+    status: str  # published | skipped | helper | failed (a lasting failure: its reason)
     key: str | None = None
     id: str | None = None
     reason: str | None = None
@@ -100,11 +101,13 @@ class Record:
 class PublishCache:
     """`<data dir>/registry-publish.json`: {root: {relative file: record}}."""
 
-    def __init__(self, path: Path, root: Path, salt: str, ignore_records: bool = False) -> None:
+    def __init__(self, path: Path, root: Path, salt: str, ignore_records: bool = False,
+                 retry_failed: bool = False) -> None:
         self.path = path
         self.root = str(root)
         self.salt = salt
         self.ignore_records = ignore_records
+        self.kept = ("published", "skipped", "helper") if retry_failed else ("published", "skipped", "helper", "failed")
         try:
             loaded = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -120,7 +123,7 @@ class PublishCache:
         if not isinstance(raw, dict) or raw.get("fingerprint") != fingerprint:
             return None
         status = raw.get("status")
-        if status not in ("published", "skipped", "helper"):
+        if status not in self.kept:
             return None
         text = {k: v if isinstance(v, str) else None for k, v in raw.items()}
         return Record(fingerprint, str(status), text.get("key"), text.get("id"), text.get("reason"))

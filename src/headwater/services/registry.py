@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from headwater.domain.errors import BadRequest, HeadwaterError
+from headwater.domain.errors import BadRequest, HeadwaterError, Unavailable
 from headwater.domain.models import REGISTRY_NAMESPACE, Component
 from headwater.domain.pagination import Page, PageRequest
 from headwater.ports import Bundler, UnitOfWorkFactory
@@ -35,6 +36,15 @@ class PublishResult:
     key: str | None = None
     id: str | None = None
     reason: str | None = None
+    # a failure that may pass another time (a runner or bundler unavailable, npm's registry not
+    # reached): not remembered
+    transient: bool = False
+    remembered: bool = False  # a failure of a file unchanged since it failed: not tried again
+
+
+# npm's registry not reached or failing: the package is not at fault (npm.mjs, npmFailure)
+_NPM_UNREACHED = re.compile(r"\(npm error E(?:TIMEDOUT|CONNRESET|CONNREFUSED|AI_AGAIN|NOTFOUND|HOSTUNREACH|NETUNREACH"
+                            r"|PIPE|5\d\d)\)|\(npm exited with status")
 
 
 def publish_workers() -> int:
@@ -108,7 +118,8 @@ class Registry:
             record = cache.get(rel, fingerprint) if cache is not None and fingerprint is not None else None
             if record is not None and self._still_published(record):
                 status = "unchanged" if record.status == "published" else record.status
-                result = PublishResult(rel, status, key=record.key, id=record.id, reason=record.reason)
+                result = PublishResult(rel, status, key=record.key, id=record.id, reason=record.reason,
+                                       remembered=record.status == "failed")
                 done.append((result, fingerprint))
             else:
                 todo.append((path, rel, fingerprint))
@@ -119,14 +130,16 @@ class Registry:
             return done + [(self.publish_file(root, path), fingerprint) for path, _, fingerprint in todo]
         for (_, rel, fingerprint), (code, error) in zip(todo, sources, strict=True):
             if code is None or code in failures:
-                done.append((self._failed(rel, error if code is None else failures[code]), fingerprint))
+                message = error if code is None else failures[code]
+                transient = bool(message and _NPM_UNREACHED.search(message))
+                done.append((self._failed(rel, message, transient), fingerprint))
             else:
                 done.append((self._publish_code(rel, code), fingerprint))
         return done
 
     def _still_published(self, record: Record) -> bool:
         if record.status != "published":
-            return record.status in ("skipped", "helper")
+            return record.status in ("skipped", "helper", "failed")
         try:
             return record.key is not None and self.components.get_registry(record.key).id == record.id
         except HeadwaterError:
@@ -136,7 +149,7 @@ class Registry:
     def _record(cache: PublishCache, result: PublishResult, fingerprint: str | None) -> None:
         if fingerprint is None:
             return
-        if result.status == "failed":
+        if result.status == "failed" and result.transient:
             cache.forget(result.file)
             return
         status = "published" if result.status == "unchanged" else result.status
@@ -147,25 +160,25 @@ class Registry:
         try:
             code = self.bundler.source_of(str(path))
         except HeadwaterError as e:
-            return self._failed(rel, e.message)
+            return self._failed(rel, e.message, isinstance(e, Unavailable))
         return self._publish_code(rel, code)
 
     def _publish_code(self, rel: str, code: str) -> PublishResult:
         try:
             bundle, definition = self.components.describe(code, REGISTRY_NAMESPACE, "")  # the operator's: no quota
         except HeadwaterError as e:
-            return self._failed(rel, e.message)
+            return self._failed(rel, e.message, isinstance(e, Unavailable))
         if not definition.key:
             return PublishResult(rel, "skipped", reason="the component has no `key`")
         component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
         return PublishResult(rel, "published", key=component.key, id=component.id)
 
     @staticmethod
-    def _failed(rel: str, message: str | None) -> PublishResult:
+    def _failed(rel: str, message: str | None, transient: bool = False) -> PublishResult:
         message = message or "The component could not be published."
         if message.startswith(NOT_A_COMPONENT):
             return PublishResult(rel, "helper", reason=message)
-        return PublishResult(rel, "failed", reason=message)
+        return PublishResult(rel, "failed", reason=message, transient=transient)
 
 
 def matches(component: Component, words: list[str], app: str | None, kind: str | None) -> int:

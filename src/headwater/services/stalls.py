@@ -28,7 +28,8 @@ PASS_LIMIT = 200  # sources looked at per pass: bounded work; the rest are next 
 RECHECK_S = 300.0  # a stalled source is looked at again at most this long after (its end is seen in its commit)
 # The least time between two looks at a source: a look reads its state, and a healthy source's
 # deadline moves on with every run (a 1-second timer's, every second). A stall is seen at most
-# this long after it starts (on AWS the sweep's minute is the floor anyway).
+# this long after it starts (on AWS the sweep's minute is the floor anyway). The setting
+# HEADWATER_STALL_MIN_LOOK_S (tests) changes it.
 MIN_LOOK_S = 30.0
 
 
@@ -46,7 +47,7 @@ def watch_of(sources: Sources, source: Source) -> health.Watch:
     """What the source is watched for: its timer while active, its expected cadence."""
     timer = sources.timer(source)
     expect = source.expect_events_within if source.active else None
-    return health.Watch(timer, expect, float(source.updated_at))
+    return health.Watch(timer, expect, float(source.updated_at), sources.settings.tick_grace_s)
 
 
 def verdict(state: SourceState, watch: health.Watch, now: float) -> health.Verdict:
@@ -61,6 +62,7 @@ class Stalls:
         self.uow = sources.uow
         self.watch = watch
         self.on_stalled = on_stalled
+        self.min_look_s = sources.settings.stall_min_look_s
 
     def sync(self, source: Source | None, source_id: str, now: float) -> None:
         """The source as committed is watched (from its next deadline) or not (SyncSchedule). A
@@ -125,9 +127,9 @@ class Stalls:
         if source is None or watch is None or not watch.any:
             return None
         found = verdict(state, watch, now)
-        again = now + max(MIN_LOOK_S, min(RECHECK_S, watch.span))
+        again = now + max(self.min_look_s, min(RECHECK_S, watch.span))
         if found.why is None or state.stalled:
-            return max(found.next_check, now + MIN_LOOK_S) if found.next_check else again
+            return max(found.next_check, now + self.min_look_s) if found.next_check else again
         assert found.since is not None
         if self._start(source, state, watch, found.why, found.since, now):
             counts.started += 1

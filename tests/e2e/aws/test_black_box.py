@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from tests.conftest import Server
+from tests.e2e.security.conftest import Account
 from tests.e2e.test_runs import (  # noqa: F401 - collected here, against this module's server
     component,
     deploy,
@@ -69,3 +71,18 @@ def test_sse_delivers_an_event_sent_after_the_client_connected_long_before_the_b
     assert head.startswith(b"HTTP/1.1 200"), head
     assert b'"n":2' in body and b'"n":1' not in body, body
     assert arrived < 12, f"the event arrived {arrived:.1f} s after it was sent (the bound is 25 s)"
+
+
+def test_each_account_is_a_tenant_of_the_runner_function_with_runner_processes_of_its_own(server: Server) -> None:
+    """Lambda's tenant isolation mode, emulated (local_runner_function.py): every runner invoke names
+    the run's account as its tenant, and a tenant's runs go to runner processes of its own. An
+    account's runs find what its earlier runs left in their /tmp (a warm runner of its own); another
+    account's run, on the same component, finds nothing of it."""
+    name = f"secret-{uuid.uuid4().hex[:8]}"
+    writer = Account(server).deploy("tmp_files.mjs")
+    wrote = writer.run({"op": "write", "name": name, "secret": "the writer's secret"})
+    assert wrote["readBack"] == "the writer's secret" and name in wrote["listing"], wrote
+    other = Account(server).deploy("tmp_files.mjs").run({"op": "probe", "name": name})
+    assert other["read"] == "ENOENT" and other["exclusiveCreate"] == "created", other
+    again = writer.run({"op": "probe", "name": name})
+    assert again["read"] == "the writer's secret" and again["exclusiveCreate"] == "EEXIST", again

@@ -109,23 +109,27 @@ def test_the_bundle_op_puts_through_the_urls_and_a_fresh_container_runs_by_the_g
                                                                                         bucket: Bucket) -> None:
     made, = invoke(tmp_path, "first",
                    [{"id": 1, "op": "bundle", "code": CODE, "lock": {}, "put": bucket.put(digest(CODE))}])
-    assert made["ok"] and made["result"] == {"hash": digest(CODE), "packages": {}}, made
     stored = tmp_path / "s3" / "bundles"
+    sha256 = hashlib.sha256((stored / f"{digest(CODE)}.cjs").read_bytes()).hexdigest()
+    assert made["ok"] and made["result"] == {"hash": digest(CODE), "packages": {}, "sha256": sha256}, made
     assert "doubled" in (stored / f"{digest(CODE)}.cjs").read_text()
-    assert json.loads((stored / f"{digest(CODE)}.json").read_text()) == {"packages": {}}
+    assert json.loads((stored / f"{digest(CODE)}.json").read_text()) == {"packages": {}, "sha256": sha256}
     assert [m for m, _ in bucket.requests] == ["PUT", "PUT"] and bucket.requests[1][1].endswith(".json")  # .json last
 
     run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000}
     ran, missing, snooped_bundle = invoke(tmp_path, "fresh", [
-        {**run, "id": 2, "bundle": {"hash": digest(CODE), "url": bucket.get(digest(CODE))}, "event": {"n": 21}},
-        {**run, "id": 3, "bundle": {"hash": "f" * 64, "url": bucket.get("f" * 64)}, "event": {"n": 1}},
+        {**run, "id": 2, "bundle": {"hash": digest(CODE), "sha256": sha256, "url": bucket.get(digest(CODE))},
+         "event": {"n": 21}},
+        {**run, "id": 3, "bundle": {"hash": "f" * 64, "sha256": "e" * 64, "url": bucket.get("f" * 64)},
+         "event": {"n": 1}},
         {"id": 4, "op": "bundle", "code": SNOOP},
     ])
     assert ran["ok"] and [e["event"] for e in ran["result"]["emits"]] == [{"doubled": 42}], ran
     assert not missing["ok"] and missing["error"]["code"] == "BUNDLE_MISSING"
     assert snooped_bundle["ok"], snooped_bundle
     snooped, = invoke(tmp_path, "fresh", [
-        {**run, "id": 5, "instance": "dc_2", "bundle": {"hash": digest(SNOOP)}, "event": {},
+        {**run, "id": 5, "instance": "dc_2", "event": {},
+         "bundle": {"hash": digest(SNOOP), "sha256": snooped_bundle["result"]["sha256"]},
          "env": {"DIR": str(tmp_path / "fresh" / "bundles")}}])
     assert snooped["ok"] and snooped["result"]["emits"] == [], snooped
     assert "restricted" in snooped["result"]["error"]["message"]
@@ -146,9 +150,10 @@ def test_a_bundle_this_container_made_is_put_again_and_one_missing_its_code_is_m
     assert made["ok"] and again == {**made, "id": 2} and bucket.requests[0][0] == "PUT"
     stored = tmp_path / "s3" / "bundles" / f"{digest(CODE)}.cjs"
     assert "doubled" in stored.read_text()
-    (tmp_path / "a" / "bundles" / stored.name).unlink()
+    kept = tmp_path / "a" / "bundles" / f"{made['result']['sha256']}.cjs"  # /tmp keeps a bundle by its content's hash
+    kept.unlink()
     remade, = invoke(tmp_path, "a", [{"id": 3, "op": "bundle", "code": CODE}])
-    assert remade["ok"] and (tmp_path / "a" / "bundles" / stored.name).exists()
+    assert remade["ok"] and kept.exists()
 
 
 MARKS = """export default { key: 'marks', name: 'Marks', version: '0.0.1', type: 'source', props: {},
@@ -163,7 +168,8 @@ def test_a_warm_child_never_serves_a_second_account(tmp_path: Path, bucket: Buck
     made, = invoke(tmp_path, "c", [{"id": 1, "op": "bundle", "code": MARKS, "lock": {},
                                     "put": bucket.put(digest(MARKS))}])
     assert made["ok"], made
-    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "bundle": {"hash": digest(MARKS)}}
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000,
+           "bundle": {"hash": digest(MARKS), "sha256": made["result"]["sha256"]}}
     first, again, other, back = invoke(tmp_path, "c", [
         {**run, "id": 2, "account": "account:a", "event": {"mark": "a1"}},
         {**run, "id": 3, "account": "account:a", "event": {"mark": "a2"}},
@@ -322,7 +328,7 @@ def ended(pid: int) -> bool:
 def bundled(c: Container, code: str) -> dict[str, Any]:
     made = c.invoke({"id": 0, "op": "bundle", "code": code, "lock": {}})["answer"]
     assert made["ok"], made
-    return {"hash": made["result"]["hash"]}
+    return {"hash": made["result"]["hash"], "sha256": made["result"]["sha256"]}
 
 
 def ran(step: dict[str, Any]) -> dict[str, Any]:
@@ -534,8 +540,9 @@ def test_without_its_launcher_or_undumpable_module_the_runner_runs_no_component_
     layer = tmp_path / "layer"  # the runner layer without its launcher
     shutil.copytree(LAMBDA.parent, layer / "src")
     (layer / "node_modules").symlink_to(LAMBDA.parent.parent / "node_modules")  # the bundler's
+    made, = invoke(tmp_path, "probe", [{"id": 0, "op": "bundle", "code": CODE, "lock": {}}])
     run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "account": "account:a",
-           "bundle": {"hash": digest(CODE)}, "event": {"n": 1}}
+           "bundle": {"hash": digest(CODE), "sha256": made["result"]["sha256"]}, "event": {"n": 1}}
     (tmp_path / "driver.mjs").write_text(DRIVER)
     (tmp_path / "c").mkdir()
 
@@ -582,3 +589,88 @@ def test_the_runner_sample_is_answered_by_lambda_mjs(tmp_path: Path) -> None:
     assert answer["ok"] and answer["result"]["name"] == "Hello timer", answer
 
 
+
+
+# ---- tenant isolation (docs/aws.md "Tenant isolation") ---------------------------------------------
+
+EVIL = """export default { key: 'doubler', name: 'Doubler', version: '0.0.1', type: 'source', props: {},
+  async run(event) { this.$emit({ evil: true }) } }"""
+
+
+def test_a_bundle_that_does_not_hash_to_its_name_is_not_run_from_the_bucket_or_tmp(tmp_path: Path,
+                                                                                 bucket: Bucket) -> None:
+    """The bundle bucket and /tmp/bundles are no channel between tenants: a bundle is loaded only if
+    its content hashes to its name (the `sha256` its run carries, recorded when it was made). A
+    bucket object rewritten after it was made is refused, BUNDLE_CORRUPT, and nothing of it runs; a
+    rewritten copy in /tmp is thrown away and the bucket's (good) copy fetched again."""
+    made, evil = invoke(tmp_path, "maker", [
+        {"id": 1, "op": "bundle", "code": CODE, "lock": {}, "put": bucket.put(digest(CODE))},
+        {"id": 2, "op": "bundle", "code": EVIL, "lock": {}, "put": bucket.put(digest(EVIL))}])
+    assert made["ok"] and evil["ok"], (made, evil)
+    stored = tmp_path / "s3" / "bundles" / f"{digest(CODE)}.cjs"
+    good = stored.read_bytes()
+    name = hashlib.sha256(good).hexdigest()
+    stored.write_bytes((tmp_path / "s3" / "bundles" / f"{digest(EVIL)}.cjs").read_bytes())  # rewritten in the bucket
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "account": "account:a",
+           "bundle": {"hash": digest(CODE), "sha256": name, "url": bucket.get(digest(CODE))}, "event": {"n": 21}}
+    refused, = invoke(tmp_path, "runner", [{**run, "id": 3}])
+    assert not refused["ok"] and refused["error"]["code"] == "BUNDLE_CORRUPT", refused
+    assert f"does not hash to its name {name}" in refused["error"]["message"], refused
+    assert not (tmp_path / "runner" / "bundles" / f"{name}.cjs").exists()
+
+    stored.write_bytes(good)  # the bucket's copy good again: fetched, kept in /tmp, run
+    ran, = invoke(tmp_path, "runner", [{**run, "id": 4}])
+    assert ran["ok"] and [e["event"] for e in ran["result"]["emits"]] == [{"doubled": 42}], ran
+    kept = tmp_path / "runner" / "bundles" / f"{name}.cjs"
+    assert kept.read_bytes() == good
+    kept.write_bytes((tmp_path / "s3" / "bundles" / f"{digest(EVIL)}.cjs").read_bytes())
+    again, = invoke(tmp_path, "runner", [{**run, "id": 5}])  # a fresh child: the rewritten /tmp copy is not loaded
+    assert again["ok"] and [e["event"] for e in again["result"]["emits"]] == [{"doubled": 42}], again
+    assert kept.read_bytes() == good and made["result"]["sha256"] == name
+
+
+TENANT_DRIVER = """const { handler } = await import(process.env.LAMBDA_MJS)
+const answers = []
+for (const [event, context] of JSON.parse(process.argv[2])) answers.push(await handler(event, context))
+console.log(JSON.stringify(answers))
+process.exit(0)
+"""
+
+
+def invoke_as(tmp_path: Path, container: str, calls: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+    """Invocations of one environment, each with the tenant id Lambda's context gives it."""
+    (tmp_path / "tenant-driver.mjs").write_text(TENANT_DRIVER)
+    env = {"PATH": "/usr/bin:/bin", "HEADWATER_RUNNER_TMP": str(tmp_path / container), "LAMBDA_MJS": str(LAMBDA)}
+    (tmp_path / container).mkdir(exist_ok=True)
+    pairs = [[event, {"tenantId": tenant}] for event, tenant in calls]
+    proc = subprocess.run([str(Settings().node), str(tmp_path / "tenant-driver.mjs"), json.dumps(pairs)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return list(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_an_environment_serves_its_first_tenant_only_and_the_bundler_runs_no_component_code(
+        tmp_path: Path, bucket: Bucket) -> None:
+    """Lambda gives an environment to one tenant; lambda.mjs holds to it too: it keeps its first
+    invocation's tenant and refuses another's, a run of another account than its tenant, and the
+    bundle op; the bundler's tenant bundles and runs nothing else."""
+    bundle = {"id": 1, "op": "bundle", "code": CODE, "lock": {}, "put": bucket.put(digest(CODE))}
+    made, as_bundler = invoke_as(tmp_path, "bundler", [
+        (bundle, "bundler"),
+        ({"id": 2, "op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "account": "bundler",
+          "bundle": {"hash": digest(CODE), "code": "module.exports = {}"}, "event": {}}, "bundler")])
+    assert made["ok"], made
+    assert not as_bundler["ok"] and as_bundler["error"]["code"] == "TENANT_REFUSED", as_bundler
+    run = {"op": "run", "instance": "dc_1", "props": {}, "timeout_ms": 5000, "event": {"n": 2},
+           "bundle": {"hash": digest(CODE), "sha256": made["result"]["sha256"], "url": bucket.get(digest(CODE))}}
+    ran, other_tenant, other_account, bundling, again = invoke_as(tmp_path, "a", [
+        ({**run, "id": 3, "account": "account:a"}, "account:a"),
+        ({**run, "id": 4, "account": "account:b"}, "account:b"),
+        ({**run, "id": 5, "account": "account:b"}, "account:a"),
+        ({**bundle, "id": 6}, "account:a"),
+        ({**run, "id": 7, "account": "account:a"}, "account:a")])
+    assert ran["ok"] and again["ok"] and ran["result"]["emits"][0]["event"] == {"doubled": 4}, (ran, again)
+    for refused in (other_tenant, other_account, bundling):
+        assert not refused["ok"] and refused["error"]["code"] == "TENANT_REFUSED", refused
+    assert "serves tenant account:a" in other_tenant["error"]["message"]
+    assert "a request of account account:b is refused" in other_account["error"]["message"]

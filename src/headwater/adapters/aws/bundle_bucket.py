@@ -2,11 +2,15 @@
 permission at all: they read a bundle's `{"packages"}` themselves and hand the runner, in the
 invoke payload, presigned URLs for exactly the objects one request needs (a GET of the bundle a
 run uses, the two PUTs of a bundle op), valid for the runner's timeout. Layout (docs/aws.md
-"Bundles"): `bundles/<sha256 of the code>.cjs` and `bundles/<sha256>.json`, written last."""
+"Bundles"): `bundles/<sha256 of the code>.cjs` and `bundles/<sha256>.json`, written last: the
+`.json` holds `{"packages", "sha256"}`, `sha256` being the SHA-256 of the `.cjs` (the bundle's own
+name, which the runner checks its content against before it loads it: docs/aws.md "Tenant isolation").
+A `.json` without it (written before that check) counts as no bundle: the bundle is made again."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +18,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from headwater.ports import Bundle
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
 URL_TTL_S = 300  # over the runner's 120 s timeout: a URL outlives the invocation it is for, little more
 
 
@@ -28,9 +35,10 @@ class S3Bundles:
         self._get_urls: dict[str, tuple[str, float]] = {}  # digest -> (URL, made at): reused for half its life
         self._guard = threading.Lock()
 
-    def packages(self, digest: str) -> dict[str, str] | None:
-        """The npm versions of a bundle the bucket holds whole (its .json is written after its .cjs),
-        or None: then the runner makes it (again)."""
+    def held(self, digest: str) -> Bundle | None:
+        """The bundle of the code hashed `digest` as the bucket holds it whole (its .json is written
+        after its .cjs): its npm versions and its content's SHA-256, without its code. None: then the
+        runner makes it (again)."""
         try:
             body = self.s3.get_object(Bucket=self.bucket, Key=bundle_key(digest, "json"))["Body"].read()
             self.s3.head_object(Bucket=self.bucket, Key=bundle_key(digest, "cjs"))
@@ -38,7 +46,12 @@ class S3Bundles:
             if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise
-        return {str(k): str(v) for k, v in (json.loads(body).get("packages") or {}).items()}
+        meta = json.loads(body)
+        sha256 = meta.get("sha256") if isinstance(meta, dict) else None
+        if not isinstance(sha256, str) or not HEX64.fullmatch(sha256):
+            return None
+        packages = {str(k): str(v) for k, v in (meta.get("packages") or {}).items()}
+        return Bundle(hash=digest, code="", packages=packages, sha256=sha256)
 
     def get_url(self, digest: str) -> str:
         """A presigned GET of the bundle, for a runner container that has not got it in /tmp."""

@@ -4,9 +4,13 @@ runner bundles in its /tmp, so the Python functions need neither esbuild nor npm
 The runner has no AWS permission: a bundle the bucket already holds (by code hash) is answered
 from there without asking it, and a bundle op carries presigned PUT URLs of that hash's two
 objects (`S3Bundles.put_urls`), where the runner puts the bundle. The answer is the hash and the
-npm versions, never the code (payloads stay small): the Bundle returned has empty `code`, which
-LambdaRunner never needs to send, since it hands the runner a presigned GET of the bundle. A
-code's bundle is remembered per container, so a warm function asks once per code.
+npm versions and the SHA-256 of the bundle's content, never the code (payloads stay small): the
+Bundle returned has empty `code`, which LambdaRunner never needs to send, since it hands the runner
+a presigned GET of the bundle and the content's hash to check it against. A code's bundle is
+remembered per container, so a warm function asks once per code.
+
+The bundle op is invoked as a tenant of its own (BUNDLER_TENANT, docs/aws.md "Tenant isolation"):
+the environments that bundle serve no account's runs, and no run's environment bundles.
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from threading import Lock
 from typing import Any
 
-from headwater.adapters.aws.bundle_bucket import S3Bundles
-from headwater.adapters.aws.lambda_runner import Invoke
-from headwater.adapters.runner_protocol import DESCRIBE
+from headwater.adapters.aws.bundle_bucket import HEX64, S3Bundles
+from headwater.adapters.aws.lambda_runner import BUNDLER_TENANT, Invoke
 from headwater.domain.errors import Invalid, Unavailable
 from headwater.ports import Bundle
 
@@ -42,13 +45,13 @@ class LambdaBundler:
         if cached is not None:
             return cached
         digest = hashlib.sha256(code.encode()).hexdigest()  # lambda.mjs's hash of the code
-        packages = self.bundles.packages(digest) if self.bundles is not None else None
-        if packages is not None:
-            return self._remember(code, Bundle(hash=digest, code="", packages=packages))
+        held = self.bundles.held(digest) if self.bundles is not None else None
+        if held is not None:
+            return self._remember(code, held)
         request: dict[str, Any] = {"op": "bundle", "code": code, "lock": dict(lock or {})}
         if self.bundles is not None:
             request["put"] = self.bundles.put_urls(digest)
-        response = self.invoke(request, DESCRIBE)
+        response = self.invoke(request, BUNDLER_TENANT)
         if not response.get("ok"):
             error = response.get("error") or {}
             message = str(error.get("message") or "The component could not be bundled.")
@@ -59,7 +62,10 @@ class LambdaBundler:
         packages = {str(k): str(v) for k, v in (result.get("packages") or {}).items()}
         if result.get("hash") != digest:
             raise Unavailable("The bundler answered for other code.")
-        return self._remember(code, Bundle(hash=digest, code="", packages=packages))
+        sha256 = result.get("sha256")
+        if not isinstance(sha256, str) or not HEX64.fullmatch(sha256):
+            raise Unavailable("The bundler did not say its bundle's content hash.")
+        return self._remember(code, Bundle(hash=digest, code="", packages=packages, sha256=sha256))
 
     def _remember(self, code: str, bundle: Bundle) -> Bundle:
         with self._guard:

@@ -9,6 +9,17 @@ The request carries the run's own instance (its decrypted props), nothing of oth
 Lambda cannot stream a synchronous answer, so a run's `respond` partials come back in the
 response's `partials`, and are handed on when the run ends. The invoke payload is at most 6 MB:
 a request that would be larger is refused here, not sent.
+
+The runner function runs in Lambda's tenant isolation mode (template.yaml, docs/aws.md "Tenant
+isolation"): every invocation names a tenant (`TenantId`), and an execution environment only ever
+serves the tenant it was created for. A run's tenant is its account (`account:<namespace>`, or
+`describe` for the operator's calls: runner_protocol.account_of, meta_account), the same string the
+request carries as `account`, which lambda.mjs checks against the invocation's tenant. The bundle op
+is a tenant of its own, BUNDLER_TENANT, under which no component code runs.
+
+A bundle sent by hash also carries `sha256`, the SHA-256 of the bundle's content recorded when it
+was made (S3Bundles.held): the runner loads a bundle from its /tmp or the bucket only if its content
+hashes to that name, so that neither is a channel between tenants.
 """
 
 from __future__ import annotations
@@ -22,15 +33,20 @@ from headwater.adapters.runner_protocol import DESCRIBE, RunnerRequests
 from headwater.ports import Bundle, RunnerError
 
 Invoke = Callable[[dict[str, Any], str], dict[str, Any]]
-"""(request, account) -> the runner's response; `account` chooses nothing on AWS (one request
-per invocation), the emulator runs each account's requests in its own sandboxed process."""
+"""(request, tenant) -> the runner's response. `tenant` is the invocation's Lambda tenant id: an
+execution environment (and in the emulator, a runner process) serves one tenant only. For ops that
+run component code it is the request's `account`; for the bundle op, BUNDLER_TENANT."""
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+BUNDLER_TENANT = "bundler"
+"""The bundle op's tenant: never an account's (those are `account:<namespace>` or `describe`), so
+the environments that bundle (npm installs, esbuild) never run component code, and no account's
+environment bundles."""
 
 
 def boto3_invoke(client: Any, function_name: str) -> Invoke:
-    def invoke(request: dict[str, Any], account: str) -> dict[str, Any]:
-        response = client.invoke(FunctionName=function_name, InvocationType="RequestResponse",
+    def invoke(request: dict[str, Any], tenant: str) -> dict[str, Any]:
+        response = client.invoke(FunctionName=function_name, InvocationType="RequestResponse", TenantId=tenant,
                                  Payload=json.dumps(request).encode())
         payload = json.loads(response["Payload"].read() or b"null")
         if response.get("FunctionError") or not isinstance(payload, dict):
@@ -54,10 +70,14 @@ class LambdaRunner(RunnerRequests):
         """One invocation (the function's own timeout bounds it: `timeout_s` is the pool's). Its
         time is measured here, by the caller (RunnerRequests), and billed to `bill_to` by the
         service; an environment is stopped between invocations, so no CPU is used beyond them."""
-        # `account`: the runner Lambda never lets one child process serve two accounts
+        # `account` is the invocation's tenant too: an execution environment serves one account only
+        if account == BUNDLER_TENANT:
+            raise RunnerError("TENANT_REFUSED", "component code never runs as the bundler's tenant")
         message: dict[str, Any] = {"op": op, **request, "account": account}
         if bundle is not None:
             message["bundle"] = {"hash": bundle.hash}
+            if bundle.sha256:
+                message["bundle"]["sha256"] = bundle.sha256
             if self.bundles is not None:
                 message["bundle"]["url"] = self.bundles.get_url(bundle.hash)
         response = self.invoke(message, account)

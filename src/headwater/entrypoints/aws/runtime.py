@@ -1,6 +1,7 @@
 """What every handler of a container shares, built at import (module level), so that a warm
 container reuses the services, boto3 clients and runner: Powertools Logger, Metrics and Tracer
-(X-Ray, `Tracing: Active` in template.yaml; the Tracer disables itself outside Lambda), the
+(X-Ray, `Tracing: Active` in template.yaml, the event path's functions per its EventPathTracing; the
+Tracer disables itself outside Lambda, and records nothing in an unsampled invocation), the
 services over the AWS adapters, Mangum for the HTTP functions, batch processing with idempotency
 for the SQS ones."""
 
@@ -204,27 +205,22 @@ def _counted_attempt(message: dict[str, Any]) -> bool:
 
 def timer_handler() -> LambdaHandler:
     """The EventBridge Scheduler target: the schedule's input is a `timer_tick` message whose
-    `due_at` Scheduler filled in; one tick per (source, time) however often Scheduler delivers it."""
-    from aws_lambda_powertools.utilities.idempotency import idempotent_function
-
+    `due_at` Scheduler filled in; one tick per (source, time) however often Scheduler delivers it.
+    Without an idempotency record (a put and an update, two write units a tick): the tick is
+    taken by a conditional save of the source's state, which drops a tick at or before the last
+    one taken (services/timers.py), so a repeat, at once or later, queues no second run."""
     from headwater.domain.commands import TimerTick, from_message
     from headwater.ports import Task
 
     timers = services().timers
-    config = idempotency_config("[source_id, due_at]")
-
-    @idempotent_function(data_keyword_argument="tick", persistence_store=idempotency(), config=config)
-    def take(tick: dict[str, Any]) -> bool:
-        command = from_message(tick)
-        if not isinstance(command, TimerTick):
-            raise ValueError(f"not a timer tick: {tick.get('type')!r}")
-        return bool(timers.tick([Task(f"tick:{command.source_id}:{command.due_at}", command)])[0])
 
     @logger.inject_lambda_context
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        config.register_lambda_context(context)
-        ran = take(tick=event)
+        command = from_message(event)
+        if not isinstance(command, TimerTick):
+            raise ValueError(f"not a timer tick: {event.get('type')!r}")
+        ran = bool(timers.tick([Task(f"tick:{command.source_id}:{command.due_at}", command)])[0])
         count("TimerTicks")
         return {"ticked": ran}
 
