@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -301,3 +302,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marker = item.get_closest_marker("local_only")
         if marker and "aws-emulated" in item.name:
             item.add_marker(pytest.mark.skip(reason=f"not on AWS: {marker.args[0]}"))
+
+
+def ended(pid: int) -> bool:
+    """Waits (30 s at most) for the process to end: its pidfd turns readable when it has. A killed
+    process may take a moment to die, and nothing of it runs meanwhile."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 30)[0])
+    finally:
+        os.close(fd)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import ended
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "layers" / "runner" / "launcher" / "launcher"
 
@@ -166,18 +167,6 @@ await new Promise((r) => proc.once('exit', r))
 console.log(JSON.stringify(out))
 process.exit(0)
 """
-
-
-def ended(pid: int) -> bool:
-    """Waits (30 s at most) for the process to end: its pidfd turns readable when it has."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], 30)[0])
-    finally:
-        os.close(fd)
 
 
 def stand_in(tmp_path: Path, mode: str) -> dict[str, object]:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from headwater.settings import Settings
+from tests.conftest import ended
 
 LAMBDA = Path(__file__).resolve().parents[3] / "layers" / "runner" / "src" / "lambda.mjs"
 DRIVER = """const { handler } = await import(process.env.LAMBDA_MJS)
@@ -310,19 +311,6 @@ def state(pid: int) -> str:
     except FileNotFoundError:
         return ""
     return stat[stat.rindex(")") + 2]
-
-
-def ended(pid: int) -> bool:
-    """Waits for the process to end (30 s at most): its pidfd turns readable when it has. A killed
-    process may take a moment to die, and nothing of it runs meanwhile."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], 30)[0])
-    finally:
-        os.close(fd)
 
 
 def bundled(c: Container, code: str) -> dict[str, Any]:
