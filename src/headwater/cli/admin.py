@@ -14,19 +14,20 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
-from headwater.cli.serving import inherited_socket, supervise, tell_ready
 from headwater.cli.stopping import STOP_SIGNALS, Stopped, exit_like, stop_on_signals
-from headwater.deployments import registered
-from headwater.services.publish_cache import PublishCache, publisher_version
-from headwater.services.registry import PublishResult, publish_shipped_registry
 from headwater.settings import Settings
+
+# The composition root and the services are imported by the commands that use them, not here:
+# every `headwater` command imports this module, and most (help, the API client's) never open a store.
+if TYPE_CHECKING:
+    from headwater.bootstrap import Services
+    from headwater.services.registry import PublishResult
 
 log = logging.getLogger("headwater")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +46,8 @@ def settings_for(data_dir: str | None) -> Settings:
 
 @contextmanager
 def services_for(data_dir: str | None) -> Iterator[Services]:
+    from headwater.bootstrap import bootstrap
+
     services = bootstrap(settings_for(data_dir))
     try:
         yield services
@@ -62,6 +65,10 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
     import uvicorn
 
     from headwater.api.app import create_app
+    from headwater.bootstrap import bootstrap
+    from headwater.cli.serving import inherited_socket, supervise, tell_ready
+    from headwater.deployments import registered
+    from headwater.services.registry import publish_shipped_registry
 
     settings = settings_for(data_dir)
     settings.host = host or settings.host
@@ -202,6 +209,8 @@ def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, f
     before with the same content (services/publish_cache.py) is `unchanged`, unless `force`; one
     that failed with the same content fails again without being tried (`remembered`), unless
     `retry_failed` or `force`."""
+    from headwater.services.publish_cache import PublishCache, publisher_version
+
     with services_for(data_dir) as services:
         files = services.registry.candidates(Path(directory))
         root = Path(directory).resolve()
