@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -62,9 +63,6 @@ def services_for(data_dir: str | None) -> Iterator[Services]:
 @data_dir_option
 def serve(host: str | None, port: int | None, log_level: str, data_dir: str | None) -> None:
     """Run the service."""
-    import uvicorn
-
-    from headwater.api.app import create_app
     from headwater.bootstrap import bootstrap
     from headwater.cli.serving import inherited_socket, supervise, tell_ready
     from headwater.deployments import registered
@@ -92,9 +90,22 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
             sock = inherited_socket()
             services = bootstrap(settings)
             services.start()
-            app = create_app(services)
-            if not settings.process_index:  # the first (or only) serving process
-                publish_shipped_registry(services.registry, settings)
+            publishing = ThreadPoolExecutor(1, thread_name_prefix="registry")
+            # The shipped registry is published (Node: bundler and runner processes) while this
+            # thread imports the HTTP app and builds it (about a second of a core): before either
+            # is done, nothing is served.
+            published = (publishing.submit(publish_shipped_registry, services.registry, settings)
+                         if not settings.process_index else None)  # the first (or only) serving process
+            try:
+                import uvicorn
+
+                from headwater.api.app import create_app
+
+                app = create_app(services)
+                if published is not None:
+                    published.result()
+            finally:
+                publishing.shutdown(wait=False)
             tell_ready()
             quiet_garbage_collector()
             # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
