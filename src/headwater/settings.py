@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headwater.domain.ingest_budget import budget_problem
-from headwater.domain.routing import DELIVERY_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +141,7 @@ class Settings:
     s3_endpoint_url: str = field(default_factory=lambda: _env("S3_ENDPOINT_URL", ""))
     # A webhook delivery or a send_http, from connecting to its answer's last byte (DECISIONS: 15 s).
     delivery_timeout_s: float = field(
-        default_factory=lambda: float(_env("DELIVERY_TIMEOUT_S", str(DELIVERY_TIMEOUT_S))))
+        default_factory=lambda: float(_env("DELIVERY_TIMEOUT_S", str(_delivery_timeout_s()))))
     webhook_retry_schedule: str = field(
         default_factory=lambda: _env("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000"))
     # > 0 where responses are buffered (API Gateway): an SSE stream ends after this many seconds
@@ -214,3 +213,11 @@ class Settings:
     def run_dir(self) -> Path:
         """What the serving processes of this data dir share while they run (locks, sockets)."""
         return self.data_dir / "run"
+
+
+def _delivery_timeout_s() -> float:
+    """DECISIONS' 15 s, from domain/routing.py, imported when a Settings is made: every `headwater`
+    command imports this module, and its help or an API call needs none of the routing domain."""
+    from headwater.domain.routing import DELIVERY_TIMEOUT_S
+
+    return DELIVERY_TIMEOUT_S

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import stat
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,15 +45,13 @@ def app() -> Iterator[App]:
 
 @pytest.fixture(autouse=True)
 def cli_talks_to_the_app(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every `httpx.Client` the CLI opens (headwater/cli/client.py opens them all) goes to the app."""
+    """Every `httpx.Client` the CLI opens (headwater/cli/client.py's http_client opens them all) goes to the app."""
     transport = app.http._transport
 
     def client(**kwargs: Any) -> httpx.Client:
         return httpx.Client(transport=transport, event_hooks={"response": [app.conformance.check]}, **kwargs)
 
-    shim = types.SimpleNamespace(**{name: getattr(httpx, name) for name in dir(httpx) if not name.startswith("_")})
-    shim.Client = client
-    monkeypatch.setattr(cli_client, "httpx", shim)
+    monkeypatch.setattr(cli_client, "http_client", client)
 
 
 @pytest.fixture

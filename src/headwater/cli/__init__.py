@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import click
 
@@ -13,6 +14,11 @@ from headwater import __version__
 from headwater.cli import accounts, admin, client, dev, hooks, oauth, runs, scaffold, state, trial
 from headwater.cli.output import handles_errors, json_option, one_line
 from headwater.settings import SettingError
+
+# httpx imports its own command line (httpx._main: rich and pygments, about 0.1 s of a core) when
+# they are installed, and every `headwater` command that reaches a server imports httpx (imported
+# by none of the modules above): not found, httpx.main is its stub, which nothing here calls.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -12,21 +12,23 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from headwater.bootstrap import Services, bootstrap
 from headwater.cli import workflow_client
 from headwater.cli.output import Failure, emit, handles_errors, json_option
-from headwater.cli.serving import inherited_socket, supervise, tell_ready
 from headwater.cli.stopping import STOP_SIGNALS, Stopped, exit_like, stop_on_signals
-from headwater.deployments import registered
-from headwater.services.publish_cache import PublishCache, publisher_version
-from headwater.services.registry import PublishResult, publish_shipped_registry
 from headwater.settings import Settings
+
+# The composition root and the services are imported by the commands that use them, not here:
+# every `headwater` command imports this module, and most (help, the API client's) never open a store.
+if TYPE_CHECKING:
+    from headwater.bootstrap import Services
+    from headwater.services.registry import PublishResult
 
 log = logging.getLogger("headwater")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +47,8 @@ def settings_for(data_dir: str | None) -> Settings:
 
 @contextmanager
 def services_for(data_dir: str | None) -> Iterator[Services]:
+    from headwater.bootstrap import bootstrap
+
     services = bootstrap(settings_for(data_dir))
     try:
         yield services
@@ -59,9 +63,10 @@ def services_for(data_dir: str | None) -> Iterator[Services]:
 @data_dir_option
 def serve(host: str | None, port: int | None, log_level: str, data_dir: str | None) -> None:
     """Run the service."""
-    import uvicorn
-
-    from headwater.api.app import create_app
+    from headwater.bootstrap import bootstrap
+    from headwater.cli.serving import inherited_socket, supervise, tell_ready
+    from headwater.deployments import registered
+    from headwater.services.registry import publish_shipped_registry
 
     settings = settings_for(data_dir)
     settings.host = host or settings.host
@@ -85,9 +90,22 @@ def serve(host: str | None, port: int | None, log_level: str, data_dir: str | No
             sock = inherited_socket()
             services = bootstrap(settings)
             services.start()
-            app = create_app(services)
-            if not settings.process_index:  # the first (or only) serving process
-                publish_shipped_registry(services.registry, settings)
+            publishing = ThreadPoolExecutor(1, thread_name_prefix="registry")
+            # The shipped registry is published (Node: bundler and runner processes) while this
+            # thread imports the HTTP app and builds it (about a second of a core): before either
+            # is done, nothing is served.
+            published = (publishing.submit(publish_shipped_registry, services.registry, settings)
+                         if not settings.process_index else None)  # the first (or only) serving process
+            try:
+                import uvicorn
+
+                from headwater.api.app import create_app
+
+                app = create_app(services)
+                if published is not None:
+                    published.result()
+            finally:
+                publishing.shutdown(wait=False)
             tell_ready()
             quiet_garbage_collector()
             # uvicorn, not Granian: measured side by side, Granian's embedded ASGI server answered 0.59-0.86x
@@ -202,6 +220,8 @@ def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, f
     before with the same content (services/publish_cache.py) is `unchanged`, unless `force`; one
     that failed with the same content fails again without being tried (`remembered`), unless
     `retry_failed` or `force`."""
+    from headwater.services.publish_cache import PublishCache, publisher_version
+
     with services_for(data_dir) as services:
         files = services.registry.candidates(Path(directory))
         root = Path(directory).resolve()

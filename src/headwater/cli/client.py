@@ -10,15 +10,17 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
 
 from headwater.cli.output import Failure, emit, handles_errors, json_option
 from headwater.cli.source_trial import tried_then_switched
 from headwater.domain.events import EventId
 from headwater.domain.file_names import of_path
+
+if TYPE_CHECKING:
+    import httpx
 
 COMPONENT_SUFFIXES = (".mjs", ".js", ".cjs", ".ts", ".mts")
 
@@ -46,6 +48,8 @@ def load_config() -> dict[str, str]:
 
 def api_base(url: str) -> str:
     """The /v1 address of a service URL, or a Failure saying what is wrong with the URL."""
+    import httpx  # here, not at the top: only the commands that reach a server pay for its import
+
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as e:
@@ -55,10 +59,17 @@ def api_base(url: str) -> str:
     return url.rstrip("/") + "/v1"
 
 
+def http_client(**kwargs: Any) -> httpx.Client:
+    """Every client the commands open to a service (the tests' in-process app replaces this)."""
+    import httpx
+
+    return httpx.Client(**kwargs)
+
+
 def api() -> httpx.Client:
     config = load_config()
-    return httpx.Client(base_url=api_base(config["url"]), timeout=120,
-                        headers={"Authorization": f"Bearer {config['api_key']}"})
+    return http_client(base_url=api_base(config["url"]), timeout=120,
+                       headers={"Authorization": f"Bearer {config['api_key']}"})
 
 
 def checked(response: httpx.Response) -> Any:
@@ -127,7 +138,7 @@ def resolve(client: httpx.Client, source: str) -> str:
 @handles_errors
 def login(url: str, api_key: str, as_json: bool) -> None:
     """Check a key against a service and remember both (in a file only you can read)."""
-    with httpx.Client(base_url=api_base(url), headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
+    with http_client(base_url=api_base(url), headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as client:
         me = checked(client.get("/users/me"))["data"]
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -269,6 +280,8 @@ def _print_event(item: dict[str, Any], as_json: bool, logs: bool) -> None:
 
 def _follow(client: httpx.Client, source_id: str, channel: str, last: str) -> Iterator[dict[str, Any]]:
     """The source's SSE stream after event `last`, reconnecting with Last-Event-ID when cut."""
+    import httpx
+
     while True:
         headers = {"Last-Event-ID": last}
         try:

@@ -18,11 +18,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
-import watchfiles
 
 from headwater.cli.client import (
     _follow,
@@ -38,6 +36,9 @@ from headwater.cli.output import Failure, handles_errors, json_option, one_line
 from headwater.cli.trial import component_file
 from headwater.domain.events import EventId
 from headwater.domain.file_names import of_path
+
+if TYPE_CHECKING:
+    import httpx
 
 STATE_FILE = ".headwater-dev.json"
 CHANNELS = ("", "$logs", "$errors")
@@ -105,6 +106,8 @@ def event_line(channel: str, item: dict[str, Any]) -> str:
 
 def follow(source_id: str, channel: str, after: str, as_json: bool) -> None:
     """Prints the channel's new events until the process ends (a daemon thread)."""
+    import httpx
+
     try:
         with api() as client:
             for item in _follow(client, source_id, channel, after):
@@ -215,6 +218,8 @@ def clock() -> str:
 def watch(path: Path, on_tick: Callable[[], None]) -> None:
     """Calls `on_tick` after each change in the file's folder and each quiet second (a save the
     watcher missed, while it started, is still seen), until Ctrl-C."""
+    import watchfiles  # here: the other commands do not need it
+
     for _ in watchfiles.watch(path.parent, debounce=200, rust_timeout=1000, yield_on_timeout=True, recursive=False,
                               watch_filter=lambda change, changed: Path(changed).name == path.name):
         on_tick()

@@ -3,13 +3,15 @@ subscriptions of a listener (webhook, source or workflow) to an emitter's channe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
 
 from headwater.cli.client import all_pages, api, checked, readable_time, resolve
 from headwater.cli.output import F, emit, handles_errors, json_option
+
+if TYPE_CHECKING:
+    import httpx
 
 LISTENER_PREFIXES = ("wh_", "p_", "dc_")
 

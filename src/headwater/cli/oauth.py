@@ -6,7 +6,6 @@ it in a browser) and waits for the account to appear."""
 from __future__ import annotations
 
 import time
-import webbrowser
 from typing import Any
 
 import click
@@ -105,6 +104,8 @@ def connect(app: str | None, account_id: str | None, name: str | None, org_id: s
         else:
             click.echo(f"Open this URL to authorize:\n{url}")
         if open_browser:
+            import webbrowser  # here: it costs every other command its import
+
             webbrowser.open(url)
         if no_wait:
             emit(as_json, started, "Then `headwater accounts list` (or GET /v1/accounts) shows the account.")

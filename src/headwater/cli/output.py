@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import click
-import httpx
 
 from headwater.domain.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    import httpx
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +43,8 @@ def unreachable(e: httpx.HTTPError) -> Failure:
         where = f"{url.scheme}://{url.netloc.decode()}"
     except RuntimeError:  # an error raised before any request was built has no .request
         where = "the server"
+    import httpx
+
     reason = str(e).strip() or type(e).__name__
     if isinstance(e, httpx.ConnectError) and "refused" in reason.lower():
         reason = "connection refused (is `headwater serve` running there?)"
@@ -63,12 +68,21 @@ def handles_errors(f: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
-        except httpx.HTTPError as e:
-            fail(unreachable(e), kwargs.get("as_json", False))
         except (HeadwaterError, Failure) as e:
             fail(e, kwargs.get("as_json", False))
+        except Exception as e:
+            if not transport_error(e):
+                raise
+            fail(unreachable(e), kwargs.get("as_json", False))
 
     return wrapper  # type: ignore[return-value]
+
+
+def transport_error(e: BaseException) -> TypeGuard[httpx.HTTPError]:
+    """An httpx transport or status error. httpx is imported by the commands that reach a server,
+    not here: a command that never imported it cannot have raised one of its errors."""
+    httpx = sys.modules.get("httpx")
+    return httpx is not None and isinstance(e, httpx.HTTPError)
 
 
 def fail(e: HeadwaterError | Failure, as_json: bool) -> None:

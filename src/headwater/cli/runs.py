@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
 
 from headwater.cli.client import api, checked, readable_time, resolve
 from headwater.cli.output import Failure, emit, handles_errors, json_option
+
+if TYPE_CHECKING:
+    import httpx
 
 FOLLOW_EVERY_S = 1.0  # runs have no stream of their own: the list is read again this often
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
 
 from headwater.cli.output import Failure
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_SHOWN = 200  # characters of an event in a diff line
 

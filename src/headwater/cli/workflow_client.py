@@ -5,18 +5,20 @@ a remote server. `--user u_... [--data-dir]` is the operator's form, on the stor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import httpx
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from headwater.cli.client import COMPONENT_SUFFIXES, api, checked
 from headwater.cli.output import Failure, emit
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def read_workflow(file: Path) -> dict[str, Any]:
     """The workflow file as the API takes it: each step's component file (relative to the workflow
     file) sent as its code, registry keys and sc_ ids as they are."""
+    import yaml  # here: only the workflow verbs read YAML
+
     try:
         data = yaml.safe_load(file.read_text())
     except OSError as e:
