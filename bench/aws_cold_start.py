@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from headwater.emulated.template import Template
+from headwater.emulated.template import Template, load
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
@@ -56,7 +56,8 @@ def _lambda_python() -> str:
 
 def _built(function: Any, built: Path) -> tuple[list[str], dict[str, str]]:
     """The interpreter and environment of a Lambda cold start of `function` from the build `built`."""
-    variables = {name: value if isinstance(value, str) else name.lower()
+    defaults = {name: str(p.get("Default", name)) for name, p in load(ROOT / "template.yaml")["Parameters"].items()}
+    variables = {name: value if isinstance(value, str) else defaults.get(value.get("Ref"), name.lower())
                  for name, value in function.environment.items()}
     return [_lambda_python(), "-S"], {**variables, **_env(), "PYTHONDONTWRITEBYTECODE": "1",
                                        "PYTHONPATH": f"{built / function.name}:{built / 'PythonDepsLayer' / 'python'}"}
