@@ -4,7 +4,7 @@
 Four artifacts, each a directory laid out as Lambda unpacks it:
 
 - `python-code`: the Python functions' code (`src/headwater`); every Python function has it
-  (about 1.5 MB, 3.5 MB with its bytecode), and nothing else,
+  (about 1.3 MB, 3.2 MB with its bytecode), and nothing else,
 - `python-deps`: the layer of their dependencies, `python/` (on Lambda `/opt/python`, on
   `sys.path`): `src/requirements.txt` (what the handlers import, nothing of the local server's),
   hash-pinned, as Lambda's Linux x86_64 wheels for Python
