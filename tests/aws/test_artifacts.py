@@ -5,12 +5,10 @@ once and working from where the layer puts it."""
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -138,13 +136,50 @@ LOADED_INDIRECTLY = {
 
 def _lambda_python() -> str:
     """A Python 3.12, Lambda's runtime (the layer's compiled wheels are for it): on PATH, or pyenv's."""
-    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
-    for candidate in filter(None, [shutil.which("python3.12"), *pyenv]):
-        proc = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                              text=True)
-        if proc.returncode == 0 and proc.stdout.strip() == "(3, 12)":
-            return candidate
-    pytest.fail("no Python 3.12 (Lambda's runtime) to import the handlers from the built layer with")
+    python = package_aws.lambda_python()
+    if python is None:
+        pytest.fail("no Python 3.12 (Lambda's runtime) to import the handlers from the built layer with")
+    return python
+
+
+# Run by Lambda's Python on the directories in argv: every module has its .pyc where that Python
+# imports it from, for that Python (its magic number), hash-based and unchecked (flags 0b01: the
+# source is not read again, so file times do not matter), of that very source (its hash).
+_CHECK_BYTECODE = """
+import importlib.util, json, pathlib, sys
+bad, count = [], 0
+for root in sys.argv[1:]:
+    for source in sorted(pathlib.Path(root).rglob("*.py")):
+        count += 1
+        cached = pathlib.Path(importlib.util.cache_from_source(str(source)))
+        header = cached.read_bytes()[:16] if cached.is_file() else b""
+        expected = (importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")
+                    + importlib.util.source_hash(source.read_bytes()))
+        if header != expected:
+            bad.append(str(source.relative_to(root)))
+print(json.dumps({"modules": count, "bad": bad}))
+"""
+
+
+def test_the_python_functions_and_their_layer_carry_bytecode_for_lambdas_python(
+        built: tuple[Path, dict[str, Any], dict[str, dict[str, int]]]) -> None:
+    """Lambda's /var/task and /opt are read-only, so a cold start compiles every module it imports
+    unless the artifact carries its .pyc: every module of the deps layer and of each Python
+    function's code has the .pyc Python 3.12 loads, valid without looking at file times."""
+    build, body, _ = built
+    roots = [build / "PythonDepsLayer" / "python"]
+    for resource in body["Resources"].values():
+        runtime = resource["Properties"].get("Runtime", body["Globals"]["Function"]["Runtime"])
+        if resource["Type"] == "AWS::Serverless::Function" and runtime.startswith("python"):
+            roots.append(build / resource["Properties"]["CodeUri"])
+    python = _lambda_python()
+    assert "cpython-312" in subprocess.run([python, "-c", "import sys; print(sys.implementation.cache_tag)"],
+                                           capture_output=True, text=True, check=True).stdout
+    proc = subprocess.run([python, "-S", "-c", _CHECK_BYTECODE, *map(str, roots)], capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    checked = json.loads(proc.stdout)
+    assert checked["modules"] > 1000 and checked["bad"] == [], checked["bad"][:20]
 
 
 _IMPORT_EVERY_HANDLER = """
