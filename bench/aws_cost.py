@@ -129,6 +129,7 @@ class Stack:
     sqs: Any  # unmetered
     scheduler: Any  # unmetered
     group: str
+    moto: _Moto
 
 
 @contextmanager
@@ -225,7 +226,7 @@ def emulated_stack(data_dir: Path) -> Iterator[Stack]:
         group = next(iter(template.of_type("AWS::Scheduler::ScheduleGroup")))
         yield Stack(hw, meter, functions, deployment.queue_urls, sqs,
                     boto3.session.Session().client("scheduler", endpoint_url=deployment.endpoint),
-                    deployment.names[group])
+                    deployment.names[group], moto)
     finally:
         server.should_exit = True
         thread.join(10)
@@ -268,11 +269,44 @@ class _Moto:
     endpoint: str
 
 
+    def fallbacks_due(self, at_most: int = 1_000_000) -> int:
+        """Makes the inline runs' fallback messages due now (`at_most` of them), as they are 15
+        minutes later: each customResponse request sends one (delayed 900 s, sqs_queue.py
+        `ingest_answered`), which is received, found done and deleted unrun when it arrives. Its
+        cost is the event's too, and a settle leaves delayed messages out. Returns how many."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{at_most}\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
+
+
+_MOTO_CHILD = """
+import json, sys
+from headwater.emulated.deployment import start_moto
+from moto.sqs.models import sqs_backends
+server = start_moto()
+print('http://%s:%d' % server.get_host_and_port(), flush=True)
+for line in sys.stdin:
+    at_most, due = int(line), 0
+    for regions in sqs_backends.values():
+        for backend in regions.values():
+            for queue in backend.queues.values():
+                for message in list(queue._messages):
+                    try:
+                        inline = json.loads(message.body).get('inline') is True
+                    except (ValueError, AttributeError):
+                        inline = False
+                    if inline and message.delayed_until and due < at_most:
+                        message.delayed_until = 0
+                        due += 1
+    print(due, flush=True)
+"""
+
+
 def _moto_process() -> _Moto:
-    """The emulated deployment's moto server (headwater.emulated.deployment.start_moto) in a child."""
-    code = ("import sys, threading; from headwater.emulated.deployment import start_moto; s = start_moto(); "
-            "print('http://%s:%d' % s.get_host_and_port(), flush=True); sys.stdin.read()")
-    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    """The emulated deployment's moto server (headwater.emulated.deployment.start_moto) in a child,
+    which makes the delayed fallback messages due when told (`_Moto.fallbacks_due`)."""
+    process = subprocess.Popen([sys.executable, "-c", _MOTO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True)
     assert process.stdout is not None
     return _Moto(process, process.stdout.readline().strip())
@@ -378,11 +412,16 @@ def http_source(stack: Stack, api: httpx.Client, code: str, events: int, warmup:
         if receiver is not None:
             _wait(lambda: receiver.count >= warmup, 300, "the warm-up deliveries")
         settle(stack)
+        stack.moto.fallbacks_due()
+        settle(stack)
         stack.meter.reset()
         _post_events(url, events, receiver if one_by_one else None)
         if receiver is not None:
             _wait(lambda: receiver.count >= warmup + events, 300, "the deliveries")
         settle(stack)
+        # one by one, each fallback arrives alone (15 minutes after its request), as its event came
+        while stack.moto.fallbacks_due(1 if one_by_one else 1_000_000):
+            settle(stack, quiet_s=0.8)
         return stack.meter.tally()
     finally:
         if receiver is not None:
@@ -420,7 +459,8 @@ def timer_ticks(stack: Stack, api: httpx.Client, events: int, warmup: int) -> di
 def run_scenarios(names: list[str], modes: list[str], events: int, warmup: int, receiver_ms: float
                   ) -> Iterator[tuple[str, str, dict[str, Tally]]]:
     """Each (mode, scenario)'s tallies (of `events` events, by function) as soon as measured;
-    `custom_response` and `timer_tick` once, for the first mode (they make the same calls in both)."""
+    `custom_response` and `timer_tick` once, for the first mode (they make the same calls in both,
+    but for custom_response's fallback messages, which arrive one by one in that mode)."""
     with emulated_stack(Path(tempfile.mkdtemp(prefix="aws-cost-"))) as stack:
         user = new_user(stack.server, tier="paid")
         with client_for(stack.server, user.api_key) as api:
@@ -435,7 +475,8 @@ def run_scenarios(names: list[str], modes: list[str], events: int, warmup: int, 
                 if mode != modes[0]:
                     continue
                 if "custom_response" in names:
-                    yield mode, "custom_response", http_source(stack, api, ECHO, events, warmup, None)
+                    yield mode, "custom_response", http_source(stack, api, ECHO, events, warmup, None,
+                                                               one_by_one=one_by_one)
                 if "timer_tick" in names:
                     yield mode, "timer_tick", timer_ticks(stack, api, events, min(warmup, 5))
 
