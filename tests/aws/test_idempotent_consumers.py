@@ -1,6 +1,7 @@
 """The SQS consumers' idempotency records (Powertools, on moto): a standard queue's message is
 handled once per message id through one; a FIFO queue's batch goes whole to the task queue without
-one, and so does a webhook attempt that carries its number (docs/aws.md, Cost)."""
+one, and so do a webhook attempt that carries its number and an inline run's fallback (docs/aws.md,
+Cost)."""
 
 from __future__ import annotations
 
@@ -53,17 +54,20 @@ def test_standard_messages_are_recorded_once_and_fifo_ones_go_without(monkeypatc
 
         attempt = '{"type": "deliver_webhook", "delivery_id": "msg_1", "manual": false, "attempt": 2}'
         manual = '{"type": "deliver_webhook", "delivery_id": "msg_1", "manual": true, "attempt": null}'
+        fallback = '{"type": "run_source", "source_id": "dc_1", "not_before": 0.0, "inline": true}'
         for _ in range(2):  # SQS delivering each twice
             answer = handler({"Records": [record("m-std", "headwater-RunQueue"),
                                           record("m-attempt", "headwater-WebhookDeliveryQueue", attempt),
-                                          record("m-manual", "headwater-WebhookDeliveryQueue", manual)]}, context())
+                                          record("m-manual", "headwater-WebhookDeliveryQueue", manual),
+                                          record("m-inline", "headwater-RunQueue", fallback)]}, context())
             assert answer == {"batchItemFailures": []}
             fifo = [record(i, "headwater-RunOrderQueue.fifo") for i in ("m-fifo", "m-fifo-2")]
             assert handler({"Records": fifo}, context()) == {"batchItemFailures": []}
 
         # the repeats left to the lane's applied task ids, and to the attempts the delivery records
-        assert queue.handled == ["m-std", "m-attempt", "m-manual", "m-fifo", "m-fifo-2",
-                                 "m-attempt", "m-fifo", "m-fifo-2"]
+        # and an inline run's fallback to its done mark (or, when it ran, the lane's applied ids)
+        assert queue.handled == ["m-std", "m-attempt", "m-manual", "m-inline", "m-fifo", "m-fifo-2",
+                                 "m-attempt", "m-inline", "m-fifo", "m-fifo-2"]
         # a FIFO batch goes to the queue whole (a source's runs in it: one runner call, one commit)
         assert [c for c in queue.calls if len(c) > 1] == [["m-fifo", "m-fifo-2"]] * 2
         items = dynamodb.scan(TableName="idempotency")["Items"]

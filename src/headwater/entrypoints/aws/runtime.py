@@ -132,7 +132,10 @@ def sqs_handler(name: str) -> LambdaHandler:
     id among the newest applied ones (a run, a tick, a workflow step); its other commands (a
     schedule sync, a fan-out) are idempotent. Nor does a webhook attempt that carries its number:
     the delivery records its attempts, and a repeat finds its own there (services/webhooks.py says
-    what that leaves: two copies at the same instant both send)."""
+    what that leaves: two copies at the same instant both send). Nor does an inline run's fallback
+    (one per customResponse request, arriving 15 minutes later): the queue deletes it unrun when
+    the inline run's done mark is there, and otherwise its run commits its task id among the lane's
+    applied ones, which a repeat finds, as a FIFO message's does."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.idempotency import idempotent_function
@@ -161,7 +164,7 @@ def sqs_handler(name: str) -> LambdaHandler:
 
     def record_handler(record: SQSRecord) -> bool:
         traced(record.raw_event)
-        if _counted_attempt(record.raw_event):
+        if _counted_attempt(record.raw_event) or _inline_fallback(record.raw_event):
             return process(message=record.raw_event)
         return bool(handle(message=record.raw_event))
 
@@ -188,6 +191,15 @@ def sqs_handler(name: str) -> LambdaHandler:
         return response
 
     return handler
+
+
+def _inline_fallback(message: dict[str, Any]) -> bool:
+    """An inline (customResponse) run's delayed message (sqs_queue.py `ingest_answered`)."""
+    try:
+        body = json.loads(message.get("body") or "")
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("inline") is True
 
 
 def _counted_attempt(message: dict[str, Any]) -> bool:
