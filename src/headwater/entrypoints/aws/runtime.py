@@ -164,7 +164,7 @@ def sqs_handler(name: str) -> LambdaHandler:
 
     def record_handler(record: SQSRecord) -> bool:
         traced(record.raw_event)
-        if _counted_attempt(record.raw_event) or _inline_fallback(record.raw_event):
+        if _needs_no_record(record.raw_event):
             return process(message=record.raw_event)
         return bool(handle(message=record.raw_event))
 
@@ -193,26 +193,20 @@ def sqs_handler(name: str) -> LambdaHandler:
     return handler
 
 
-def _inline_fallback(message: dict[str, Any]) -> bool:
-    """An inline (customResponse) run's delayed message (sqs_queue.py `ingest_answered`)."""
+def _needs_no_record(message: dict[str, Any]) -> bool:
+    """A message whose repeat is dropped without an idempotency record (sqs_handler says why): a
+    `deliver_webhook` with its attempt number (not a manual retry), a commit's
+    `deliver_first_attempts` (each attempt 0), or an inline (customResponse) run's delayed message
+    (sqs_queue.py `ingest_answered`)."""
     try:
         body = json.loads(message.get("body") or "")
     except ValueError:
         return False
-    return isinstance(body, dict) and body.get("inline") is True
-
-
-def _counted_attempt(message: dict[str, Any]) -> bool:
-    """A `deliver_webhook` message with its attempt number (not a manual retry), or a commit's
-    `deliver_first_attempts` (each attempt 0)."""
-    try:
-        body = json.loads(message.get("body") or "")
-    except ValueError:
+    if not isinstance(body, dict):
         return False
-    if isinstance(body, dict) and body.get("type") == "deliver_first_attempts":
+    if body.get("inline") is True or body.get("type") == "deliver_first_attempts":
         return True
-    return (isinstance(body, dict) and body.get("type") == "deliver_webhook" and not body.get("manual")
-            and isinstance(body.get("attempt"), int))
+    return body.get("type") == "deliver_webhook" and not body.get("manual") and isinstance(body.get("attempt"), int)
 
 
 def timer_handler() -> LambdaHandler:
