@@ -212,14 +212,37 @@ def respond_inline(setup: Setup, command: RunSource) -> tuple[str, Any]:
     return task_id, answer
 
 
-def test_a_run_that_must_respond_runs_inline_and_its_message_is_dropped(setup: Setup) -> None:
+def test_a_run_that_must_respond_runs_inline_and_leaves_nothing_to_run_again(setup: Setup) -> None:
     setup.queue.handle(RunSource, setup.record("runs", respond={"status": 201}))
     task_id, outcome = respond_inline(setup, run("dc_a"))
     assert outcome == {"status": 201}
     assert [t.id for _, tasks in setup.seen for t in tasks] == [task_id]
-    assert setup.queue.poll_once() == 1  # its message, found done: deleted unrun
+    assert setup.store.pending_outbox(older_than_s=-3600) == []  # its fallback went with the run
+    assert setup.queue.recover(older_than_s=-3600) == 0
+    assert setup.queue.poll_once() == 0
     assert len(setup.seen) == 1
     assert setup.counts() == (0, 0, 0)
+    assert not [name for name, _ in setup.sqs.calls if name.startswith("send_message")]
+
+
+def test_an_inline_run_whose_process_died_is_sent_by_the_sweep_once_due(setup: Setup) -> None:
+    """Its fallback (an outbox item due `inline_fallback_s` later) outlives a process that died
+    mid-run; here the item's delete fails, as if the process had died before it."""
+    setup.queue.inline_fallback_s = 900
+    setup.queue.handle(RunSource, setup.record("runs"))
+
+    def dies(task_ids: list[str]) -> None:
+        raise RuntimeError("the process died")
+
+    setup.store.outbox_done = dies  # type: ignore[method-assign]
+    task_id, _ = respond_inline(setup, run("dc_a"))
+    del setup.store.outbox_done
+    assert setup.queue.recover(older_than_s=120) == 0  # not due yet: the run may still be under way
+    assert setup.queue.recover(older_than_s=-900) == 1  # due: sent with its task id
+    assert setup.store.pending_outbox(older_than_s=-3600) == []
+    setup.queue.handle(RunSource, setup.record("again"))
+    assert setup.queue.poll_once() == 1
+    assert [(name, tasks[0].id) for name, tasks in setup.seen] == [("runs", task_id), ("again", task_id)]
 
 
 def test_an_inline_run_without_a_response_resolves_with_its_result(setup: Setup) -> None:
@@ -232,6 +255,7 @@ def test_a_failed_inline_run_runs_again_from_its_message(setup: Setup) -> None:
     setup.queue.handle(RunSource, setup.record("runs", fail=True))
     task_id, outcome = respond_inline(setup, run("dc_a"))
     assert outcome is None
+    assert setup.store.pending_outbox(older_than_s=-3600) == []  # sent at once, not left to the sweep
     setup.queue.handle(RunSource, setup.record("again"))
     assert setup.queue.poll_once() == 1
     assert [(name, tasks[0].id) for name, tasks in setup.seen] == [("runs", task_id), ("again", task_id)]

@@ -30,10 +30,13 @@ instead, within `inline_wait_s`.
 
 `ingest_answered`: a response cannot come back through SQS, so the run is done inline, in the
 request's own coroutine, and its respond() (else its result) is the answer, returned as a value.
-For durability the message is still sent first, delayed by `inline_fallback_s`: a process that
-dies mid-run leaves it to run later. SQS cannot delete a message before receiving it, so after an
-inline run succeeded the store marks the task done and the delayed message is deleted unrun when
-it arrives (the run handler would also recognise its task id among the source's applied ones).
+For durability its task is first kept as an outbox item of its own, due `inline_fallback_s` later
+(one write unit): a process that dies mid-run leaves it for the sweep's `recover`, which sends it
+once it is due. The run done, the item is deleted (one write unit); a run that failed is sent to
+its queue at once. (It used to be an SQS message delayed 900 s, which SQS cannot delete before
+receiving it: a send, a receive, a delete and an invocation that found the task's done mark, about
+$1.4 a million requests more. Such messages sent by an earlier version are still dropped by their
+mark; the run handler would also recognise the task id among the source's applied ones.)
 
 Committed tasks of the types in `after_commit` (fan-outs and webhook attempts on the run consumer,
 whose role may write what they write) are handled at once by the process that committed them,
@@ -120,6 +123,7 @@ class TaskStore(Protocol):
 
     @property
     def lease(self) -> WaitingLease: ...
+    def outbox_keep(self, command: Command, due_at: float) -> Task: ...
     def outbox_done(self, task_ids: list[str]) -> None: ...
     def pending_outbox(self, older_than_s: float) -> list[Task]: ...
     def mark_done(self, task_ids: list[str]) -> None: ...
@@ -240,14 +244,14 @@ class SqsTaskQueue:
 
     async def ingest(self, command: RunSource) -> str:
         """Durable once SQS accepted the message; the task id is its message id."""
-        return await asyncio.to_thread(self._send_one, command, 0, False)
+        return await asyncio.to_thread(self._send_one, command, 0)
 
     async def ingest_answered(self, command: RunSource, timeout_s: float) -> RunAnswer:
-        """The message sent first (delayed by `inline_fallback_s`: durable, and run later if this
-        process dies mid-run), then the run done here, in this coroutine; the answer is its first
-        `respond()`, else its result."""
-        message_id = await asyncio.to_thread(self._send_one, command, self.inline_fallback_s, True)
-        return await answer_of(functools.partial(self._run_inline, Task(message_id, command)), timeout_s, self._inline)
+        """The task kept first (an outbox item due in `inline_fallback_s`: durable, and sent by the
+        sweep if this process dies mid-run), then the run done here, in this coroutine; the answer
+        is its first `respond()`, else its result."""
+        kept = await asyncio.to_thread(self.store.outbox_keep, command, self.clock() + self.inline_fallback_s)
+        return await answer_of(functools.partial(self._run_inline, Task(kept.id, command)), timeout_s, self._inline)
 
     async def drain(self) -> None:
         """Waits for this loop's inline runs still finishing their bookkeeping (before a Lambda
@@ -346,7 +350,7 @@ class SqsTaskQueue:
     async def _run_inline(self, task: Task, on_respond: OnRespond) -> list[Any] | None:
         """The run of a request's task, holding its source's lease (up to `inline_wait_s` for its
         turn); one waiting on another caller's refresh tries again in place within that time.
-        None when it failed: its queued message runs it again later."""
+        None when it failed: its task goes to its queue now (its outbox item, if that fails)."""
         handler = self.handlers.get(task.command.name)
         deadline = time.monotonic() + self.inline_wait_s
         try:
@@ -367,12 +371,16 @@ class SqsTaskQueue:
                     await asyncio.sleep(later.after_s)
                     task = replace(task, deferred_since=task.deferred_since or self.clock())
         except Exception:
-            log.exception("inline run %s failed; its queued message runs it again later", task.id)
+            log.exception("inline run %s failed; its task goes to its queue", task.id)
+            try:
+                await asyncio.to_thread(self.send, [Task(task.id, task.command)])
+            except Exception:  # noqa: BLE001 - its outbox item stays: the sweep sends it when due
+                log.exception("could not queue inline run %s; the sweep sends it when due", task.id)
             return None
         try:
-            await asyncio.to_thread(self.store.mark_done, [task.id])
-        except Exception:  # noqa: BLE001 - the run handler still recognises the task id when it comes
-            log.exception("could not mark inline run %s done", task.id)
+            await asyncio.to_thread(self.store.outbox_done, [task.id])
+        except Exception:  # noqa: BLE001 - the run handler still recognises the task id when the sweep sends it
+            log.exception("could not delete inline run %s's outbox item", task.id)
         return results
 
     @asynccontextmanager
@@ -412,12 +420,9 @@ class SqsTaskQueue:
     def _delay(self, not_before: float) -> int:
         return max(0, min(MAX_DELAY_S, math.ceil(not_before - self.clock())))
 
-    def _send_one(self, command: Command, delay_s: int, inline: bool) -> str:
-        body = json.loads(_body(command, None, 0.0))
-        if inline:
-            body["inline"] = True
+    def _send_one(self, command: Command, delay_s: int) -> str:
         url = self._url(command, delay_s)
-        request: dict[str, Any] = {"QueueUrl": url, "MessageBody": self._fitting(json.dumps(body)),
+        request: dict[str, Any] = {"QueueUrl": url, "MessageBody": self._fitting(_body(command, None, 0.0)),
                                    **request_ids.attributes(request_ids.current.get())}
         if url == self.ordered_url:
             request |= {"MessageGroupId": command.lane or uuid.uuid4().hex, "MessageDeduplicationId": uuid.uuid4().hex}

@@ -16,6 +16,7 @@ from headwater.adapters.aws.dynamodb.tables import Tables
 from headwater.adapters.aws.dynamodb.tasks import DoneMarks, OutboxTable
 from headwater.adapters.aws.dynamodb.uow import DynamoUnitOfWork
 from headwater.adapters.aws.dynamodb.usage import DynamoUsage
+from headwater.domain.commands import Command
 from headwater.ports import Task
 
 log = logging.getLogger("headwater.dynamodb")
@@ -37,6 +38,11 @@ class DynamoStore:
     def on_commit(self, callback: Callable[[list[Task]], None]) -> None:
         """`callback` gets the commands of each committed outbox (the task queue sends them)."""
         self._callbacks.append(callback)
+
+    def outbox_keep(self, command: Command, due_at: float) -> Task:
+        """An outbox item of its own (no unit of work) for a task to run at `due_at` unless it is
+        `outbox_done` before: the fallback of a run done inline (sqs_queue.py `ingest_answered`)."""
+        return self._outbox.keep(command, due_at)
 
     def outbox_done(self, task_ids: list[str]) -> None:
         """The queue has these tasks: their outbox items go."""

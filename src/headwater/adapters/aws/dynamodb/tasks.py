@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from headwater.adapters.aws.dynamodb.codec import body, key, load, n, real, s, text
+from headwater.adapters.aws.dynamodb.codec import Item, body, key, load, n, real, s, text
 from headwater.adapters.aws.dynamodb.tables import Query, Tables
 from headwater.adapters.aws.dynamodb.writes import put
 from headwater.domain.commands import Command, FanOut, from_message, to_message
@@ -36,6 +36,16 @@ def _shard_of(task_id: str) -> str:
     return f"outbox#{task_id.split('-')[1]}"
 
 
+def _task_id(at_s: float) -> str:
+    """A new outbox item's id: `at_s` in ms (what `pending` compares), a shard, a random part."""
+    return f"{int(at_s * 1000):016d}-{secrets.randbelow(SHARDS):02d}-{secrets.token_hex(8)}"
+
+
+def _item(task_id: str, command: Command, not_before: float) -> Item:
+    return {"pk": s(_shard_of(task_id)), "sk": s(task_id), "not_before": n(not_before),
+            **body(to_message(_stored(command)), "command")}
+
+
 class DynamoOutbox:
     def __init__(self, uow: DynamoUnitOfWork, clock: Callable[[], float] = time.time) -> None:
         self.uow = uow
@@ -44,11 +54,8 @@ class DynamoOutbox:
     def add(self, command: Command, delay_s: float = 0.0) -> None:
         now = self.clock()
         not_before = now + delay_s if delay_s > 0 else 0.0
-        shard = secrets.randbelow(SHARDS)
-        task_id = f"{int(now * 1000):016d}-{shard:02d}-{secrets.token_hex(8)}"
-        self.uow.write(put(self.uow.tables.resources, {"pk": s(_shard_of(task_id)), "sk": s(task_id),
-                                                        "not_before": n(not_before),
-                                                        **body(to_message(_stored(command)), "command")}))
+        task_id = _task_id(now)
+        self.uow.write(put(self.uow.tables.resources, _item(task_id, command, not_before)))
         self.uow.add_task(Task(task_id, command, 0, not_before))
 
 
@@ -63,6 +70,15 @@ class OutboxTable:
     def __init__(self, tables: Tables, clock: Callable[[], float] = time.time) -> None:
         self.tables = tables
         self.clock = clock
+
+    def keep(self, command: Command, due_at: float) -> Task:
+        """An item put on its own, outside any unit of work (one write unit): a task that is to
+        run at `due_at` unless its item is deleted (`done`) before. Its id carries `due_at`, not
+        the time it was put, so `pending` finds it only once it is due (plus its margin), and
+        then it is sent to run at once."""
+        task_id = _task_id(due_at)
+        self.tables.client.put_item(TableName=self.tables.resources, Item=_item(task_id, command, 0.0))
+        return Task(task_id, command)
 
     def done(self, task_ids: list[str]) -> None:
         self.tables.delete_keys(self.tables.resources, [(_shard_of(i), i) for i in task_ids])
