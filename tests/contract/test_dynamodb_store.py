@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import yaml
 from headwater.adapters.aws.dynamodb import DynamoStore
 from headwater.adapters.aws.dynamodb.lease import DynamoLease
 from headwater.adapters.aws.dynamodb.uow import MAX_WRITES, TRANSACTION_BYTES, ReadOnlyUnitOfWork
-from headwater.domain.commands import FanOut, SyncSchedule
+from headwater.domain.commands import FanOut, RunSource, SyncSchedule
 from headwater.domain.errors import Conflict, PayloadTooLarge
 from headwater.domain.events import EventId
 from headwater.domain.models import SourceState, StoredEvent, User
@@ -171,6 +173,25 @@ def test_an_outbox_item_keeps_a_fan_outs_event_ids_not_their_bodies(dynamo: Dyna
     recovered = dynamo.pending_outbox(older_than_s=-60)
     assert [t.command for t in recovered] == [FanOut("dc_1", "u_1", "", ("5-1",))]
     assert recovered[0].id == handed[0].id
+
+
+def test_an_outbox_item_keeps_an_http_runs_request_body_once(dynamo: DynamoStore) -> None:
+    """A request's `body` is its `bodyRaw` parsed: the item keeps the raw bytes only (one write
+    unit less for a 1 KB body), and the command recovered from it is the one added."""
+    raw = '{"order": "%s", "items": [1, 2, 3]}' % ("o" * 600)
+    request = {"method": "POST", "path": "/", "query": {}, "headers": {"content-type": "application/json"},
+               "bodyRaw": raw, "body": json.loads(raw)}
+    run = RunSource("dc_1", request, 1000, "http")
+    kept = dynamo.outbox_keep(run, due_at=0.0)
+    with dynamo.uow() as uow:
+        uow.outbox.add(run)
+        uow.commit()
+    items = client(dynamo).scan(TableName=RESOURCES)["Items"]
+    stored = [zlib.decompress(i["body_z"]["B"]).decode() for i in items if i["pk"]["S"].startswith("outbox#")]
+    assert len(stored) == 2 and all(text.count("o" * 600) == 1 for text in stored)
+    recovered = dynamo.pending_outbox(older_than_s=-60)
+    assert [t.command for t in recovered] == [run, run]
+    assert kept.id in [t.id for t in recovered] and kept.not_before == 0.0
 
 
 def test_retention_counts_each_channel_and_reads_only_what_it_deletes(dynamo: DynamoStore) -> None:

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from headwater.adapters.aws.dynamodb.codec import Item, body, key, load, n, real, s, text
+from headwater.adapters.aws.dynamodb.codec import Item, body, key, load, n, real, s, text, text_body
 from headwater.adapters.aws.dynamodb.tables import Query, Tables
 from headwater.adapters.aws.dynamodb.writes import put
-from headwater.domain.commands import Command, FanOut, from_message, to_message
+from headwater.domain.commands import Command, FanOut, RunSource, from_message, message_text, to_message
 from headwater.ports import Task
 
 if TYPE_CHECKING:
@@ -42,8 +42,12 @@ def _task_id(at_s: float) -> str:
 
 
 def _item(task_id: str, command: Command, not_before: float) -> Item:
-    return {"pk": s(_shard_of(task_id)), "sk": s(task_id), "not_before": n(not_before),
-            **body(to_message(_stored(command)), "command")}
+    """A run's item keeps its HTTP request's `body` out (`message_text`: `from_message` makes it
+    again from `bodyRaw`), so the request's bytes count once in the item's write units."""
+    stored = _stored(command)
+    data = text_body(message_text(stored), "command") if isinstance(stored, RunSource) \
+        else body(to_message(stored), "command")
+    return {"pk": s(_shard_of(task_id)), "sk": s(task_id), "not_before": n(not_before), **data}
 
 
 class DynamoOutbox:
