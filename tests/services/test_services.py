@@ -209,6 +209,31 @@ def test_a_tick_delivered_twice_fires_once_and_a_stale_chain_is_ignored() -> Non
     assert w.services.timers.tick([Task("b", TimerTick(source.id, 2000.0, token="old"))]) == [False]
 
 
+def test_a_timer_run_commits_at_its_first_attempt_on_the_state_its_tick_saved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tick saved the state after the run before committed: the state in memory is a version
+    behind, and a commit tried on it would fail (on DynamoDB, billed all the same)."""
+    from tests.fakes import FakeState
+
+    w = world()
+    _, source = timer_source(w)
+    saves: list[int] = []
+    real = FakeState.save
+
+    def save(self: FakeState, source_id: str, state: SourceState, expected_version: int) -> None:
+        saves.append(expected_version)
+        real(self, source_id, state, expected_version)
+
+    monkeypatch.setattr(FakeState, "save", save)
+    for n, due_at in enumerate((1000.0, 1060.0, 1120.0)):
+        assert w.services.timers.tick([Task(f"k{n}", TimerTick(source.id, due_at))]) == [True]
+        saves.clear()
+        w.queue.drain(RunSource)
+        with w.store.uow(readonly=True) as uow:
+            stored = uow.state.get(source.id)
+        assert saves == [stored.version - 1]  # one attempt, on the version the tick saved
+        assert stored.timer_run_since is None and stored.last_tick == due_at
+
+
 def test_deleting_a_source_purges_state_events_and_schedule_by_command() -> None:
     w = world()
     w.runner.script = lambda instance, event: RunResult(emits=[Emit({"x": 1})], db_writes={"a": 1})

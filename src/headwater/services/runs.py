@@ -342,9 +342,14 @@ class Runs:
                 new.timer_run_since = None
 
         hops = max((t.command.hops for t in tasks if isinstance(t.command, RunSource)), default=0)
+        # A timer run's tick saved the state after the runs before it committed (its `last_tick`,
+        # `timer_run_since`), so the state in memory is a version behind: a commit tried on it
+        # would fail its condition, and a failed DynamoDB transaction bills its write units (4 a
+        # timer run). Such a commit reads the state instead.
+        ticked = any(isinstance(t.command, RunSource) and t.command.trigger == "timer" for t in tasks)
         state, channels = commit_outcomes(self.uow, source.id, outcomes, now_ms, extra=also,
                                           route=lambda uow, events: self._routes(uow, source, events, hops),
-                                          known=hot.state)
+                                          known=None if ticked else hot.state)
         self._hot.put(source.id, replace(hot, state=state))
         self.announce(source.id, channels)
         return [results.get(i) for i in range(len(tasks))]
