@@ -271,9 +271,11 @@ class _Moto:
 
     def fallbacks_due(self, at_most: int = 1_000_000) -> int:
         """Makes the inline runs' fallback messages due now (`at_most` of them), as they are 15
-        minutes later: each customResponse request sends one (delayed 900 s, sqs_queue.py
-        `ingest_answered`), which is received, found done and deleted unrun when it arrives. Its
-        cost is the event's too, and a settle leaves delayed messages out. Returns how many."""
+        minutes later: each customResponse request sent one (delayed 900 s), which was received,
+        found done and deleted unrun when it arrived; its cost was the event's too, and a settle
+        leaves delayed messages out. Since the fallback is an outbox item (sqs_queue.py
+        `ingest_answered`), deleted when the run is done, there are none, unless a code change
+        brings them back. Returns how many."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(f"{at_most}\n")
         self.process.stdin.flush()
