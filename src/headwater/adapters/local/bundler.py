@@ -5,6 +5,9 @@ in `<sha256>.json`; a code hash already bundled costs one file read (then a dict
 Node bundler runs only for new code. npm packages live in one store shared by every bundle,
 `<data_dir>/npm-store/<name>@<version>/` (installed once, never changed), downloads in one npm
 cache. A `lock` (a component's recorded versions) makes a bundle made again install the same.
+A bundle does not carry its npm packages' code: each import is bundled once into the shared package
+store (adapters/local/package_store.py) and the bundle references it; the sidecar `.json` lists
+what it references (`shared`), for `headwater registry gc`.
 
 Users' code is only parsed here, never run, but what it imports is read into the bundle and
 named to npm: so the bundler runs in a bubblewrap sandbox (adapters/local/sandbox.py) that sees the
@@ -36,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from headwater.adapters.local.egress import EgressProxy
+from headwater.adapters.local.package_store import PACKAGES, store_dir
 from headwater.adapters.local.sandbox import EGRESS, RUNNER, TMP, Bind, Sandbox, sandbox_for
 from headwater.domain import ids
 from headwater.domain.errors import Invalid, Unavailable
@@ -100,6 +104,13 @@ def _sweep_unfinished(tmp_root: Path, older_than_s: float = 3600) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
         except OSError:
             continue
+
+
+def _write_sidecar(out: Path, answer: Mapping[str, Any]) -> None:
+    sidecar: dict[str, Any] = {"packages": answer.get("packages") or {}}
+    if isinstance(answer.get("shared"), dict):
+        sidecar["shared"] = answer["shared"]
+    out.with_suffix(".json").write_text(json.dumps(sidecar, sort_keys=True))
 
 
 def _read_packages(out: Path) -> dict[str, str]:
@@ -167,8 +178,7 @@ class LocalBundler:
     def _bundle_into(self, code: str, lock: dict[str, str], out: Path) -> None:
         with self._bundler_run() as (out_dir, common, binds, inside):
             result = self._run({**common, "entry_code": code, "out": f"{inside}/bundle.cjs", "lock": lock}, binds)
-            packages = result.get("packages") or {}
-            out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
+            _write_sidecar(out, result)
             os.replace(out_dir / "bundle.cjs", out)
 
     @contextmanager
@@ -178,25 +188,28 @@ class LocalBundler:
         store = self.settings.data_dir / "npm-store"
         npm_cache = self.settings.data_dir / "npm-cache"
         scratch = self.settings.data_dir / "tmp"
-        for directory in (store, npm_cache, scratch):
+        packages = store_dir(self.settings.data_dir)
+        for directory in (store, npm_cache, scratch, packages):
             directory.mkdir(parents=True, exist_ok=True)
         out_dir = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch))
         registry = configured_registry(self.settings.node, self.settings.runner_dir)
         egress: EgressProxy | None = None
         try:
             if self.sandbox is None:
-                plain = {"store": str(store), "npm_cache": str(npm_cache), "registry": registry}
+                plain = {"store": str(store), "npm_cache": str(npm_cache), "registry": registry,
+                         "package_store": str(packages)}
                 yield out_dir, plain, None, str(out_dir)
                 return
             # npm's one way out: an egress proxy that connects to the registry and nothing else
             address = registry_address(registry)
             egress = EgressProxy(False, False, only=[address] if address else [])
             binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True),
-                     Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
+                     Bind(packages, PACKAGES, True), Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
             npmrc = Path.home() / ".npmrc"
             if npmrc.is_file():
                 binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
-            common = {"store": _STORE, "npm_cache": _NPM_CACHE, "registry": registry, "egress": EGRESS}
+            common = {"store": _STORE, "npm_cache": _NPM_CACHE, "registry": registry, "egress": EGRESS,
+                      "package_store": PACKAGES}
             yield out_dir, common, binds, _OUT
         finally:
             if egress is not None:
@@ -226,8 +239,7 @@ class LocalBundler:
                     failures[code] = _message(answer.get("message") if isinstance(answer, dict) else None)
                     continue
                 out = self.dir / f"{digest}.cjs"
-                packages = answer.get("packages") or {}
-                out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
+                _write_sidecar(out, answer)
                 os.replace(out_dir / f"{digest}.cjs", out)
         return failures
 
