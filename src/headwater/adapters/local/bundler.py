@@ -122,10 +122,14 @@ def _read_packages(out: Path) -> dict[str, str]:
 
 
 class LocalBundler:
-    def __init__(self, settings: Settings, sandbox: Sandbox | None = None) -> None:
+    """`shared_packages=False`: bundles that carry their packages' code, as the Lambda runner's do
+    (the emulated runner function's, aws-emulated), kept apart under `bundles/self-contained/`."""
+
+    def __init__(self, settings: Settings, sandbox: Sandbox | None = None, shared_packages: bool = True) -> None:
         self.settings = settings
         self.sandbox = sandbox if sandbox is not None else sandbox_for(settings)
-        self.dir = settings.data_dir / "bundles"
+        self.shared_packages = shared_packages
+        self.dir = settings.data_dir / "bundles" / ("" if shared_packages else "self-contained")
         self.dir.mkdir(parents=True, exist_ok=True)
         _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
@@ -197,7 +201,7 @@ class LocalBundler:
         try:
             if self.sandbox is None:
                 plain = {"store": str(store), "npm_cache": str(npm_cache), "registry": registry,
-                         "package_store": str(packages)}
+                         **({"package_store": str(packages)} if self.shared_packages else {})}
                 yield out_dir, plain, None, str(out_dir)
                 return
             # npm's one way out: an egress proxy that connects to the registry and nothing else
@@ -209,7 +213,7 @@ class LocalBundler:
             if npmrc.is_file():
                 binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
             common = {"store": _STORE, "npm_cache": _NPM_CACHE, "registry": registry, "egress": EGRESS,
-                      "package_store": PACKAGES}
+                      **({"package_store": PACKAGES} if self.shared_packages else {})}
             yield out_dir, common, binds, _OUT
         finally:
             if egress is not None:
