@@ -2,6 +2,7 @@
 published with `headwater registry publish` into a fresh data dir by each checkout given (e.g. main
 and this branch), one after another in one run (the machine is shared: compare within a run):
     .venv/bin/python bench/package_store.py --checkout /work/main --checkout . [--count 20] [--sdk stripe@14.25.0]
+or with `--folder DIR`, a folder of app folders instead (a slice of the public tree laid out in /tmp).
 
 Prints one JSON object per checkout: bytes of component bundles (`bundles/*.cjs`), of the package
 store (`packages/`), of the npm store, the publish's wall seconds and the CPU seconds of its whole
@@ -71,10 +72,12 @@ def main() -> None:
     parser.add_argument("--checkout", action="append", type=Path, required=True)
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--sdk", default="stripe@14.25.0")
+    parser.add_argument("--folder", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hw-pkgstore-bench-") as tmp:
-        folder = Path(tmp) / "app"
-        lay_out(folder, args.count, args.sdk)
+        folder = args.folder.resolve() if args.folder else Path(tmp) / "app"
+        if args.folder is None:
+            lay_out(folder, args.count, args.sdk)
         for i, checkout in enumerate(args.checkout):
             data_dir = Path(tmp) / f"data-{i}"
             print(json.dumps(publish(checkout.resolve(), folder, data_dir)), flush=True)

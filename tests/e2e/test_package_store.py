@@ -137,3 +137,17 @@ def test_a_store_file_is_written_once_and_shared_by_every_bundle(settings: tuple
                             'type: "action", props: {}, async run() { return named + 1 } }')
     assert (store_file.stat().st_ino, store_file.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     assert returned(pool, first) == 42 and returned(pool, second) == 43
+
+
+def test_a_bundle_whose_store_file_is_gone_is_made_again(settings: tuple[Settings, NodeRunnerPool]) -> None:
+    """A store emptied by hand (or collected wrongly): the bundle on disk is made again, not run
+    to fail with MODULE_NOT_FOUND."""
+    config, pool = settings
+    code = (f'import hello from "hwtest-esm@{V}";\nexport default {{ name: "c", version: "1", type: "action", '
+            'props: {}, async run() { return hello("again") } }')
+    LocalBundler(config).bundle(code)
+    store_file = store_dir(config.data_dir) / "hwtest-esm@1.0.0" / "r_.cjs"
+    store_file.unlink()
+    again = LocalBundler(config).bundle(code)  # a new process's bundler: nothing in memory
+    assert store_file.is_file()
+    assert returned(pool, again) == "hello again"

@@ -113,6 +113,18 @@ def _write_sidecar(out: Path, answer: Mapping[str, Any]) -> None:
     out.with_suffix(".json").write_text(json.dumps(sidecar, sort_keys=True))
 
 
+def _whole(out: Path, packages: Path) -> bool:
+    """Whether a bundle on disk can run: it is there, and so is every store file it references (a
+    store emptied by hand, or an old `gc` with a bad sidecar, makes it again instead of failing)."""
+    if not out.exists():
+        return False
+    try:
+        shared = json.loads(out.with_suffix(".json").read_text()).get("shared") or {}
+    except (OSError, ValueError, AttributeError):
+        return True  # a bundle made before the store: self-contained
+    return not isinstance(shared, dict) or all((packages / str(f)).is_file() for f in shared.values())
+
+
 def _read_packages(out: Path) -> dict[str, str]:
     try:
         packages = json.loads(out.with_suffix(".json").read_text()).get("packages")
@@ -167,7 +179,7 @@ class LocalBundler:
             return cached
         out = self.dir / f"{digest}.cjs"
         with self._lock_for(digest):
-            if not out.exists():
+            if not _whole(out, store_dir(self.settings.data_dir)):
                 self._bundle_into(code, dict(lock or {}), out)
             bundle = Bundle(hash=digest, code=out.read_text(), packages=_read_packages(out))
             return self._remember_code(code, self._remember(bundle))
@@ -227,7 +239,7 @@ class LocalBundler:
         todo: dict[str, str] = {}  # digest -> code
         for code in codes:
             digest = ids.code_hash(code)
-            if not (self.dir / f"{digest}.cjs").exists():
+            if not _whole(self.dir / f"{digest}.cjs", store_dir(self.settings.data_dir)):
                 todo.setdefault(digest, code)
         if not todo:
             return {}
