@@ -302,7 +302,8 @@ def _runner_function(settings: Settings, config: Any, clients: dict[str, Any]) -
         local = LocalBundler(settings)
         if bundles is None:
             return LambdaRunner(pool.invoke, on_close=pool.close), local
-        function = LocalRunnerFunction(pool, local)
+        # its bundles self-contained, as the Lambda runner's are (no shared package store there)
+        function = LocalRunnerFunction(pool, LocalBundler(settings, shared_packages=False))
         return (LambdaRunner(function.invoke, on_close=pool.close, bundles=bundles),
                 LambdaBundler(function.invoke, local.source_of, bundles))
     invoke = boto3_invoke(_client(clients, "lambda", config), config.runner_function)

@@ -101,8 +101,13 @@ def write_thrower(store: Path) -> None:
     (tree / ".complete").write_text("")
 
 
+# The thrower's bundle in the shared package store, as its frames name it (worker.mjs).
+STORE_FILE = re.escape("node_modules/hwtest-maps-thrower@1.0.0/r_.cjs")
+
+
 def test_an_npm_packages_frames_stay_bundle_positions_never_lines_of_the_users_file(runtime: Runtime) -> None:
-    """Packages' code has no segments in the map (its frames stay `component.js:<bundle line>`):
+    """Packages' code has no segments in the map (its frames stay positions in its bundle: the shared
+    store's, `node_modules/<name>@<version>/r_.cjs:<line>`, or `component.js:<line>` when inlined):
     a frame of a package is never passed off as a line of the user's seven; the platform module
     (the runner's own, required at run time) is named as the package the component imported."""
     write_thrower(runtime[2] / "npm-store")
@@ -119,7 +124,7 @@ export default {
     assert_nothing_of_the_host(stack, runtime[2])
     package, own = frames(stack)
     assert own == "at Object.run (component.js:5:5)", stack
-    line = re.fullmatch(r"at explode\d* \(component\.js:(\d+):\d+\)", package)
+    line = re.fullmatch(rf"at explode\d* \((?:component\.js|{STORE_FILE}):(\d+):\d+\)", package)
     assert line and int(line.group(1)) > 100, stack
 
     code = """import { axios } from "@pipedream/platform";
@@ -153,7 +158,7 @@ def test_code_sent_with_its_file_name_has_its_frames_named_by_it(runtime: Runtim
     logged = "\n".join(entry["message"] for entry in result.logs)
     assert "at deeper (my-source.mjs:5:9)" in logged, logged
     package = run_once(runtime, code.replace("run() {", "run() { explode();", 1), "my-source.mjs").error
-    assert package is not None and re.fullmatch(r"at explode\d* \(component\.js:\d+:\d+\)",
+    assert package is not None and re.fullmatch(rf"at explode\d* \((?:component\.js|{STORE_FILE}):\d+:\d+\)",
                                                 frames(package["stack"])[0]), package
 
 

@@ -9,6 +9,8 @@
 //        -> {"ok": true, "results": [one answer per item, as above]}: many bundles for one
 //        process start, one esbuild and one npm proxy (registry publishing)
 //   {"entry_files": [...], "mode": "source"}            -> {"ok": true, "results": [...]}
+// With "package_store" (a directory), the component's npm imports are bundled once each into that
+// store and the bundle references them (packages.mjs); the answer's `shared` lists them, id -> file.
 // npm packages live in one shared store, a tree per top-level package and exact version
 // (`<store>/<name>@<version>/node_modules/<name>`), so each is downloaded and unpacked once for
 // every bundle that uses it; a tree is installed under a temporary name and renamed into place.
@@ -17,7 +19,8 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { BundleError, TMP_DIR, writeAtomic } from './bundle-common.mjs'
-import { bundlePass, scan, sourcePass } from './esbuild.mjs'
+import { bundlePackage, bundlePass, scan, sourcePass } from './esbuild.mjs'
+import { packageStore } from './packages.mjs'
 import { install, registryOf } from './npm.mjs'
 import { registryProxy } from './npm-proxy.mjs'
 
@@ -48,10 +51,16 @@ async function bundleFrom(stdin, req, store, shared) {
     ctx.proxy = await shared.proxy
   }
   const { trees, versions } = await install(packages, store, ctx, req.lock)
-  const code = await bundlePass(stdin, loader, esm, trees)
+  let share = null
+  if (typeof req.package_store === 'string') {
+    shared.store = shared.store || packageStore(path.resolve(req.package_store), bundlePackage)
+    share = { entry: shared.store, versions, refs: new Map(), executables: new Set() }
+  }
+  const code = await bundlePass(stdin, loader, esm, trees, share)
   if (!req.out) throw new BundleError('LOAD_ERROR', 'request has no "out" file')
   writeAtomic(req.out, code)
-  return { ok: true, out: req.out, packages: versions }
+  const answer = { ok: true, out: req.out, packages: versions }
+  return share ? { ...answer, shared: Object.fromEntries([...share.refs].sort(([a], [b]) => a.localeCompare(b))) } : answer
 }
 
 async function source(req) {

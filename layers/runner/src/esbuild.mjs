@@ -10,6 +10,7 @@ import { executablesError, executablesOf } from './executables.mjs'
 import { inside, isNativeLoader, loadsNative, nativeError, nativeVerdict, packageOf } from './natives.mjs'
 import { realRequires, staticDirnameRequires } from './rewrites.mjs'
 import { inlineMap, linksAFile, withoutMapLinks } from './sourcemaps.mjs'
+import { standIn } from './packages.mjs'
 
 const TYPES = path.join(RUNNER_DIR, 'platform', 'types.js')
 const PACKAGE_FILE = /[\\/]node_modules[\\/].*\.(?:[cm]?[jt]s|[jt]sx)$/
@@ -107,6 +108,9 @@ async function resolvedFile(build, spec, args) {
 // the output has no `import` statement left, and its exports are returned.
 const TOP_LEVEL_AWAIT = 'Top-level await is currently not supported with the "cjs" output format'
 const EXTERNAL_NS = 'hw-external'
+const SHARED_NS = 'hw-package' // a stand-in of a package the store holds (packages.mjs)
+// The imports a store entry stands in for; `require.resolve` and the like are left as they were.
+const SHAREABLE_KINDS = new Set(['import-statement', 'require-call', 'dynamic-import'])
 export const ASYNC_MARK = '/* headwater: top-level await */'
 
 function requiredExternals(build) {
@@ -134,17 +138,23 @@ function asyncBody(text) {
 // packages' trees or the runner's platform module (and its packages), nowhere else. Native loads
 // of packages and imports of left-out packages (`seen.leftOut`, natives.mjs) stay external: the
 // runner's `require` throws MODULE_NOT_FOUND for them; `seen` gathers them and package imports.
-function resolvePlugin(trees, stdin, seen, mapped, asyncModule) {
+// `share` (the package store's: packages.mjs) makes the component's own npm imports stand-ins of
+// the store's bundles instead of their code (`sharedImport`).
+function resolvePlugin(trees, stdin, seen, mapped, asyncModule, share = null) {
   const single = Boolean(stdin.single)
   const ownDir = stdin.resolveDir
   const platformDir = path.join(RUNNER_DIR, 'platform')
-  const own = single ? [] : [ownDir] // an entry_file's neighbours (the operator's files)
+  const own = single || stdin.packageEntry ? [] : [ownDir] // an entry_file's neighbours (the operator's files)
   const roots = [...[...trees.values()].map((d) => path.join(d, 'node_modules')), platformDir, path.join(RUNNER_DIR, 'node_modules'), ...own].map(realOr)
   const inUserCode = (importer) => importer === '' || importer === '<stdin>' || !importer.split(path.sep).includes('node_modules')
   return {
     name: 'headwater',
     setup(build) {
       const onResolve = asyncModule ? requiredExternals(build) : (f) => f
+      if (share) {
+        build.onResolve({ filter: /.*/, namespace: SHARED_NS }, (args) => (asyncModule ? { path: args.path, namespace: EXTERNAL_NS } : { path: args.path, external: true }))
+        build.onLoad({ filter: /.*/, namespace: SHARED_NS }, (args) => ({ contents: standIn(args.path, args.pluginData.format), loader: 'js' }))
+      }
       build.onResolve({ filter: /.*/ }, onResolve(async (args) => {
         if (args.kind === 'entry-point' || (args.pluginData && args.pluginData.inner)) return undefined
         const s = args.path
@@ -165,6 +175,10 @@ function resolvePlugin(trees, stdin, seen, mapped, asyncModule) {
         if (bad) return { errors: [{ text: bad }] }
         const tree = userPackage ? trees.get(p.name) : null
         if (userPackage && !tree) return { errors: [{ text: `import "${s}": package ${p.name} was not installed` }] }
+        if (userPackage && share && SHAREABLE_KINDS.has(args.kind)) {
+          const shared = await sharedImport(build, share, p, tree, args)
+          if (shared) return shared
+        }
         const r = await build.resolve(userPackage ? p.name + p.subpath : s, {
           kind: args.kind, importer: args.importer, resolveDir: userPackage ? tree : args.resolveDir, pluginData: { inner: true },
         })
@@ -195,6 +209,63 @@ function resolvePlugin(trees, stdin, seen, mapped, asyncModule) {
         return fixed === text ? undefined : { contents: fixed, loader: loaderOf(args.path), resolveDir: path.dirname(args.path) }
       })
     },
+  }
+}
+
+// A component's import of `p` as the store's entry (its stand-in module), or null to inline it: an
+// import that resolves to a file of the package's tree that loads no addon, whose entry the store
+// holds or can (packages.mjs). Its variant: `r` when `import` and `require` resolve to one file.
+async function sharedImport(build, share, p, tree, args) {
+  const resolve = (kind) => build.resolve(p.name + p.subpath, { kind, importer: args.importer, resolveDir: tree, pluginData: { inner: true } })
+  const r = await resolve(args.kind)
+  if (r.errors.length || r.external || r.namespace !== 'file' || !insideRoots(r.path, [realOr(path.join(tree, 'node_modules'))])) return null
+  if (loadsNative(args.path, r.path)) return null
+  let variant = 'r'
+  if (args.kind !== 'require-call') {
+    const asRequired = await resolve('require-call')
+    if (asRequired.errors.length || asRequired.path !== r.path) variant = 'i'
+  }
+  const entry = await share.entry(p.name, share.versions[p.name], p.subpath, variant, r.path, tree)
+  if (!entry) return null
+  share.refs.set(entry.id, entry.file)
+  for (const program of entry.executables) share.executables.add(program)
+  return { path: entry.id, namespace: SHARED_NS, pluginData: { format: entry.format } }
+}
+
+// A store entry's bundle (packages.mjs): the package's entry file as CommonJS with everything it
+// imports from its tree, by the rules a component's bundle has (natives, left-out packages,
+// rewrites); {text, format of the entry, executables} or null when it cannot stand alone (esbuild
+// refuses it, top-level await, an addon loaded on its own path).
+export async function bundlePackage(entryFile, tree) {
+  const leftOut = []
+  const stdin = { single: false, packageEntry: true, resolveDir: tree }
+  for (let round = 0; ; round++) {
+    const seen = { natives: [], edges: [], leftOut }
+    let res
+    try {
+      res = await esbuild.build({
+        entryPoints: [entryFile], bundle: true, write: false, platform: 'node', format: 'cjs', target: 'node22', logLevel: 'silent',
+        absWorkingDir: tree, nodePaths: [], plugins: [resolvePlugin(new Map([['', tree]]), stdin, seen, true, false)], metafile: true,
+      })
+    } catch (e) {
+      if (!e.errors) throw e
+      return null
+    }
+    const verdict = await nativeVerdict(seen.natives, seen.edges, { file: entryFile, contents: '' })
+    if (verdict.refused) return null
+    const more = (verdict.leftOut || []).filter((root) => !leftOut.includes(root))
+    if (more.some((root) => inside(entryFile, root))) return null
+    if (more.length && round < 4) {
+      leftOut.push(...more)
+      continue
+    }
+    const inputs = Object.entries(res.metafile.inputs).map(([f, input]) => [path.resolve(tree, f), input])
+    const entry = inputs.find(([f]) => f === entryFile || realOr(f) === realOr(entryFile))
+    return {
+      text: res.outputFiles[0].text,
+      format: entry && entry[1].format === 'esm' ? 'esm' : 'cjs',
+      executables: executablesOf('', inputs.map(([f]) => f)),
+    }
   }
 }
 
@@ -235,7 +306,7 @@ function sourcePlugin() {
 // LOAD_ERROR, NATIVE_ADDON naming the packages that load compiled code on the component's path,
 // or NEEDS_EXECUTABLE naming the programs it runs). Bundled again, at most a few times, while
 // natives.mjs finds more optional native packages to leave out.
-export async function bundlePass(stdin, loader, esm, trees) {
+export async function bundlePass(stdin, loader, esm, trees, share = null) {
   const sourcefile = entryName(stdin.sourcefile, loader, esm)
   const entry = { ...stdin, sourcefile }
   // A map of the bundle (sourcemaps.mjs), unless the code links one by file name.
@@ -246,7 +317,7 @@ export async function bundlePass(stdin, loader, esm, trees) {
     const seen = { natives: [], edges: [], leftOut }
     let res
     try {
-      res = await bundleOnce(entry, loader, trees, seen, mapped, asyncModule)
+      res = await bundleOnce(entry, loader, trees, seen, mapped, asyncModule, share)
     } catch (e) {
       if (asyncModule || !(e instanceof BundleError) || !e.message.includes(TOP_LEVEL_AWAIT)) throw e
       asyncModule = true
@@ -261,6 +332,8 @@ export async function bundlePass(stdin, loader, esm, trees) {
       continue
     }
     const programs = executablesOf(stdin.contents, Object.keys(res.metafile.inputs).map((f) => path.resolve(stdin.resolveDir, f)))
+    if (share) programs.push(...[...share.executables].filter((x) => !programs.includes(x)))
+    programs.sort()
     if (programs.length) throw executablesError(programs)
     const js = res.outputFiles.find((f) => !f.path.endsWith('.map'))
     const map = res.outputFiles.find((f) => f.path.endsWith('.map'))
@@ -272,12 +345,12 @@ export async function bundlePass(stdin, loader, esm, trees) {
   }
 }
 
-async function bundleOnce(entry, loader, trees, seen, mapped, asyncModule) {
+async function bundleOnce(entry, loader, trees, seen, mapped, asyncModule, share) {
   try {
     return await esbuild.build({
       stdin: { contents: entry.contents, resolveDir: entry.resolveDir, sourcefile: entry.sourcefile, loader },
       bundle: true, write: false, platform: 'node', format: asyncModule ? 'esm' : 'cjs', target: 'node22', logLevel: 'silent',
-      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen, mapped, asyncModule)], metafile: true,
+      absWorkingDir: entry.resolveDir, nodePaths: [], plugins: [resolvePlugin(trees, entry, seen, mapped, asyncModule, share)], metafile: true,
       ...(mapped ? { sourcemap: 'external', sourcesContent: false, outfile: path.join(entry.resolveDir, 'component.js') } : {}),
     })
   } catch (e) {

@@ -18,6 +18,7 @@ import { cleanStack } from './stacks.mjs'
 
 const WORKER_FILE = new URL('./worker.mjs', import.meta.url)
 const EGRESS_DIR = process.env.HEADWATER_EGRESS_DIR || null // the runner's egress directory (egress.mjs)
+const PACKAGE_STORE = process.env.HEADWATER_PACKAGE_STORE || null // the shared package bundles (packages.mjs), read-only
 export const META = 'describe:' // key prefix of describe, additional_props and options workers
 export const META_INSTANCE = '' // the one instance a META worker hosts
 
@@ -44,7 +45,7 @@ class Slot {
     // this is where an instance is likely warm, not a promise.
     this.instances = new Map()
     this.worker = new Worker(WORKER_FILE, {
-      workerData: { code, hash, file, egress: EGRESS_DIR, memoryMb, maxInstances: this.meta ? 1 : MAX_INSTANCES },
+      workerData: { code, hash, file, egress: EGRESS_DIR, packageStore: PACKAGE_STORE, memoryMb, maxInstances: this.meta ? 1 : MAX_INSTANCES },
       env,
       execArgv: [...process.execArgv.filter((a) => a !== '--no-warnings'), '--no-warnings'],
       stdout: true,

@@ -23,6 +23,7 @@ export function withoutMapLinks(text) {
 // A source's name as users see it, or null for a package's file. `sources` are relative to
 // `dir` (the entry's folder).
 export function sourceName(source, dir, platformDir, entry) {
+  if (source.startsWith('hw-package:')) return null // a package's stand-in (packages.mjs)
   const abs = path.resolve(dir, source)
   if (abs === platformDir || abs.startsWith(platformDir + path.sep)) {
     return path.posix.join('node_modules', '@pipedream', 'platform', path.relative(platformDir, abs).split(path.sep).join('/'))

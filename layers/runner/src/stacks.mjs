@@ -83,6 +83,10 @@ function origin(map, line, column, file) {
 const PLATFORM_FILE = fileURLToPath(new URL('../platform/index.js', import.meta.url))
 const PLATFORM_SHOWN = 'node_modules/@pipedream/platform/index.js'
 
+// A package bundle of the shared store (packages.mjs), as worker.mjs names it: its frames are kept
+// as they are, positions in that package's bundle (its name says whose code it is).
+const STORE_FILE = /^node_modules\/[^/]+@[^/]+\/[ri]_[^/]*\.cjs$/
+
 export function installStackFilter(code, shownAs = null) {
   let map
   const mapOf = () => {
@@ -96,6 +100,10 @@ export function installStackFilter(code, shownAs = null) {
       const file = site.getFileName()
       if (file === PLATFORM_FILE || file === pathToFileURL(PLATFORM_FILE).href) {
         frames.push(`    at ${text.replace(file, PLATFORM_SHOWN)}`)
+        continue
+      }
+      if (typeof file === 'string' && STORE_FILE.test(file)) {
+        frames.push(`    at ${text}`)
         continue
       }
       if (!text.includes(COMPONENT)) continue

@@ -19,6 +19,7 @@ import { pickComponent, validateComponent, describe, resolveProps, normalizeProp
 import { installEgress, closeSockets } from './egress.mjs'
 import { answerNativesBinding, denyWorkers, trackTimers, publish, snapshot, endCall } from './confine.mjs'
 import { installStackFilter, cleanStack } from './stacks.mjs'
+import { packageFile } from './packages.mjs'
 
 const egressSockets = workerData.egress ? installEgress(workerData.egress) : new Set()
 denyWorkers()
@@ -64,19 +65,49 @@ function platformModule() {
   }
   return platform
 }
-function safeRequire(id) {
+// The shared package store (packages.mjs): a component bundle's `hw-package:` id is a file there,
+// read and compiled once per worker and evaluated once per instance (its module state is the
+// instance's, as when the package was inlined). `packageFile` refuses any id that is not a
+// well-formed name@version/subpath, or whose file is not inside the store once links are followed.
+const compiledPackages = new Map() // id -> compiled function
+function packageModule(id, cache) {
+  if (Object.hasOwn(cache, id)) return cache[id].exports
+  let fn = compiledPackages.get(id)
+  if (fn === undefined) {
+    const file = packageFile(workerData.packageStore, id)
+    if (file === null) throw notFound(id)
+    fn = vm.compileFunction(file.text, ['exports', 'require', 'module', '__filename', '__dirname'], {
+      filename: file.name,
+      importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+    })
+    compiledPackages.set(id, fn)
+  }
+  const mod = { exports: {}, id, filename: id, loaded: false, children: [], paths: [] }
+  cache[id] = mod
+  try {
+    fn.call(mod.exports, mod.exports, requireFor(mod, cache), mod, id, '/')
+  } catch (e) {
+    delete cache[id]
+    throw e
+  }
+  mod.loaded = true
+  return mod.exports
+}
+function safeRequire(id, cache) {
   if (typeof id === 'string' && isBuiltin(id)) return nodeRequire(id)
   if (id === '@pipedream/platform') return platformModule()
+  if (typeof id === 'string' && id.startsWith('hw-package:')) return packageModule(id, cache)
   throw notFound(id)
 }
-// Each instance's `require`, with its own `main` and cache.
-function requireFor(mod) {
-  const req = (id) => safeRequire(id)
+// Each instance's `require`, with its own `main` and cache (its package modules, shared by the
+// modules it loads: one evaluation of a package per instance).
+function requireFor(mod, packages = Object.create(null)) {
+  const req = (id) => safeRequire(id, packages)
   req.resolve = (id) => {
     if (typeof id === 'string' && (isBuiltin(id) || id === '@pipedream/platform')) return id
     throw notFound(id)
   }
-  req.cache = Object.create(null)
+  req.cache = packages
   req.main = mod
   return req
 }

@@ -284,6 +284,23 @@ def registry_publish(directory: str, data_dir: str | None, as_json: bool, force:
     publish_with_progress(directory, data_dir, as_json, force, retry_failed)
 
 
+@registry.command("gc")
+@data_dir_option
+@click.option("--min-age", type=float, default=3600.0, show_default=True,
+              help="seconds: a package bundle younger than this is kept (a publish may be writing its component's)")
+@click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
+@json_option
+@handles_errors
+def registry_gc(data_dir: str | None, min_age: float, dry_run: bool, as_json: bool) -> None:
+    """Remove the package bundles of the shared store that no component bundle references any more."""
+    from headwater.adapters.local import package_store
+
+    done = package_store.gc(settings_for(data_dir).data_dir, min_age_s=min_age, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    emit(as_json, {**dataclasses.asdict(done), "dry_run": dry_run},
+         f"{verb} {done.removed} package bundles ({done.removed_bytes / 1e6:.1f} MB), kept {done.kept}")
+
+
 @click.group()
 def workflows() -> None:
     """Workflows (YAML files of action steps)."""

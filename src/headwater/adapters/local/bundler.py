@@ -5,6 +5,9 @@ in `<sha256>.json`; a code hash already bundled costs one file read (then a dict
 Node bundler runs only for new code. npm packages live in one store shared by every bundle,
 `<data_dir>/npm-store/<name>@<version>/` (installed once, never changed), downloads in one npm
 cache. A `lock` (a component's recorded versions) makes a bundle made again install the same.
+A bundle does not carry its npm packages' code: each import is bundled once into the shared package
+store (adapters/local/package_store.py) and the bundle references it; the sidecar `.json` lists
+what it references (`shared`), for `headwater registry gc`.
 
 Users' code is only parsed here, never run, but what it imports is read into the bundle and
 named to npm: so the bundler runs in a bubblewrap sandbox (adapters/local/sandbox.py) that sees the
@@ -36,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from headwater.adapters.local.egress import EgressProxy
+from headwater.adapters.local.package_store import PACKAGES, store_dir
 from headwater.adapters.local.sandbox import EGRESS, RUNNER, TMP, Bind, Sandbox, sandbox_for
 from headwater.domain import ids
 from headwater.domain.errors import Invalid, Unavailable
@@ -102,6 +106,25 @@ def _sweep_unfinished(tmp_root: Path, older_than_s: float = 3600) -> None:
             continue
 
 
+def _write_sidecar(out: Path, answer: Mapping[str, Any]) -> None:
+    sidecar: dict[str, Any] = {"packages": answer.get("packages") or {}}
+    if isinstance(answer.get("shared"), dict):
+        sidecar["shared"] = answer["shared"]
+    out.with_suffix(".json").write_text(json.dumps(sidecar, sort_keys=True))
+
+
+def _whole(out: Path, packages: Path) -> bool:
+    """Whether a bundle on disk can run: it is there, and so is every store file it references (a
+    store emptied by hand, or an old `gc` with a bad sidecar, makes it again instead of failing)."""
+    if not out.exists():
+        return False
+    try:
+        shared = json.loads(out.with_suffix(".json").read_text()).get("shared") or {}
+    except (OSError, ValueError, AttributeError):
+        return True  # a bundle made before the store: self-contained
+    return not isinstance(shared, dict) or all((packages / str(f)).is_file() for f in shared.values())
+
+
 def _read_packages(out: Path) -> dict[str, str]:
     try:
         packages = json.loads(out.with_suffix(".json").read_text()).get("packages")
@@ -111,10 +134,14 @@ def _read_packages(out: Path) -> dict[str, str]:
 
 
 class LocalBundler:
-    def __init__(self, settings: Settings, sandbox: Sandbox | None = None) -> None:
+    """`shared_packages=False`: bundles that carry their packages' code, as the Lambda runner's do
+    (the emulated runner function's, aws-emulated), kept apart under `bundles/self-contained/`."""
+
+    def __init__(self, settings: Settings, sandbox: Sandbox | None = None, shared_packages: bool = True) -> None:
         self.settings = settings
         self.sandbox = sandbox if sandbox is not None else sandbox_for(settings)
-        self.dir = settings.data_dir / "bundles"
+        self.shared_packages = shared_packages
+        self.dir = settings.data_dir / "bundles" / ("" if shared_packages else "self-contained")
         self.dir.mkdir(parents=True, exist_ok=True)
         _sweep_unfinished(settings.data_dir / "npm-store" / ".tmp")
         self._cache: OrderedDict[str, Bundle] = OrderedDict()
@@ -152,7 +179,7 @@ class LocalBundler:
             return cached
         out = self.dir / f"{digest}.cjs"
         with self._lock_for(digest):
-            if not out.exists():
+            if not _whole(out, store_dir(self.settings.data_dir)):
                 self._bundle_into(code, dict(lock or {}), out)
             bundle = Bundle(hash=digest, code=out.read_text(), packages=_read_packages(out))
             return self._remember_code(code, self._remember(bundle))
@@ -167,8 +194,7 @@ class LocalBundler:
     def _bundle_into(self, code: str, lock: dict[str, str], out: Path) -> None:
         with self._bundler_run() as (out_dir, common, binds, inside):
             result = self._run({**common, "entry_code": code, "out": f"{inside}/bundle.cjs", "lock": lock}, binds)
-            packages = result.get("packages") or {}
-            out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
+            _write_sidecar(out, result)
             os.replace(out_dir / "bundle.cjs", out)
 
     @contextmanager
@@ -178,25 +204,28 @@ class LocalBundler:
         store = self.settings.data_dir / "npm-store"
         npm_cache = self.settings.data_dir / "npm-cache"
         scratch = self.settings.data_dir / "tmp"
-        for directory in (store, npm_cache, scratch):
+        packages = store_dir(self.settings.data_dir)
+        for directory in (store, npm_cache, scratch, packages):
             directory.mkdir(parents=True, exist_ok=True)
         out_dir = Path(tempfile.mkdtemp(prefix="bundle-", dir=scratch))
         registry = configured_registry(self.settings.node, self.settings.runner_dir)
         egress: EgressProxy | None = None
         try:
             if self.sandbox is None:
-                plain = {"store": str(store), "npm_cache": str(npm_cache), "registry": registry}
+                plain = {"store": str(store), "npm_cache": str(npm_cache), "registry": registry,
+                         **({"package_store": str(packages)} if self.shared_packages else {})}
                 yield out_dir, plain, None, str(out_dir)
                 return
             # npm's one way out: an egress proxy that connects to the registry and nothing else
             address = registry_address(registry)
             egress = EgressProxy(False, False, only=[address] if address else [])
             binds = [Bind(store, _STORE, True), Bind(npm_cache, _NPM_CACHE, True), Bind(out_dir, _OUT, True),
-                     Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
+                     Bind(packages, PACKAGES, True), Bind(egress.open(f"bundle-{secrets.token_hex(6)}"), EGRESS)]
             npmrc = Path.home() / ".npmrc"
             if npmrc.is_file():
                 binds.append(Bind(npmrc, f"{TMP}/.npmrc"))
-            common = {"store": _STORE, "npm_cache": _NPM_CACHE, "registry": registry, "egress": EGRESS}
+            common = {"store": _STORE, "npm_cache": _NPM_CACHE, "registry": registry, "egress": EGRESS,
+                      **({"package_store": PACKAGES} if self.shared_packages else {})}
             yield out_dir, common, binds, _OUT
         finally:
             if egress is not None:
@@ -210,7 +239,7 @@ class LocalBundler:
         todo: dict[str, str] = {}  # digest -> code
         for code in codes:
             digest = ids.code_hash(code)
-            if not (self.dir / f"{digest}.cjs").exists():
+            if not _whole(self.dir / f"{digest}.cjs", store_dir(self.settings.data_dir)):
                 todo.setdefault(digest, code)
         if not todo:
             return {}
@@ -226,8 +255,7 @@ class LocalBundler:
                     failures[code] = _message(answer.get("message") if isinstance(answer, dict) else None)
                     continue
                 out = self.dir / f"{digest}.cjs"
-                packages = answer.get("packages") or {}
-                out.with_suffix(".json").write_text(json.dumps({"packages": packages}, sort_keys=True))
+                _write_sidecar(out, answer)
                 os.replace(out_dir / f"{digest}.cjs", out)
         return failures
 

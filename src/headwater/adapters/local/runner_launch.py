@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from headwater.adapters.local.cgroups import CgroupRoot, CgroupUnavailable, RunnerCgroup
 from headwater.adapters.local.egress import EgressProxy
+from headwater.adapters.local.package_store import PACKAGES, store_dir
 from headwater.adapters.local.runner_io import LineSplitter
 from headwater.adapters.local.sandbox import EGRESS, RUNNER, TMP, Bind, Sandbox
 from headwater.ports import RunnerError
@@ -42,11 +43,21 @@ def _die_with_parent() -> None:
         pass
 
 
-def runner_command(settings: Settings, runner: str, tmp: str) -> list[str]:
-    """The runner process's command line, with the runner's folder at `runner` and its /tmp at `tmp`."""
+def runner_command(settings: Settings, runner: str, tmp: str, packages: str | None = None) -> list[str]:
+    """The runner process's command line, with the runner's folder at `runner`, its /tmp at `tmp`
+    and the shared package store (read only) at `packages`."""
     node = f"{runner}/{settings.node.relative_to(settings.runner_dir)}"
-    return [node, "--permission", "--allow-worker", f"--allow-fs-read={runner}", f"--allow-fs-read={tmp}",
+    store = [f"--allow-fs-read={packages}"] if packages else []
+    return [node, "--permission", "--allow-worker", f"--allow-fs-read={runner}", f"--allow-fs-read={tmp}", *store,
             f"--allow-fs-write={tmp}", "--disable-warning=SecurityWarning", f"{runner}/src/stdio.mjs"]
+
+
+def package_store_bind(settings: Settings) -> Bind:
+    """The shared package store as every runner sandbox has it: read-only, so that no component can
+    change the code another one loads (adapters/local/package_store.py)."""
+    packages = store_dir(settings.data_dir)
+    packages.mkdir(parents=True, exist_ok=True)
+    return Bind(packages, PACKAGES)
 
 
 @dataclass
@@ -89,21 +100,24 @@ class Launcher:
         egress_dir = self.egress.open(name)
         cgroup = (self.cgroups.runner(self.settings.runner_memory_mb, self.settings.runner_max_tasks)
                   if self.cgroups else None)
+        packages = package_store_bind(self.settings)
         if self.sandbox is not None:
-            env = {"PATH": "/usr/bin:/bin", "TMPDIR": TMP, "HOME": TMP, "HEADWATER_EGRESS_DIR": EGRESS}
-            extra = []
+            env = {"PATH": "/usr/bin:/bin", "TMPDIR": TMP, "HOME": TMP, "HEADWATER_EGRESS_DIR": EGRESS,
+                   "HEADWATER_PACKAGE_STORE": PACKAGES}
+            extra = [packages]
             ca = os.environ.get("NODE_EXTRA_CA_CERTS", "")
             if ca and Path(ca).is_file():  # the operator's extra CA (a TLS-inspecting proxy) holds inside too
                 extra.append(Bind(Path(ca), _EXTRA_CA))
                 env["NODE_EXTRA_CA_CERTS"] = _EXTRA_CA
             command = self.sandbox.runner(self.settings.runner_dir, egress_dir, self.settings.runner_memory_mb << 20,
-                                          runner_command(self.settings, RUNNER, TMP), env, extra)
+                                          runner_command(self.settings, RUNNER, TMP, PACKAGES), env, extra)
             cwd, popen_env = self.settings.runner_dir, None
         else:
             tmp = self.settings.data_dir / "tmp" / f"runner-{name}"
             tmp.mkdir(parents=True, exist_ok=True)
-            command = runner_command(self.settings, str(self.settings.runner_dir), str(tmp))
-            cwd, popen_env = tmp, {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), "HEADWATER_EGRESS_DIR": str(egress_dir)}
+            command = runner_command(self.settings, str(self.settings.runner_dir), str(tmp), str(packages.host))
+            cwd, popen_env = tmp, {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), "HEADWATER_EGRESS_DIR": str(egress_dir),
+                                   "HEADWATER_PACKAGE_STORE": str(packages.host)}
 
         def prepare() -> None:
             if cgroup is not None:

@@ -5,13 +5,14 @@ operating system is: every runner process and every bundler run is started insid
 new user, pid, mount, IPC, UTS and cgroup namespaces, no capabilities, and a root filesystem that
 holds only what the process needs:
 
-- a runner sees the system's libraries, the runner code (read-only, at /runner), a private tmpfs
-  /tmp, its own egress directory (/run/egress, the only way out: it has no network interface but
-  lo) and nothing else; its pid namespace hides the service and every other process;
+- a runner sees the system's libraries, the runner code (read-only, at /runner), the shared
+  package store (read-only, at /packages), a private tmpfs /tmp, its own egress directory
+  (/run/egress, the only way out: it has no network interface but lo) and nothing else; its pid
+  namespace hides the service and every other process;
 - the bundler sees the same libraries and runner code, npm's settings and CA certificates, an
   egress directory of its own (it has no network interface but lo either: npm reaches the
   registry through the service's egress proxy, which allows that one host), and read-write only
-  the package store, the npm cache and its output dir.
+  the npm store, the shared package store, the npm cache and its output dir.
 
 Sandboxes run as uid 65534 inside their user namespace, cannot make further user namespaces, and
 die with the service. Paths inside never name the host's checkout or data directory.
