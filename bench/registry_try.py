@@ -383,13 +383,13 @@ class Trier:
 
 # --- the service ------------------------------------------------------------------------------
 
-def start_service(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_service(data_dir: Path, port: int, runner_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     """`headwater serve` on `data_dir`, and a paid user's key (no daily quota stops the run)."""
     import httpx
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
            "HEADWATER_DATA_DIR": str(data_dir), "HEADWATER_PORT": str(port), "HEADWATER_HOST": "127.0.0.1",
-           "HEADWATER_INGEST_RATE": "0"}
+           "HEADWATER_INGEST_RATE": "0", "HEADWATER_RUNNER_DIR": str(runner_dir)}
     made = subprocess.run([*HEADWATER, "users", "create", "--username", f"try{int(time.time())}",
                            "--email", "try@example.invalid", "--tier", "paid", "--data-dir", str(data_dir), "--json"],
                           env=env, capture_output=True, text=True, check=True)
@@ -421,13 +421,14 @@ def run(args: argparse.Namespace) -> None:
     data_dir = args.data_dir.resolve()
     if args.publish:
         proc = subprocess.run([*HEADWATER, "registry", "publish", str(args.publish), "--data-dir", str(data_dir),
-                               "--json"], capture_output=True, text=True)
+                               "--json"], capture_output=True, text=True,
+                              env={**os.environ, "HEADWATER_RUNNER_DIR": str(args.runner_dir.resolve())})
         (data_dir / "registry-try-publish.json").write_text(proc.stdout)
     server = None
     if args.url:
         url, key = args.url, args.key
     else:
-        server, url, key = start_service(data_dir, args.port)
+        server, url, key = start_service(data_dir, args.port, args.runner_dir.resolve())
     try:
         client = Client(url, key, args.timeout)
         components = [c for c in client.registry() if c.get("key")]
