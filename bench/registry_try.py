@@ -50,26 +50,51 @@ CLASSES = ("ok", "headwater", "internet", "native", "package", "component", "oth
 
 # --- layout ---------------------------------------------------------------------------------
 
+_RELATIVE = re.compile(r"""(?:\bfrom|\bimport|\brequire)\s*\(?\s*["'](\.{1,2}/[^"']+)["']""")
+
+
+def imported(path: Path) -> list[Path]:
+    """The files `path` imports by a relative path (as the bundler would find them: the name, or
+    with a code file's ending, or its folder's index)."""
+    found = []
+    for spec in _RELATIVE.findall(path.read_text(errors="replace")):
+        base = (path.parent / spec).resolve()
+        for candidate in (base, *(base.with_name(base.name + s) for s in (".mjs", ".js", ".ts", ".cjs", ".json")),
+                          base / "index.mjs", base / "index.js"):
+            if candidate.is_file():
+                found.append(candidate)
+                break
+    return found
+
+
 def layout(tree: Path, out: Path, sample: int, seed: int) -> list[str]:
     """Copies the app folders of a seeded sample of `sample` component files of `tree` into `out`,
-    each without its other component files (its app file, `common/`, package.json kept), so that
-    publishing `out` publishes the sample and what it imports. Returns the sampled files."""
+    without their other component files but those a sampled file imports (its `test-event.mjs`, a
+    sibling's common module, another app's), so that publishing `out` publishes the sample and
+    what it needs. Returns the sampled files."""
     from headwater.services.registry import candidate_files
 
     files = [str(p.relative_to(tree)) for p in candidate_files(tree)]
     chosen = sorted(random.Random(seed).sample(files, min(sample, len(files))))
-    keep = set(chosen)
+    needed: set[Path] = set()
+    todo = [tree / f for f in chosen]
+    while todo:
+        path = todo.pop()
+        if path in needed or not path.is_relative_to(tree):
+            continue
+        needed.add(path)
+        todo += imported(path)
+    apps = {p.relative_to(tree).parts[0] for p in needed}
+    keep = {str(p.relative_to(tree)) for p in needed}
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    apps = {f.split("/", 1)[0] for f in chosen}
     for app in sorted(apps):
         shutil.copytree(tree / app, out / app, symlinks=True)
     for rel in files:
         if rel.split("/", 1)[0] in apps and rel not in keep:
             (out / rel).unlink()
     return chosen
-
 
 
 # --- classifying a failure ------------------------------------------------------------------
@@ -204,7 +229,7 @@ class Client:
 
 
 def message_of(status: int, body: Any) -> str:
-    text = body.get("message") if isinstance(body, dict) else None
+    text = (body.get("message") or body.get("error")) if isinstance(body, dict) else None
     details = body.get("details") if isinstance(body, dict) else None
     return f"{status} {text or body}" + (f" {json.dumps(details)[:600]}" if details else "")
 
@@ -252,6 +277,8 @@ class Trier:
                 first = p["options"][0]
                 value = first.get("value") if isinstance(first, dict) else first
                 out[p["name"]] = [value] if t.endswith("[]") else value
+            elif "url" in p["name"].lower() and t == "string":
+                out[p["name"]] = "https://example.invalid/sample"
             else:
                 out[p["name"]] = _SAMPLE.get(t, "sample")
         return out
