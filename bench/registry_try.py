@@ -147,7 +147,7 @@ def reference(bundle: Path, runner_dir: Path, timeout_s: float) -> dict[str, Any
                "--ro-bind", str(runner_dir / "platform"), "/runner/platform",
                "--ro-bind", str(runner_dir / "node_modules"), "/runner/node_modules",
                "--ro-bind", str(bundle), f"/b/{bundle.name}",
-               "--clearenv", "--setenv", "HW_PLATFORM", "/runner/platform/index.js", "--setenv", "PATH", "/usr/bin",
+               "--clearenv", "--setenv", "HW_PLATFORM", "/runner/platform/index.js", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", "/tmp",
                "--chdir", "/tmp", "--", node, "/ref/reference.cjs"]
     try:
         proc = subprocess.run(command, input=f"/b/{bundle.name}\n", capture_output=True, text=True,
