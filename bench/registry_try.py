@@ -45,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 HEADWATER = [sys.executable, "-m", "headwater.cli"]
 STEPS = ("props", "options", "additional_props", "deploy", "run", "delete")
-CLASSES = ("ok", "headwater", "internet", "native", "package", "component", "other")
+CLASSES = ("ok", "headwater", "internet", "native", "package", "credentials", "component", "other")
 
 
 # --- layout ---------------------------------------------------------------------------------
@@ -103,14 +103,17 @@ def layout(tree: Path, out: Path, sample: int, seed: int) -> list[str]:
 _CLASSES: list[tuple[str, re.Pattern[str]]] = [
     ("internet", re.compile(r"egress|ENOTFOUND|EAI_AGAIN|getaddrinfo|ECONNREFUSED|ECONNRESET|ETIMEDOUT|"
                             r"ENETUNREACH|EHOSTUNREACH|socket hang up|not allowed to reach|network|fetch failed|"
+                            r"connection to|"
                             r"Request failed with status code|status code [45]\d\d|\b(401|403)\b.*(Unauthorized|"
                             r"Forbidden)|invalid[_ ](api[_ ]?key|token|auth)", re.I)),
     ("native", re.compile(r"native addon|\.node\b.*(addon|binary)|runs a program|spawn|ffmpeg|child_process", re.I)),
     ("package", re.compile(r"npm error|E404|No matching version|Cannot find module|Could not resolve|"
                            r"is not in this registry|ETARGET", re.I)),
+    # the stand-in account lacks a field its app needs (a region, a user name, a signer's URL)
+    ("credentials", re.compile(r"Invalid URL|is missing|is required|must be specified|must provide|"
+                               r"not provided|credential", re.I)),
     ("component", re.compile(r"\b(TypeError|ReferenceError|SyntaxError|RangeError)\b|is not a function|"
-                             r"Cannot read propert|is not defined|is not iterable|ConfigurationError|"
-                             r"must be (set|given|provided)|required", re.I)),
+                             r"Cannot read propert|is not defined|is not iterable|ConfigurationError", re.I)),
 ]
 # Headwater's own answers that are never a component's doing: a 5xx, the runner dying, a refusal
 # of the shape the service got wrong before (issue 36's false refusals).
@@ -122,8 +125,9 @@ _HEADWATER = re.compile(r"^5\d\d\b|The runner failed|runner (crashed|exited|ende
 def classify(message: str) -> str:
     """A failure's class from its message (status first when it is an HTTP answer): `headwater`
     (the service's fault: fix it), `internet` (egress refused, DNS, an API that said no to fake
-    credentials), `native` (an addon or a program), `package` (npm), `component` (its own code:
-    a TypeError in its file, a required setting missing), else `other`."""
+    credentials), `native` (an addon or a program), `package` (npm), `credentials` (the stand-in
+    account lacks a field its app needs), `component` (its own code: a TypeError in its file),
+    else `other`."""
     if _HEADWATER.search(message):
         return "headwater"
     for name, pattern in _CLASSES:
@@ -147,7 +151,8 @@ def reference(bundle: Path, runner_dir: Path, timeout_s: float) -> dict[str, Any
                "--ro-bind", str(runner_dir / "platform"), "/runner/platform",
                "--ro-bind", str(runner_dir / "node_modules"), "/runner/node_modules",
                "--ro-bind", str(bundle), f"/b/{bundle.name}",
-               "--clearenv", "--setenv", "HW_PLATFORM", "/runner/platform/index.js", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", "/tmp",
+               "--clearenv", "--setenv", "HW_PLATFORM", "/runner/platform/index.js", "--setenv", "PATH", "/usr/bin",
+               "--setenv", "HOME", "/tmp",
                "--chdir", "/tmp", "--", node, "/ref/reference.cjs"]
     try:
         proc = subprocess.run(command, input=f"/b/{bundle.name}\n", capture_output=True, text=True,
