@@ -44,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADWATER = [sys.executable, "-m", "headwater.cli"]
-STEPS = ("props", "options", "additional_props", "deploy", "run", "delete")
+STEPS = ("publish", "props", "options", "additional_props", "deploy", "run", "delete")
 CLASSES = ("ok", "headwater", "internet", "native", "package", "credentials", "component", "other")
 
 
@@ -107,11 +107,13 @@ _CLASSES: list[tuple[str, re.Pattern[str]]] = [
                             r"Request failed with status code|status code [45]\d\d|\b(401|403)\b.*(Unauthorized|"
                             r"Forbidden)|invalid[_ ](api[_ ]?key|token|auth)", re.I)),
     ("native", re.compile(r"native addon|\.node\b.*(addon|binary)|runs a program|spawn|ffmpeg|child_process", re.I)),
+    # a file the component imports is not in the tree (the component's own bug, not npm's)
+    ("component", re.compile(r"Could not resolve \"\.{1,2}/")),
     ("package", re.compile(r"npm error|E404|No matching version|Cannot find module|Could not resolve|"
                            r"is not in this registry|ETARGET", re.I)),
     # the stand-in account lacks a field its app needs (a region, a user name, a signer's URL)
     ("credentials", re.compile(r"Invalid URL|is missing|is required|must be specified|must provide|"
-                               r"not provided|credential", re.I)),
+                               r"not provided|credential|Missing or invalid options", re.I)),
     ("component", re.compile(r"\b(TypeError|ReferenceError|SyntaxError|RangeError)\b|is not a function|"
                              r"Cannot read propert|is not defined|is not iterable|ConfigurationError", re.I)),
 ]
@@ -119,7 +121,7 @@ _CLASSES: list[tuple[str, re.Pattern[str]]] = [
 # of the shape the service got wrong before (issue 36's false refusals).
 _HEADWATER = re.compile(r"^5\d\d\b|The runner failed|runner (crashed|exited|ended)|out of memory|"
                         r"Internal Server Error|process\.binding|not a known prop shorthand|"
-                        r"top-level await|unknown type", re.I)
+                        r"top-level await|unknown type|Access to this API has been restricted", re.I)
 
 
 def classify(message: str) -> str:
@@ -449,6 +451,30 @@ def summary(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
     return {step: dict(sorted(c.items())) for step, c in table.items()}
 
 
+def publish_outcomes(results: list[dict[str, Any]]) -> list[Outcome]:
+    """`headwater registry publish --json`'s results as the `publish` step (helpers left out)."""
+    return [Outcome(r["file"], "publish", "ok" if r["status"] in ("published", "unchanged")
+                    else classify(r.get("reason") or ""), r.get("reason") or "")
+            for r in results if r["status"] not in ("helper", "skipped")]
+
+
+def summarize(args: argparse.Namespace) -> None:
+    """Counts by step and class of a report written before, each failure classed again by this
+    `classify` (a class added later applies to old reports too)."""
+    outcomes = [Outcome(**json.loads(line)) for line in args.report.read_text().splitlines() if line]
+    for o in outcomes:
+        if o.cls != "ok" and o.detail and not o.detail.startswith(("the reference", "no bundle")):
+            o.cls = classify(o.detail) if not o.detail.startswith("timeout") else "other"
+    if args.publish_json:
+        outcomes += publish_outcomes(json.loads(args.publish_json.read_text())["results"])
+    print(json.dumps({"components": len({o.key for o in outcomes if o.step != "publish"}),
+                      "by_step_and_class": summary(outcomes)}, indent=1))
+    if args.failures:
+        for o in outcomes:
+            if o.cls not in ("ok", *args.failures_except):
+                print(f"{o.step:16} {o.cls:11} {o.key}: {o.detail[:160]}")
+
+
 def run(args: argparse.Namespace) -> None:
     data_dir = args.data_dir.resolve()
     if args.publish:
@@ -508,9 +534,16 @@ def main() -> None:
     tr.add_argument("--concurrency", type=int, default=2)
     tr.add_argument("--timeout", type=float, default=60.0, help="seconds a step may take")
     tr.add_argument("--quiet", action="store_true")
+    sm = sub.add_parser("summary", help="counts by step and class of a report, classed again")
+    sm.add_argument("report", type=Path)
+    sm.add_argument("--publish-json", type=Path, help="`headwater registry publish --json`'s output, as a step")
+    sm.add_argument("--failures", action="store_true", help="list the failures too")
+    sm.add_argument("--failures-except", nargs="*", default=["internet"])
     args = parser.parse_args()
     if args.command == "run":
         run(args)
+    elif args.command == "summary":
+        summarize(args)
     elif args.command == "layout":
         chosen = layout(args.tree.resolve(), args.out, args.sample, args.seed)
         print(json.dumps({"components": len(chosen), "apps": len({f.split("/", 1)[0] for f in chosen})}))

@@ -23,6 +23,8 @@ from bench.registry_try import classify, compare_props
     ("503 The runner failed: the runner process exited", "headwater"),
     ("500 Internal Server Error", "headwater"),
     ("422 prop \"title\": \"string\" is not a known prop shorthand", "headwater"),
+    ('changed-users.js:3:26: Could not resolve "../supersaas.app.js"', "component"),
+    ("Error: Access to this API has been restricted. Use --allow-fs-read to manage permissions.", "headwater"),
     ("422 something nobody has seen", "other"),
 ])
 def test_a_failure_is_classed_by_its_message(message: str, expected: str) -> None:
