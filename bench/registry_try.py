@@ -482,6 +482,9 @@ def run(args: argparse.Namespace) -> None:
                                "--json"], capture_output=True, text=True,
                               env={**os.environ, "HEADWATER_RUNNER_DIR": str(args.runner_dir.resolve())})
         (data_dir / "registry-try-publish.json").write_text(proc.stdout)
+        published = publish_outcomes(json.loads(proc.stdout)["results"]) if proc.stdout.strip() else []
+    else:
+        published = []
     server = None
     if args.url:
         url, key = args.url, args.key
@@ -495,8 +498,9 @@ def run(args: argparse.Namespace) -> None:
         if args.sample and args.sample < len(components):
             components = random.Random(args.seed).sample(components, args.sample)
         trier = Trier(client, data_dir, args.runner_dir.resolve(), args.timeout)
-        outcomes: list[Outcome] = []
+        outcomes: list[Outcome] = list(published)
         with open(args.report, "w") as report, ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+            report.writelines(json.dumps(asdict(o)) + "\n" for o in published)
             for done in pool.map(lambda c: trier.try_one(dict(c)), components):
                 for o in done:
                     report.write(json.dumps(asdict(o)) + "\n")
