@@ -6,6 +6,7 @@ published component against a running service over its REST API:
 
     .venv/bin/python bench/registry_try.py layout TREE OUT --sample 300 --seed 36
     .venv/bin/python bench/registry_try.py run --data-dir DIR [--publish OUT] --report report.jsonl
+    .venv/bin/python bench/registry_try.py summary report.jsonl [--failures]
 
 `run` starts `headwater serve` on DIR (or uses `--url` and `--key` of a running one whose data dir
 is DIR), makes a user and a key, and for each published component (`--sample N` of them):
@@ -19,10 +20,13 @@ is DIR), makes a user and a key, and for each published component (`--sample N` 
   additionalProps is its failure; whatever the run did after it is not judged);
 - `deploy` (its `deploy` and `activate` hooks and `additionalProps()`), `run` (a timer source's
   run, an HTTP source given a sample request; its outcome read back from its runs), `delete`
-  (`deactivate`): sources only.
+  (`PUT active: false`, which runs `deactivate` and answers its failure, then `DELETE`): sources
+  only.
 
-Each failure is classed (`classify`): headwater, internet, native, package, component, other. It
-prints the counts by step and class and writes a JSON line per component and step.
+Each failure is classed (`classify`): headwater, internet, native, package, credentials (the
+stand-in account lacks a field), component, other. It prints the counts by step and class and
+writes a JSON line per component and step. Method and one sample's counts: docs/performance.md,
+"Every published component tried".
 """
 
 from __future__ import annotations
