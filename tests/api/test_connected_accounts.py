@@ -63,6 +63,15 @@ def test_bad_input_is_400_or_422_and_quotes_no_value(api: httpx.Client) -> None:
     assert r.status_code == 400, r.text
 
 
+def test_an_app_whose_slug_starts_with_an_underscore_has_accounts(api: httpx.Client) -> None:
+    # registry apps are named so (`_46elks`, `__1msg`): their components' app props name them
+    r = api.post("/accounts", json={"app": "_12sms", "credentials": {"api_key": KEY}})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["app"] == "_12sms"
+    for bad in ("-12sms", ".12sms", "_12 sms"):
+        assert api.post("/accounts", json={"app": bad}).status_code == 422, bad
+
+
 def test_another_users_account_is_404_everywhere(app: App, api: httpx.Client) -> None:
     theirs = create(app.client()).json()["data"]["id"]
     assert api.get(f"/accounts/{theirs}").status_code == 404

@@ -36,6 +36,16 @@ def test_valid_values_and_defaults() -> None:
     assert v.timers["timer"] == Timer(interval_seconds=60)
 
 
+def test_a_components_own_default_need_not_be_one_of_its_options() -> None:
+    # a registry component's shape (gorgias): an optional prop over its app's list of channels,
+    # given `default: ""` (no filter), deployed without a value
+    channel = {"name": "channel", "type": "string", "optional": True, "default": "", "options": ["api", "email"]}
+    v = validate([channel], {})
+    assert v.errors == {} and v.values == {"channel": ""}
+    assert validate([channel], {"channel": ""}).errors == {"channel": ['"" is not one of the options ["api", "email"]']}
+    assert validate([{**channel, "default": 3}], {}).errors == {"channel": ["must be a string"]}
+
+
 def test_every_problem_reported() -> None:
     v = validate(PROPS, {
         "count": 11, "flag": "yes", "color": "green", "tags": "a", "nope": 1,

@@ -42,7 +42,7 @@ MAX_NAME_CHARS = 200
 MAX_FIELDS = 50
 MAX_FIELD_NAME_CHARS = 100
 MAX_CREDENTIALS_BYTES = 16 * 1024
-_APP_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_APP_SLUG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # registry apps: `_46elks`, `__1msg`
 _FIELD_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.-]*")
 
 

@@ -61,8 +61,10 @@ def _option_values(options: Any) -> list[Any] | None:
     return [o.get("value") if isinstance(o, dict) else o for o in options]
 
 
-def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps, unquoted: str | None = None) -> None:
-    """`unquoted`: how to name a value that must not be quoted (a secret), None to quote it."""
+def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps, unquoted: str | None = None,
+                 options: bool = True) -> None:
+    """`unquoted`: how to name a value that must not be quoted (a secret), None to quote it;
+    `options`: whether the value must be one of the prop's options."""
     name, ptype = prop["name"], prop["type"]
     is_array = ptype.endswith("[]")
     base = ptype[:-2] if is_array else ptype
@@ -70,7 +72,7 @@ def _check_value(prop: dict[str, Any], value: Any, out: ValidatedProps, unquoted
     if is_array and not isinstance(value, list):
         out.fail(name, f"must be an array of {base} values")
         return
-    allowed = _option_values(prop.get("options"))
+    allowed = _option_values(prop.get("options")) if options else None
     for item in items:
         problem = _type_problem(base, item)
         if problem:
@@ -156,7 +158,10 @@ def validate(configurable_props: list[dict[str, Any]], configured: dict[str, Any
                 out.fail(name, "is required")
                 continue
         quiet = bool(prop.get("secret")) or name in stored_secrets
-        _check_value(prop, value, out, ("the stored value" if name in carried else "the value") if quiet else None)
+        # the component's own default need not be among its options: registry components give an
+        # optional prop `default: ""` (no filter) over a list of options that has no ""
+        _check_value(prop, value, out, ("the stored value" if name in carried else "the value") if quiet else None,
+                     options=given)
         if name not in out.errors:
             out.values[name] = value
             if prop.get("secret"):

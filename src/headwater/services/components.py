@@ -37,6 +37,9 @@ from headwater.services.tenant_slots import TenantLimits
 from headwater.settings import Settings
 
 _USER_FAULTS = {"LOAD_ERROR", "CONFIGURATION_ERROR", "TIMEOUT", "OUT_OF_MEMORY"}
+# options() that throws (its API not reached, a TypeError of its own) is the component's failure,
+# not the runner's: a 422 naming it, never a 503 that tells the form to try again later.
+_OPTIONS_FAULTS = _USER_FAULTS | {"RUNTIME_ERROR"}
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,6 @@ def _options_failures(prop: str) -> Iterator[None]:
     try:
         yield
     except RunnerError as e:
-        if e.code in _USER_FAULTS:
+        if e.code in _OPTIONS_FAULTS:
             raise Invalid(f"options() of {prop} failed: {e.message}", {prop: [e.message]}) from None
         raise Unavailable(f"The runner failed: {e.message}") from None
