@@ -144,20 +144,26 @@ def classify(message: str) -> str:
 
 # --- the reference: the bundle required by a plain Node, sandboxed ---------------------------
 
-def reference(bundle: Path, runner_dir: Path, timeout_s: float) -> dict[str, Any]:
+def reference(bundle: Path, runner_dir: Path, timeout_s: float, packages: Path | None = None) -> dict[str, Any]:
     """The component's props as its own module declares them (bench/registry_try_reference.cjs),
-    read in a bubblewrap sandbox with no network that sees the bundle, the runner's platform
+    read in a bubblewrap sandbox with no network that sees the bundle, the shared package store
+    (read-only, its `hw-package:` ids resolved by the runner's packages.mjs), the runner's platform
     module and the system's libraries only."""
     from headwater.adapters.local.sandbox import _isolation, _system_mounts
 
     node = shutil.which("node") or "/usr/bin/node"
     script = Path(__file__).with_name("registry_try_reference.cjs")
+    store = ["--ro-bind", str(packages), "/packages"] if packages and packages.is_dir() else ["--dir", "/packages"]
     command = ["bwrap", *_isolation(), *_system_mounts(), "--tmpfs", "/tmp",
                "--ro-bind", str(script), "/ref/reference.cjs",
                "--ro-bind", str(runner_dir / "platform"), "/runner/platform",
                "--ro-bind", str(runner_dir / "node_modules"), "/runner/node_modules",
+               "--ro-bind", str(runner_dir / "src" / "packages.mjs"), "/runner/src/packages.mjs",
                "--ro-bind", str(bundle), f"/b/{bundle.name}",
-               "--clearenv", "--setenv", "HW_PLATFORM", "/runner/platform/index.js", "--setenv", "PATH", "/usr/bin",
+               *store,
+               "--clearenv", "--setenv", "HW_PACKAGES", "/packages",
+               "--setenv", "HW_PACKAGES_MJS", "/runner/src/packages.mjs",
+               "--setenv", "HW_PLATFORM", "/runner/platform/index.js", "--setenv", "PATH", "/usr/bin",
                "--setenv", "HOME", "/tmp",
                "--chdir", "/tmp", "--", node, "/ref/reference.cjs"]
     try:
@@ -310,7 +316,7 @@ class Trier:
         bundle = self.data_dir / "bundles" / f"{c['code_hash']}.cjs"
         if not bundle.exists():
             return "headwater", f"no bundle at {bundle}"
-        ref = reference(bundle, self.runner_dir, self.timeout_s)
+        ref = reference(bundle, self.runner_dir, self.timeout_s, self.data_dir / "packages")
         if not ref.get("ok"):
             return "other", f"the reference did not load: {ref.get('error')}"
         c["_ref"] = ref

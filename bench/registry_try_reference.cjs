@@ -10,9 +10,16 @@ const fs = require('fs')
 const path = require('path')
 
 const PLATFORM = process.env.HW_PLATFORM
+const STORE = process.env.HW_PACKAGES // the shared package store, read-only
+let fileOfId = null // packages.mjs's id -> store file, loaded in main()
 const load = Module._load
 Module._load = function (request, parent, isMain) {
   if (request === '@pipedream/platform') return load.call(this, PLATFORM, parent, isMain)
+  if (typeof request === 'string' && request.startsWith('hw-package:')) {
+    const rel = fileOfId && fileOfId(request)
+    if (!rel) throw new Error(`not a package id: ${request}`)
+    return load.call(this, path.join(STORE, rel), parent, isMain)
+  }
   return load.call(this, request, parent, isMain)
 }
 
@@ -60,6 +67,7 @@ async function one(file) {
 }
 
 async function main() {
+  fileOfId = (await import(process.env.HW_PACKAGES_MJS)).fileOfId
   const files = fs.readFileSync(0, 'utf8').split('\n').filter(Boolean)
   for (const file of files) {
     let out
