@@ -392,8 +392,12 @@ async function describeOp(I, m, finish) {
   finish({ t: 'done', c: m.c, result: toJSONSafe(describe(I.C, I.PROPS)) })
 }
 
+// additionalProps()'s props merged over the declared ones; an entry left undefined is no prop (as
+// JSON would carry it: registry components leave out one they add only in some cases that way)
 function propsWith(I, extra) {
-  return isObj(extra) ? resolveProps({ ...(isObj(I.C.props) ? I.C.props : {}), ...extra }) : I.PROPS
+  if (!isObj(extra)) return I.PROPS
+  const added = Object.fromEntries(Object.entries(extra).filter(([, p]) => p !== undefined))
+  return resolveProps({ ...(isObj(I.C.props) ? I.C.props : {}), ...added })
 }
 
 async function additionalPropsOp(I, m, finish) {

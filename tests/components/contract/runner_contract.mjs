@@ -24,7 +24,8 @@ export default {
     },
   },
   async additionalProps() {
-    return this.colour ? { shade: { type: "string", label: `Shade of ${this.colour}` } } : {};
+    // a prop left undefined, as registry components leave one they add only in some cases
+    return this.colour ? { shade: { type: "string", label: `Shade of ${this.colour}` }, tint: undefined } : {};
   },
   hooks: {
     async deploy() {
