@@ -167,7 +167,10 @@ class Registry:
         try:
             bundle, definition = self.components.describe(code, REGISTRY_NAMESPACE, "")  # the operator's: no quota
         except HeadwaterError as e:
-            return self._failed(rel, e.message, isinstance(e, Unavailable))
+            result = self._failed(rel, e.message, isinstance(e, Unavailable))
+            if result.status == "helper":  # never run: its bundle was only needed to learn that
+                self.bundler.discard(code)
+            return result
         if not definition.key:
             return PublishResult(rel, "skipped", reason="the component has no `key`")
         component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)
