@@ -211,6 +211,7 @@ class Sampler:
     root: int
     members: set[int] = field(default_factory=set)
     cpu_seen: dict[int, float] = field(default_factory=dict)
+    kinds: dict[int, str] = field(default_factory=dict)
     peak_rss: int = 0
     rss_now: int = 0
     processes_now: int = 0
@@ -230,10 +231,36 @@ class Sampler:
         self.peak_rss = max(self.peak_rss, self.rss_now)
         for pid in tree:
             self.cpu_seen[pid] = max(self.cpu_seen.get(pid, 0.0), stats[pid][1])
+            if self.kinds.get(pid, "other") in _UNSETTLED:  # a fork is its parent until it execs
+                self.kinds[pid] = process_kind(pid)
 
     @property
     def cpu_sampled_s(self) -> float:
         return sum(self.cpu_seen.values())
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """Sampled CPU-s by what the processes were (a lower bound each: see `process_kind`)."""
+        kinds: dict[str, float] = {}
+        for pid, cpu in self.cpu_seen.items():
+            kind = self.kinds.get(pid, "other")
+            kinds[kind] = round(kinds.get(kind, 0.0) + cpu, 1)
+        return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
+
+
+# What a process of a publish is, by its command line: the first pattern that matches.
+_KINDS = [("bundler (node)", re.compile(r"/bundle\.mjs\b")), ("esbuild", re.compile(r"esbuild")),
+          ("npm", re.compile(r"npm-cli\.js|/npm\b")), ("runner (describe)", re.compile(r"/(stdio|main|runner)\.mjs\b")),
+          ("headwater (python)", re.compile(r"python")), ("bwrap", re.compile(r"bwrap"))]
+
+_UNSETTLED = ("headwater (python)", "bwrap", "other")
+
+
+def process_kind(pid: int) -> str:
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    return next((kind for kind, pattern in _KINDS if pattern.search(args)), "other")
 
 
 class CpuMeter:
@@ -301,6 +328,7 @@ class PassResult:
     cpu_s: float
     cpu_source: str
     cpu_sampled_s: float
+    cpu_sampled_by_kind: dict[str, float]
     peak_rss_bytes: int
     processes: int
     disk: dict[str, int]
@@ -358,7 +386,8 @@ def publish_pass(name: str, tree: Path, data_dir: Path, out: Path, env: dict[str
         results = json.loads(stdout_file.read_text()).get("results", [])
     except ValueError:
         results = []
-    result = PassResult(name, wall, cpu, meter.source, sampler.cpu_sampled_s, sampler.peak_rss, len(sampler.members),
+    result = PassResult(name, wall, cpu, meter.source, sampler.cpu_sampled_s, sampler.cpu_by_kind(), sampler.peak_rss,
+                        len(sampler.members),
                         disk_by_part(data_dir), outcome_counts(results), load_before, load_average(),
                         machine_busy_s() - busy_before, proc.returncode,
                         stderr_tail=tail if proc.returncode not in (0, 1) or not results else "")
@@ -395,6 +424,8 @@ def table(passes: list[dict[str, Any]], folders: int, total_folders: int) -> str
     rows.append(("wall", *[f"{p['wall_s']:,.1f} s" for p in passes]))
     rows.append(("CPU (tree)", *[f"{p['cpu_s']:,.1f} s" for p in passes]))
     rows.append(("CPU sampled from /proc", *[f"{p['cpu_sampled_s']:,.1f} s" for p in passes]))
+    for kind in sorted({k for p in passes for k in p.get("cpu_sampled_by_kind", {})}):
+        rows.append((f"  of it: {kind}", *[f"{p.get('cpu_sampled_by_kind', {}).get(kind, 0):,.1f} s" for p in passes]))
     rows.append(("peak RSS summed", *[mib(p["peak_rss_bytes"]) for p in passes]))
     for part in passes[-1]["disk"]:
         rows.append((f"disk: {part}", *[mib(p["disk"].get(part, 0)) for p in passes]))
