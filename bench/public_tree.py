@@ -61,6 +61,7 @@ _CLASSES = [
     ("native addon", r"native addon|\.node\b.*(?:addon|binary)|NATIVE_ADDON"),
     ("top-level await", r"top-level await"),
     ("process.binding", r"process\.binding"),
+    ("refused by the permission model", r"Access to this API has been restricted"),
     ("out of memory", r"out of memory|heap limit|memory limit|ERR_WORKER_OUT_OF_MEMORY|killed"),
     ("needs an executable", r"NEEDS_EXECUTABLE|executable|ffmpeg"),
     ("props shorthand", r"prop\b.*(?:must be an object|type shorthand)|props?\.[\w$]+ must"),
