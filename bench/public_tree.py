@@ -232,8 +232,10 @@ class Sampler:
         self.peak_rss = max(self.peak_rss, self.rss_now)
         for pid in tree:
             self.cpu_seen[pid] = max(self.cpu_seen.get(pid, 0.0), stats[pid][1])
-            if self.kinds.get(pid, "other") in _UNSETTLED:  # a fork is its parent until it execs
-                self.kinds[pid] = process_kind(pid)
+            if self.kinds.get(pid, "other").startswith(_UNSETTLED):  # a fork is its parent until it execs
+                kind = process_kind(pid)
+                if pid not in self.kinds or not kind.startswith("exited"):  # exited: it was what it was
+                    self.kinds[pid] = kind
 
     @property
     def cpu_sampled_s(self) -> float:
@@ -250,7 +252,8 @@ class Sampler:
 
 # What a process of a publish is, by its command line: the first pattern that matches.
 _KINDS = [("bundler (node)", re.compile(r"/bundle\.mjs\b")), ("esbuild", re.compile(r"esbuild")),
-          ("npm", re.compile(r"npm-cli\.js|/npm\b")), ("runner (describe)", re.compile(r"/(stdio|main|runner)\.mjs\b")),
+          ("npm", re.compile(r"npm-cli\.js|(?:^|/)npm\b")),
+          ("runner (describe)", re.compile(r"/(stdio|main|runner)\.mjs\b")),
           ("headwater (python)", re.compile(r"python")), ("bwrap", re.compile(r"bwrap"))]
 
 _UNSETTLED = ("headwater (python)", "bwrap", "other")
@@ -259,9 +262,11 @@ _UNSETTLED = ("headwater (python)", "bwrap", "other")
 def process_kind(pid: int) -> str:
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        if not args.strip():  # a zombie (exited before it was seen): its name is all that is left
+            return f"exited: {Path(f'/proc/{pid}/comm').read_text().strip()}"
     except OSError:
         return "other"
-    return next((kind for kind, pattern in _KINDS if pattern.search(args)), "other")
+    return next((kind for kind, pattern in _KINDS if pattern.search(args)), f"other: {Path(args.split(' ')[0]).name}")
 
 
 class CpuMeter:
