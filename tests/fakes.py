@@ -744,6 +744,12 @@ class FakeBundler:
     def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
         return {}
 
+    def discard(self, code: str) -> None:
+        pass
+
+    def prune_store(self) -> bool:
+        return True
+
 
 class FakeRunner:
     """Components are described by a dict literal in their code; runs call `script(instance, event)`.

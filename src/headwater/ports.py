@@ -484,6 +484,14 @@ class Bundler(Protocol):
         """Bundles many codes at once (registry publishing), each as `bundle` would, so that
         `bundle` of any of them is then a lookup: the failures, code -> message."""
 
+    def discard(self, code: str) -> None:
+        """Drops code's bundle where it is kept (registry publishing: a helper module's, which
+        is never run); a later `bundle` of the code makes it again."""
+
+    def prune_store(self) -> bool:
+        """Drops what only bundling needs (npm packages installed for it: every bundle holds its
+        own), once registry publishing is done; a later bundle installs again. False: left, in use."""
+
 
 @dataclass(frozen=True)
 class Instance:

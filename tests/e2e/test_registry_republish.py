@@ -22,7 +22,7 @@ BROKEN = "app0/actions/broken/broken.mjs"  # a native addon on its path: fails, 
 
 def publish(server: Server, root: Path, *options: str, remembered: bool = False) -> tuple[Measured, dict[str, dict]]:
     measured = measure([*HEADWATER, "registry", "publish", str(root), "--data-dir", str(server.data_dir), "--json",
-                        *options], server.env)
+                        "--keep-npm-store", *options], server.env)  # its store is its npm registry
     assert measured.result.get("failed") == 1, measured.result
     results = {r["file"]: r for r in measured.result["results"]}
     broken = results.pop(BROKEN)

@@ -29,7 +29,8 @@ SLOW = httpx.Timeout(180.0)
 
 @pytest.fixture(scope="module")
 def published(server: Server) -> dict:
-    proc = subprocess.run([*HEADWATER, "registry", "publish", str(APP), "--data-dir", str(server.data_dir), "--json"],
+    proc = subprocess.run([*HEADWATER, "registry", "publish", str(APP), "--data-dir", str(server.data_dir), "--json",
+                           "--keep-npm-store"],  # test_store_keeps_one_tree_per_package_version looks into it
                           capture_output=True, text=True, env=server.env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout)

@@ -73,3 +73,28 @@ def test_npm_failures_that_are_not_the_package_s_fault_are_transient() -> None:
     assert _NPM_UNREACHED.search("npm package ky could not be installed (npm exited with status 1)")
     assert not _NPM_UNREACHED.search("npm package ky does not exist")
     assert not _NPM_UNREACHED.search('no version of npm package ky matches "^99"')
+
+
+def test_a_describe_runner_stopped_at_its_memory_cap_is_transient_a_component_out_of_memory_is_not() -> None:
+    from headwater.services.registry import _RUNNER_OUT_OF_MEMORY
+
+    assert _RUNNER_OUT_OF_MEMORY.search("the account's runner ran out of memory (limit 1024 MB) and was stopped;"
+                                        " runs in flight were lost")
+    assert not _RUNNER_OUT_OF_MEMORY.search("the component ran out of memory (limit 512 MB)")
+
+
+def test_a_save_with_no_record_changed_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "records.json"
+    cache = PublishCache(path, tmp_path / "tree", "v1")
+    cache.put("a.mjs", Record("fa", "published", "k", "c_1"))
+    cache.save()
+    written = path.stat().st_ino
+    again = PublishCache(path, tmp_path / "tree", "v1")
+    again.put("a.mjs", Record("fa", "published", "k", "c_1"))  # as an unchanged file's publish does
+    again.forget("b.mjs")
+    again.save()
+    assert path.stat().st_ino == written  # not replaced
+    again.put("a.mjs", Record("fb", "published", "k", "c_2"))
+    again.save()
+    assert path.stat().st_ino != written
+    assert PublishCache(path, tmp_path / "tree", "v1").get("a.mjs", "fb") == Record("fb", "published", "k", "c_2")

@@ -1,10 +1,17 @@
 // Headwater's own implementation of the `@pipedream/platform` surface that components import
 // (see shared DECISIONS.md, "What real components import"). Required by bundles at run time
 // (src/worker.mjs) in place of the published package, which is never installed.
-import realAxios from 'axios'
 import fs from 'node:fs'
+import { createRequire } from 'node:module'
 import path from 'node:path'
 import { Readable } from 'node:stream'
+
+// axios is loaded when a request is first made, not with the platform: describing a component
+// (its props) never needs it, and loading it was most of a describe worker's start (~0.1-0.3 s
+// of CPU each, one worker per component published).
+const require = createRequire(import.meta.url)
+let loadedAxios = null
+const realAxios = () => (loadedAxios ??= require('axios'))
 
 export const DEFAULT_POLLING_SOURCE_TIMER_INTERVAL = 900
 // Pipedream's own Gmail OAuth client has no meaning here: no connected account ever carries it.
@@ -110,14 +117,23 @@ async function callAxios(instance, step, config) {
   }
 }
 
-function wrap(instance) {
-  const fn = (step, config, _signConfig) => callAxios(instance, step, config)
+// `instanceOf`: the axios instance, made when first needed (see realAxios).
+function wrap(instanceOf) {
+  const fn = (step, config, _signConfig) => callAxios(instanceOf(), step, config)
   fn.create = (defaults = {}) => {
     const { debug, returnFullResponse, ...rest } = defaults || {}
-    return wrap(instance.create ? instance.create(rest) : realAxios.create(rest))
+    let made = null
+    return wrap(() => (made ??= instanceOf().create ? instanceOf().create(rest) : realAxios().create(rest)))
   }
-  fn.interceptors = instance.interceptors
-  fn.defaults = instance.defaults
+  for (const name of ['interceptors', 'defaults']) {
+    // read from the instance; a value assigned is the wrapper's own, as a plain property would be
+    Object.defineProperty(fn, name, {
+      get: () => instanceOf()[name],
+      set: (value) => Object.defineProperty(fn, name, { value, writable: true, enumerable: true, configurable: true }),
+      enumerable: true,
+      configurable: true,
+    })
+  }
   return fn
 }
 

@@ -214,12 +214,13 @@ def keys_revoke(key: str, data_dir: str | None, as_json: bool) -> None:
 
 
 def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, force: bool = False,
-                          retry_failed: bool = False) -> None:
+                          retry_failed: bool = False, keep_npm_store: bool = False) -> None:
     """Publishes a folder of components, with a progress bar; exits 1 when one failed (helper
     modules and components without a key are counted apart, not failures). A file published
     before with the same content (services/publish_cache.py) is `unchanged`, unless `force`; one
     that failed with the same content fails again without being tried (`remembered`), unless
-    `retry_failed` or `force`."""
+    `retry_failed` or `force`. The npm store is removed once done (bundles hold their packages),
+    unless `keep_npm_store`."""
     from headwater.services.publish_cache import PublishCache, publisher_version
 
     with services_for(data_dir) as services:
@@ -235,6 +236,7 @@ def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, f
             for result in services.registry.publish_files(root, files, cache):
                 results.append(result)
                 bar.update(1)
+        pruned = keep_npm_store or services.registry.bundler.prune_store()
     rows = [dataclasses.asdict(r) for r in results]
     counts = {status: sum(1 for r in results if r.status == status)
               for status in ("published", "unchanged", "skipped", "helper", "failed")}
@@ -247,8 +249,10 @@ def publish_with_progress(directory: str, data_dir: str | None, as_json: bool, f
                f" ({counts['helper']} helper modules not counted)")
     failures = failure_causes(results)
     causes = [f"{n:5} failed: {cause}" for cause, n in failures.items()]
+    kept = [] if pruned else ["the npm store was kept: another bundler was using it"]
     emit(as_json, {"results": rows, **{k: v for k, v in counts.items() if k != "helper"}, "helpers": counts["helper"],
-                   "failure_causes": failures}, "\n".join([*lines, *causes, summary]))
+                   "failure_causes": failures, "npm_store_pruned": not keep_npm_store and pruned},
+         "\n".join([*lines, *causes, summary, *kept]))
     if counts["failed"]:
         raise SystemExit(1)
 
@@ -275,13 +279,17 @@ def registry() -> None:
 @data_dir_option
 @click.option("--force", is_flag=True, help="publish files whose content did not change too")
 @click.option("--retry-failed", is_flag=True, help="try again files that failed and did not change since")
+@click.option("--keep-npm-store", is_flag=True, help="keep the npm packages installed for bundling (removed by default:"
+              " each bundle holds its own)")
 @json_option
 @handles_errors
-def registry_publish(directory: str, data_dir: str | None, as_json: bool, force: bool, retry_failed: bool) -> None:
+def registry_publish(directory: str, data_dir: str | None, as_json: bool, force: bool, retry_failed: bool,
+                     keep_npm_store: bool) -> None:
     """Publish every component under DIRECTORY to the registry (only what changed since the
     last publish of DIRECTORY into this data dir, unless --force; a file that failed and did not
-    change fails again without being tried, unless --retry-failed)."""
-    publish_with_progress(directory, data_dir, as_json, force, retry_failed)
+    change fails again without being tried, unless --retry-failed). The npm store is removed
+    afterwards (a later publish installs again what it needs), unless --keep-npm-store."""
+    publish_with_progress(directory, data_dir, as_json, force, retry_failed, keep_npm_store)
 
 
 @registry.command("gc")

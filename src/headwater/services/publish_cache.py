@@ -114,6 +114,7 @@ class PublishCache:
             loaded = {}
         self._all: dict[str, dict[str, dict[str, str | None]]] = loaded if isinstance(loaded, dict) else {}
         self._mine = self._all.setdefault(self.root, {})
+        self._changed = not path.exists()
 
     def fingerprint(self, root: Path, entry: Path) -> str:
         return fingerprint(root, entry, self.salt)
@@ -129,14 +130,24 @@ class PublishCache:
         return Record(fingerprint, str(status), text.get("key"), text.get("id"), text.get("reason"))
 
     def put(self, rel: str, record: Record) -> None:
-        self._mine[rel] = dict(record.__dict__)
+        value = dict(record.__dict__)
+        if self._mine.get(rel) != value:
+            self._mine[rel] = value
+            self._changed = True
 
     def forget(self, rel: str) -> None:
-        self._mine.pop(rel, None)
+        if self._mine.pop(rel, None) is not None:
+            self._changed = True
 
     def save(self) -> None:
+        """Written when a record changed since the last save (publishing saves after each chunk:
+        unchanged files change nothing), in one piece: `json.dumps` is the C encoder, `json.dump`
+        the pure-Python one, which made a save of the whole tree's records take seconds."""
+        if not self._changed:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".registry-publish-", dir=self.path.parent)
         with os.fdopen(fd, "w") as f:
-            json.dump(self._all, f)
+            f.write(json.dumps(self._all))
         os.replace(tmp, self.path)
+        self._changed = False

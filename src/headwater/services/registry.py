@@ -45,6 +45,9 @@ class PublishResult:
 # npm's registry not reached or failing: the package is not at fault (npm.mjs, npmFailure)
 _NPM_UNREACHED = re.compile(r"\(npm error E(?:TIMEDOUT|CONNRESET|CONNREFUSED|AI_AGAIN|NOTFOUND|HOSTUNREACH|NETUNREACH"
                             r"|PIPE|5\d\d)\)|\(npm exited with status")
+# The registry's runner process stopped at its memory cap (runner_process.py): what else it was
+# describing at the time counts as much as this component, so it is tried again next time.
+_RUNNER_OUT_OF_MEMORY = re.compile(r"^the account's runner ran out of memory")
 
 
 def publish_workers() -> int:
@@ -167,7 +170,11 @@ class Registry:
         try:
             bundle, definition = self.components.describe(code, REGISTRY_NAMESPACE, "")  # the operator's: no quota
         except HeadwaterError as e:
-            return self._failed(rel, e.message, isinstance(e, Unavailable))
+            transient = isinstance(e, Unavailable) or bool(_RUNNER_OUT_OF_MEMORY.search(e.message))
+            result = self._failed(rel, e.message, transient)
+            if result.status == "helper":  # never run: its bundle was only needed to learn that
+                self.bundler.discard(code)
+            return result
         if not definition.key:
             return PublishResult(rel, "skipped", reason="the component has no `key`")
         component = self.components.store(REGISTRY_NAMESPACE, None, code, None, bundle, definition)

@@ -90,6 +90,15 @@ class LambdaBundler:
                 out.append((None, e.message))
         return out
 
+    def discard(self, code: str) -> None:
+        """Forgotten here only: the bucket keeps its objects (the trusted functions delete none yet)."""
+        with self._guard:
+            self._by_code.pop(code, None)
+
+    def prune_store(self) -> bool:
+        """Nothing to prune: the runner Lambda bundles in its own /tmp."""
+        return True
+
     def bundle_many(self, codes: Sequence[str]) -> dict[str, str]:
         """One runner Lambda invocation per code (each bundle is put in the bucket by its own)."""
         failures: dict[str, str] = {}

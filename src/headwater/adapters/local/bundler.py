@@ -22,6 +22,7 @@ entry file and stays outside the sandbox.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -197,10 +198,31 @@ class LocalBundler:
             _write_sidecar(out, result)
             os.replace(out_dir / "bundle.cjs", out)
 
+    def prune_store(self) -> bool:
+        """Removes the npm store (registry publishing, once done): a bundle holds its packages, so
+        the store serves only bundling, and a later bundle installs again what it needs (from the
+        npm cache, which stays). Not while another bundler run (of any process) uses the store:
+        False then, and the store stays."""
+        store = self.settings.data_dir / "npm-store"
+        doomed = self.settings.data_dir / "tmp" / f"npm-store-pruned-{secrets.token_hex(4)}"
+        with _store_lock(self.settings.data_dir, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+            if not held:
+                return False
+            if not store.is_dir():
+                return True
+            doomed.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(store, doomed)  # at once, under the lock: no run finds half a store
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
     @contextmanager
     def _bundler_run(self) -> Iterator[tuple[Path, dict[str, Any], list[Bind] | None, str]]:
         """What a bundler run is given: a fresh output dir (and its name as the bundler sees it),
         the request's store, npm cache and registry, and the sandbox's binds (None unsandboxed)."""
+        with _store_lock(self.settings.data_dir, fcntl.LOCK_SH):
+            yield from self._bundler_run_unlocked()
+
+    def _bundler_run_unlocked(self) -> Iterator[tuple[Path, dict[str, Any], list[Bind] | None, str]]:
         store = self.settings.data_dir / "npm-store"
         npm_cache = self.settings.data_dir / "npm-cache"
         scratch = self.settings.data_dir / "tmp"
@@ -259,6 +281,19 @@ class LocalBundler:
                 os.replace(out_dir / f"{digest}.cjs", out)
         return failures
 
+    def discard(self, code: str) -> None:
+        """A helper module's bundle (registry publishing found it is not a component): removed from
+        disk and memory, so the registry's bundles are only what may run."""
+        digest = ids.code_hash(code)
+        with self._lock_for(digest):
+            for path in (self.dir / f"{digest}.cjs", self.dir / f"{digest}.json"):
+                path.unlink(missing_ok=True)
+            with self._guard:
+                self._by_code.pop(code, None)
+                evicted = self._cache.pop(digest, None)
+                if evicted is not None:
+                    self._cache_bytes -= len(evicted.code)
+
     def sources_of(self, entry_files: Sequence[str]) -> list[tuple[str | None, str | None]]:
         """`source_of` of many files in one Node run: (code, None) or (None, failure message) each."""
         if not entry_files:
@@ -310,6 +345,23 @@ class LocalBundler:
         if not result.get("ok"):
             raise Invalid(_message(result.get("message")))
         return result
+
+
+@contextmanager
+def _store_lock(data_dir: Path, mode: int) -> Iterator[bool]:
+    """`<data_dir>/npm-store.lock`, shared by bundler runs, exclusive to pruning (across processes:
+    a service and the CLI may share a data dir). Yields whether it is held (LOCK_NB may fail)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / "npm-store.lock", "a") as file:
+        try:
+            fcntl.flock(file, mode)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
 
 
 def _message(message: object) -> str:
