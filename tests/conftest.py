@@ -175,7 +175,7 @@ TEMPLATE_SAFE_SETTINGS = {
     "HEADWATER_EMAIL_FROM", "HEADWATER_ACCOUNT_MAX_CONCURRENT_RUNS", "HEADWATER_TENANT_REQUEST_WAIT_S",
     "HEADWATER_TASK_WORKERS", "HEADWATER_METRICS_SOURCES", "HEADWATER_METRICS_TOKEN",
     "HEADWATER_OAUTH_TOKEN_TIMEOUT_S", "HEADWATER_STALL_CHECK_S", "HEADWATER_STALL_MIN_LOOK_S",
-    "HEADWATER_TICK_GRACE_S", "HEADWATER_URL_FETCH_TIMEOUT_S",
+    "HEADWATER_TICK_GRACE_S", "HEADWATER_URL_FETCH_TIMEOUT_S", "HEADWATER_EMULATED_SCHEDULE_S",
 }
 # What a service makes for itself at each start, or keeps to itself: not copied from the template.
 NOT_TEMPLATED = {"secret.key", "server.log", "admin-worker.log", "run", "tmp", "headwater.db.leases",
@@ -196,7 +196,8 @@ class RegistryTemplate:
         self.lock = threading.Lock()
 
     def copy_into(self, data_dir: Path, extra_env: dict[str, str]) -> None:
-        if not set(extra_env) <= TEMPLATE_SAFE_SETTINGS or (data_dir.exists() and any(data_dir.iterdir())):
+        own = {k for k, v in extra_env.items() if (k, v) != ("HEADWATER_BACKEND", "local")}  # the default
+        if not own <= TEMPLATE_SAFE_SETTINGS or (data_dir.exists() and any(data_dir.iterdir())):
             return
         template = self.make()
         if template is None:  # its publish failed (in the test that first asked): each publishes itself
