@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from headwater.services.registry import SHIPPED_MARKER
 from tests.openapi_conformance import Conformance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +132,11 @@ class AdminWorker:
 BOTH_MODES = ["local", "aws-emulated"]
 
 
-def make_server(data_dir: Path, **extra_env: str) -> Server:
+def make_server(data_dir: Path, *, publish_at_start: bool = False, **extra_env: str) -> Server:
+    """A service on a new port. In a test session a new local data dir starts as a copy of one where
+    the shipped registry is published (RegistryTemplate), unless `publish_at_start`."""
+    if _registry_template is not None and not publish_at_start:
+        _registry_template.copy_into(data_dir, extra_env)
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")},
@@ -147,14 +154,90 @@ def make_server(data_dir: Path, **extra_env: str) -> Server:
 
 
 @contextmanager
-def running_server(data_dir: Path, **extra_env: str) -> Iterator[Server]:
+def running_server(data_dir: Path, *, publish_at_start: bool = False, **extra_env: str) -> Iterator[Server]:
     """A private service (own data dir and settings) for the tests of one module."""
-    srv = make_server(data_dir, **extra_env)
+    srv = make_server(data_dir, publish_at_start=publish_at_start, **extra_env)
     srv.start()
     try:
         yield srv
     finally:
         srv.stop()
+
+
+# Settings that govern runs, requests, deliveries and limits, never how the shipped registry is
+# bundled, described or stored: a server with only these of its own may start from the template. Any
+# other (the backend, the runner's, describe's or the bundler's settings, PATH) publishes for itself.
+TEMPLATE_SAFE_SETTINGS = {
+    "HEADWATER_HTTP_TIMEOUT_MS", "HEADWATER_TIMER_TIMEOUT_MS", "HEADWATER_HOOK_TIMEOUT_MS",
+    "HEADWATER_RUN_MEMORY_MB", "HEADWATER_WEBHOOK_RETRY_SCHEDULE", "HEADWATER_INGEST_RATE",
+    "HEADWATER_INGEST_BURST", "HEADWATER_PROCESSES", "HEADWATER_FREE_DAILY_INVOCATIONS",
+    "HEADWATER_FREE_DAILY_COMPUTE_MS", "HEADWATER_HTTP_MAX_BODY_BYTES", "HEADWATER_SMTP_URL",
+    "HEADWATER_EMAIL_FROM", "HEADWATER_ACCOUNT_MAX_CONCURRENT_RUNS", "HEADWATER_TENANT_REQUEST_WAIT_S",
+    "HEADWATER_TASK_WORKERS", "HEADWATER_METRICS_SOURCES", "HEADWATER_METRICS_TOKEN",
+    "HEADWATER_OAUTH_TOKEN_TIMEOUT_S", "HEADWATER_STALL_CHECK_S", "HEADWATER_STALL_MIN_LOOK_S",
+    "HEADWATER_TICK_GRACE_S", "HEADWATER_URL_FETCH_TIMEOUT_S", "HEADWATER_EMULATED_SCHEDULE_S",
+}
+# What a service makes for itself at each start, or keeps to itself: not copied from the template.
+NOT_TEMPLATED = {"secret.key", "server.log", "admin-worker.log", "run", "tmp", "headwater.db.leases",
+                 "headwater.db.writer-lock", "headwater.db-shm", "headwater.db-wal"}
+
+
+class RegistryTemplate:
+    """A local data dir where a real `headwater serve` published the shipped registry (bundled and
+    described by Node: about 4 s of CPU a start), made once per test process, when first needed. A
+    new local test server starts from a copy of it (its database, bundles and the registry's
+    fingerprint, not its secret key), so its start finds the registry published and unchanged, as
+    a restart does. tests/e2e/test_registry.py starts a server that publishes for itself."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: Path | None = None
+        self.failed = False
+        self.lock = threading.Lock()
+
+    def copy_into(self, data_dir: Path, extra_env: dict[str, str]) -> None:
+        own = {k for k, v in extra_env.items() if (k, v) != ("HEADWATER_BACKEND", "local")}  # the default
+        if not own <= TEMPLATE_SAFE_SETTINGS or (data_dir.exists() and any(data_dir.iterdir())):
+            return
+        template = self.make()
+        if template is None:  # its publish failed (in the test that first asked): each publishes itself
+            return
+        data_dir.mkdir(parents=True, exist_ok=True)
+        for path in template.iterdir():
+            if path.name in NOT_TEMPLATED:
+                continue
+            if path.is_dir():
+                shutil.copytree(path, data_dir / path.name)
+            else:
+                shutil.copy2(path, data_dir / path.name)
+
+    def make(self) -> Path | None:
+        with self.lock:
+            if self.made is None and not self.failed:
+                self.failed = True  # until it is made
+                self.root.mkdir()
+                srv = make_server(self.root, publish_at_start=True)
+                srv.start()
+                srv.stop()
+                assert (self.root / SHIPPED_MARKER).exists(), (self.root / "server.log").read_text()[-3000:]
+                with closing(sqlite3.connect(self.root / "headwater.db")) as db:  # its WAL into the file
+                    busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                assert busy == 0, "the template's database is still in use"
+                self.made, self.failed = self.root, False
+            return self.made
+
+
+_registry_template: RegistryTemplate | None = None  # set for a test session (make_server outside one: none)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def registry_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryTemplate]:
+    global _registry_template
+    _registry_template = RegistryTemplate(tmp_path_factory.getbasetemp() / "registry-template")
+    try:
+        yield _registry_template
+    finally:
+        _registry_template = None
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
+
+from headwater.services.registry import SHIPPED_MARKER
+from tests.conftest import client_for, new_user, running_server
 
 
 def test_registry_lists_published_components_newest_first(api: httpx.Client) -> None:
@@ -31,3 +36,13 @@ def test_search_by_words_type_and_app(api: httpx.Client) -> None:
 
 def test_a_published_key_is_still_fetched_by_key(api: httpx.Client) -> None:
     assert api.get("/components/registry/headwater-http").json()["data"]["key"] == "headwater-http"
+
+
+def test_a_new_service_publishes_the_shipped_registry_when_it_starts(tmp_path: Path) -> None:
+    """The other test servers start from a copy of a data dir where a start did this once
+    (tests/conftest.py, RegistryTemplate): this one does it itself."""
+    with running_server(tmp_path, publish_at_start=True) as srv:
+        assert (tmp_path / SHIPPED_MARKER).exists(), (tmp_path / "server.log").read_text()[-3000:]
+        with client_for(srv, new_user(srv).api_key) as api:
+            keys = {c["key"] for c in api.get("/components/registry", params={"limit": 100}).json()["data"]}
+        assert {"headwater-http", "headwater-schedule", "headwater-emit", "headwater-http-request"} <= keys, keys
