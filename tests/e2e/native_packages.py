@@ -92,7 +92,8 @@ TREES: dict[str, dict[str, dict[str, object]]] = {
                         "const { answer } = await import('./answer.js')\n"
                         "export default { answer, sep }\n"
                         "export const loaded = await Promise.resolve('after an await')\n",
-            "answer.js": "export const answer = 42\n",
+            # a legal comment: esbuild moves it to the bundle's end, after its `export {...}`
+            "answer.js": "/*! hwtest-tla | MIT License */\nexport const answer = 42\n",
         },
     },
 }

@@ -125,7 +125,8 @@ function requiredExternals(build) {
 // The ESM output as the body of an async function: its closing `export { a as default, b }`
 // made a return of the same names (flagged as an ES module's exports, as CommonJS output is).
 function asyncBody(text) {
-  const m = /\nexport \{([^}]*)\};?\s*$/.exec(text)
+  // the legal comments esbuild puts at the end (`/*! Bundled license information: ...`) may follow
+  const m = /\nexport \{([^}]*)\};?(?:\s|\/\*[\s\S]*?\*\/)*$/.exec(text)
   const names = m ? m[1].split(',').map((x) => x.trim()).filter(Boolean).map((x) => {
     const [local, exported = local] = x.split(/\s+as\s+/)
     return `${JSON.stringify(exported.replace(/^"|"$/g, ''))}: ${local}`
