@@ -11,6 +11,8 @@ npm.mjs leaves them), so no registry is asked for them (an exact version needs n
   Node's resolution adds `.js`), as `@jsdevtools/ono` does.
 - `hwtest-precinct`: lists Node's builtin modules with `process.binding('natives')` when it loads,
   as `precinct` does.
+- `hwtest-mjs-base`: a package whose `.mjs` file (a component to extend) a component imports by
+  its path and extends, as registry actions do with `@pipedream/helper_functions/actions/...mjs`.
 - `hwtest-tla`: an ES module with top-level await (ky-universal's shape), which a CommonJS bundle
   cannot hold.
 """
@@ -82,6 +84,14 @@ TREES: dict[str, dict[str, dict[str, object]]] = {
             "package.json": {"name": "hwtest-precinct", "version": VERSION, "main": "index.js"},
             "index.js": "const natives = process.binding('natives')\n"
                         "exports.core = (names) => names.filter((n) => Boolean(natives[n]))\n",
+        },
+    },
+    "hwtest-mjs-base": {
+        "hwtest-mjs-base": {
+            "package.json": {"name": "hwtest-mjs-base", "version": VERSION, "main": "index.js"},
+            "index.js": "module.exports = {}\n",
+            "actions/base.mjs": "export default { name: 'base',\n"
+                                "  props: { url: { type: 'string', label: 'URL', optional: true } } }\n",
         },
     },
     "hwtest-tla": {

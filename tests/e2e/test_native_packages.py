@@ -79,3 +79,13 @@ def test_a_component_that_runs_a_program_says_which(api: httpx.Client) -> None:
     r = api.post("/components", json={"component_code": code})
     assert r.status_code == 422, r.text
     assert 'system executable "ffmpeg"' in r.json()["error"], r.text
+
+
+def test_the_default_of_a_packages_mjs_file_is_its_default_export(api: httpx.Client) -> None:
+    """A package's `.mjs` file imported by its path gives its default export (the shared package
+    store's stand-in of it once gave the module's whole exports: `base.props` undefined)."""
+    code = """import base from "hwtest-mjs-base@1.0.0/actions/base.mjs";
+    base.props.url.label = "Download URL";
+    export default { name: "extends", version: "1", props: { ...base.props }, run() {
+      this.$emit({ base: base.name, label: base.props.url.label }) } }"""
+    assert run_once(api, code) == {"base": "base", "label": "Download URL"}

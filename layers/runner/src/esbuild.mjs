@@ -109,6 +109,7 @@ async function resolvedFile(build, spec, args) {
 const TOP_LEVEL_AWAIT = 'Top-level await is currently not supported with the "cjs" output format'
 const EXTERNAL_NS = 'hw-external'
 const SHARED_NS = 'hw-package' // a stand-in of a package the store holds (packages.mjs)
+const STAND_IN_SUFFIX = '#stand-in'
 // The imports a store entry stands in for; `require.resolve` and the like are left as they were.
 const SHAREABLE_KINDS = new Set(['import-statement', 'require-call', 'dynamic-import'])
 export const ASYNC_MARK = '/* headwater: top-level await */'
@@ -154,7 +155,7 @@ function resolvePlugin(trees, stdin, seen, mapped, asyncModule, share = null) {
       const onResolve = asyncModule ? requiredExternals(build) : (f) => f
       if (share) {
         build.onResolve({ filter: /.*/, namespace: SHARED_NS }, (args) => (asyncModule ? { path: args.path, namespace: EXTERNAL_NS } : { path: args.path, external: true }))
-        build.onLoad({ filter: /.*/, namespace: SHARED_NS }, (args) => ({ contents: standIn(args.path, args.pluginData.format), loader: 'js' }))
+        build.onLoad({ filter: /.*/, namespace: SHARED_NS }, (args) => ({ contents: standIn(args.path.slice(0, -STAND_IN_SUFFIX.length), args.pluginData.format), loader: 'js' }))
       }
       build.onResolve({ filter: /.*/ }, onResolve(async (args) => {
         if (args.kind === 'entry-point' || (args.pluginData && args.pluginData.inner)) return undefined
@@ -230,7 +231,9 @@ async function sharedImport(build, share, p, tree, args) {
   if (!entry) return null
   share.refs.set(entry.id, entry.file)
   for (const program of entry.executables) share.executables.add(program)
-  return { path: entry.id, namespace: SHARED_NS, pluginData: { format: entry.format } }
+  // the stand-in's path must not end as the package's file does: esbuild gives a module whose path
+  // ends in `.mjs` Node's interop, where a default import is the whole exports, not their default
+  return { path: `${entry.id}${STAND_IN_SUFFIX}`, namespace: SHARED_NS, pluginData: { format: entry.format } }
 }
 
 // A store entry's bundle (packages.mjs): the package's entry file as CommonJS with everything it
