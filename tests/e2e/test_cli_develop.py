@@ -139,8 +139,11 @@ def test_dev_redeploys_on_save_with_the_same_source_and_its_state(env: dict[str,
                                                                   tmp_path: Path) -> None:
     code = tmp_path / "counter.mjs"
     code.write_text(COUNTER.replace("VERSION", "one"))
+    # started with SIGINT ignored, as a shell without job control starts a command run with `&`
+    # (Python then installs no KeyboardInterrupt of its own): Ctrl-C still ends it
     dev = subprocess.Popen([*HEADWATER, "dev", "counter.mjs", "--json"], cwd=tmp_path, env=env, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         assert dev.stdout is not None and dev.stderr is not None
         out, err = Lines(dev.stdout), Lines(dev.stderr)

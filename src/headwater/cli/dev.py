@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import signal
 import sys
 import threading
 import time
@@ -234,6 +235,9 @@ def watch(path: Path, on_tick: Callable[[], None]) -> None:
 def dev(file: str, props: tuple[str, ...], name: str | None, as_json: bool) -> None:
     """Deploy FILE, follow its events and logs, and re-deploy it on every save (Ctrl-C ends)."""
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # its line per change says what ours say
+    # Ctrl-C ends it even when it was started with SIGINT ignored (a shell without job control does
+    # that to a command run with `&`, and so may whatever started it): Python then installs no handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     path = component_file(file)
     configured = parse_props(props)
     config = load_config()
