@@ -109,10 +109,10 @@ TREES: dict[str, dict[str, dict[str, object]]] = {
 }
 
 
-def write_store(store: Path) -> None:
+def write_store(store: Path, trees: dict[str, dict[str, dict[str, object]]] = TREES, version: str = VERSION) -> None:
     """The trees, complete, in the store (again harmlessly when they are there)."""
-    for top, packages in TREES.items():
-        tree = store / f"{top}@{VERSION}"
+    for top, packages in trees.items():
+        tree = store / f"{top}@{version}"
         for name, files in packages.items():
             for rel, content in files.items():
                 path = tree / "node_modules" / name / rel

@@ -23,6 +23,7 @@ from headwater.adapters.local.node_runner import NodeRunnerPool
 from headwater.adapters.local.package_store import store_dir
 from headwater.ports import Bundle, Instance
 from headwater.settings import Settings
+from tests.e2e.native_packages import write_store
 
 V = "1.0.0"
 TREES: dict[str, dict[str, dict[str, object]]] = {
@@ -72,14 +73,7 @@ export default {{ name: "interop", version: "1", type: "action", props: {{}}, as
 
 
 def write_trees(store: Path) -> None:
-    for top, packages in TREES.items():
-        tree = store / f"{top}@{V}"
-        for name, files in packages.items():
-            for rel, content in files.items():
-                path = tree / "node_modules" / name / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(content) if isinstance(content, dict) else str(content))
-        (tree / ".complete").write_text("")
+    write_store(store, TREES, V)
 
 
 @pytest.fixture(scope="module")
